@@ -1,0 +1,99 @@
+// The engine (CAM's CPU-managed control plane): devices + layout + staging pool + worker threads.
+// Callers hand it batches of logical block ids and a destination (or source); workers own the io
+// queues and run them; a batch completes as a whole through its sequence word, or fails naming the first
+// failing block, its device, offset and errno. Thread-safe: any thread may submit and wait.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpuio/io.hpp"
+#include "gpuio/limits.hpp"
+
+namespace gpuio {
+
+struct EngineOptions {
+  std::vector<std::string> paths;
+  uint32_t block_bytes = 4096;        // >= every device's logical block size
+  uint64_t stripe_bytes = 65536;      // RAID-0 stripe unit (used when there are several devices)
+  BackendOptions backend;             // backend.kind: uring | posix | sim | fault:<inner>
+  uint32_t workers = 0;               // 0: dynamic between ceil(N/4) and ceil(N/2); else fixed
+  uint32_t queue_depth = limits::queue_depth_default;
+  uint64_t staging_bytes = limits::staging_bytes_default;
+  uint32_t staging_slot_bytes = limits::staging_slot_bytes_default;
+  uint32_t io_bytes_max = limits::io_bytes_max;  // merged runs are split at this size
+  uint32_t io_timeout_ms = limits::io_timeout_ms_default;
+};
+
+// Where a batch's data goes to (read) or comes from (write).
+enum class MemKind : uint8_t { host = 0, device = 1 };
+
+struct EngineStats {
+  uint64_t ops = 0;            // device requests completed
+  uint64_t bytes = 0;          // bytes moved to or from devices
+  uint64_t batches = 0;
+  uint64_t blocks = 0;
+  double busy_worker_seconds = 0.0;  // time workers spent with work (not sleeping)
+  uint32_t active_workers = 0;
+  uint32_t workers = 0;
+  uint64_t queue_full_events = 0;    // prepare() found the ring full
+  uint64_t staging_exhausted_events = 0;  // a request waited for a staging slot
+  uint64_t short_transfers = 0;      // completions shorter than asked, resubmitted
+  uint64_t worker_adjustments = 0;   // changes made by the core-count controller
+  std::string data_path;             // e.g. "uring+direct", "uring+staging", "posix+staging"
+  std::string backend;               // backend description (features enabled)
+};
+
+namespace detail {
+struct Batch;
+class EngineImpl;
+}  // namespace detail
+
+// Handle of a submitted batch. Copyable; the batch lives until every handle and the engine are done with it.
+class BatchHandle {
+ public:
+  BatchHandle() = default;
+  explicit BatchHandle(std::shared_ptr<detail::Batch> b) : batch_(std::move(b)) {}
+  bool done() const;  // completed or failed
+  // Block until done or timeout_ms (-1: the engine's io_timeout_ms). Throws IoError on failure
+  // (ETIMEDOUT when the deadline passes).
+  void wait(int64_t timeout_ms = -1) const;
+  uint64_t seq() const;  // the batch's sequence number
+
+ private:
+  std::shared_ptr<detail::Batch> batch_;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> create(const EngineOptions& opts);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Submit a batch. blocks[i] goes to/from buf + i*block_bytes. buf must stay valid until done.
+  BatchHandle submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind = MemKind::host);
+  void read(const int64_t* blocks, size_t n, void* buf) { submit(IoOp::read, blocks, n, buf).wait(); }
+  void write(const int64_t* blocks, size_t n, const void* buf) {
+    submit(IoOp::write, blocks, n, const_cast<void*>(buf)).wait();
+  }
+
+  EngineStats stats() const;
+  const EngineOptions& options() const;
+  uint64_t total_blocks() const;
+  size_t device_count() const;
+  const DeviceInfo& device(size_t i) const;
+  // Stops the workers after the batches in flight end. Later calls throw std::invalid_argument.
+  void close();
+  bool closed() const;
+
+  // Creates (or extends) a file of nbytes for use as a device; fills it with zeros lazily (sparse).
+  static void create_file(const std::string& path, uint64_t nbytes);
+
+ private:
+  explicit Engine(std::unique_ptr<detail::EngineImpl> impl);
+  std::unique_ptr<detail::EngineImpl> impl_;
+};
+
+}  // namespace gpuio

@@ -1,0 +1,89 @@
+// The one I/O interface every backend implements (liburing/SPDK shape):
+//   prepare() a request -> submit() the prepared batch -> reap() completions with a budget.
+// An IoQueue has exactly one owner thread and takes no locks on its data path. prepare() returns false
+// when the queue is full instead of blocking. Completions are only ever delivered by reap(), never by
+// callbacks, so the owner decides when to handle them.
+// An IoBackend owns the devices and is shared between threads; it creates one IoQueue per owner thread.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpuio/fault.hpp"
+#include "gpuio/limits.hpp"
+
+namespace gpuio {
+
+enum class IoOp : uint8_t { read = 0, write = 1 };
+
+struct IoRequest {
+  uint64_t user_data = 0;  // returned unchanged in the completion
+  void* buf = nullptr;     // host memory; aligned to the device's logical block when the device is direct
+  uint64_t offset = 0;     // bytes from the start of the device
+  uint32_t len = 0;        // bytes
+  uint16_t device = 0;     // index into the backend's devices
+  IoOp op = IoOp::read;
+  int32_t buf_index = -1;  // index of a registered (fixed) buffer holding buf, or -1
+};
+
+struct IoCompletion {
+  uint64_t user_data = 0;
+  int32_t res = 0;  // bytes transferred (may be short) or -errno
+};
+
+class IoQueue {
+ public:
+  virtual ~IoQueue() = default;
+  // Queue one request. Returns false, queuing nothing, when the queue holds depth() requests already.
+  virtual bool prepare(const IoRequest& req) = 0;
+  // Hand every prepared request to the device. Returns how many, or -errno.
+  virtual int submit() = 0;
+  // Move up to max completions into out; block until at least wait_min are available (0: never block).
+  // Returns the number written or -errno. Never returns more than max.
+  virtual int reap(IoCompletion* out, int max, int wait_min) = 0;
+  virtual uint32_t depth() const = 0;
+  virtual uint32_t inflight() const = 0;  // prepared or submitted, not yet reaped
+};
+
+struct DeviceInfo {
+  std::string path;
+  uint64_t bytes = 0;
+  uint32_t logical_block_bytes = 512;
+  bool direct = false;       // opened with O_DIRECT
+  bool block_device = false;
+};
+
+struct FixedBuffer {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+
+struct BackendOptions {
+  std::string kind = "uring";    // uring | posix | sim | fault:<inner>
+  bool direct = true;            // O_DIRECT
+  bool writable = true;
+  bool sqpoll = false;           // uring: kernel thread polls the submission queue
+  bool iopoll = false;           // uring: busy-poll completions (only where the device supports it)
+  uint32_t posix_threads = limits::posix_threads_default;
+  FaultOptions fault;            // used when kind is fault:<inner>
+};
+
+class IoBackend {
+ public:
+  virtual ~IoBackend() = default;
+  virtual const char* name() const = 0;
+  virtual size_t device_count() const = 0;
+  virtual const DeviceInfo& device(size_t i) const = 0;
+  // Create a queue for the calling thread. fixed buffers are registered with it where the backend can.
+  virtual std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>& fixed) = 0;
+  // Human-readable features and what was actually enabled ("sqpoll=off iopoll=unsupported ...").
+  virtual std::string describe() const = 0;
+};
+
+// Opens paths with the given backend kind. Throws IoError naming the path on failure, and
+// std::invalid_argument for an unknown kind.
+std::unique_ptr<IoBackend> make_backend(const std::vector<std::string>& paths, const BackendOptions& opts);
+
+}  // namespace gpuio

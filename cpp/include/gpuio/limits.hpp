@@ -1,0 +1,29 @@
+// Every queue, batch and pool has a named limit here; relations between them are checked at compile time.
+// Options structs take their defaults from these; tests shrink them (see tests/cpp/small_limits.hpp).
+#pragma once
+#include <cstdint>
+
+namespace gpuio::limits {
+
+constexpr uint32_t devices_max = 64;              // devices in one layout
+constexpr uint32_t workers_max = 64;              // engine worker threads
+constexpr uint32_t queue_depth_max = 4096;        // entries in one io queue (ring)
+constexpr uint32_t queue_depth_default = 128;
+constexpr uint64_t batch_blocks_max = 1ull << 26; // logical blocks in one batch
+constexpr uint32_t io_bytes_max = 1u << 20;       // largest single device I/O after merging runs
+constexpr uint64_t staging_bytes_default = 32ull << 20;  // whole staging pool
+constexpr uint32_t staging_slot_bytes_default = 128u << 10;
+constexpr uint64_t staging_bytes_max = 16ull << 30;
+constexpr uint32_t block_bytes_min = 512;
+constexpr uint32_t block_bytes_max = 1u << 20;
+constexpr uint32_t reap_budget_max = 256;         // completions handled per poller pass
+constexpr uint32_t posix_threads_default = 32;    // pread/pwrite threads per posix queue
+constexpr uint32_t io_timeout_ms_default = 60000; // a batch not done by then fails with ETIMEDOUT
+
+static_assert(queue_depth_default <= queue_depth_max);
+static_assert(staging_slot_bytes_default <= io_bytes_max);
+static_assert(staging_bytes_default % staging_slot_bytes_default == 0);
+static_assert(block_bytes_max <= io_bytes_max);
+static_assert((block_bytes_min & (block_bytes_min - 1)) == 0);
+
+}  // namespace gpuio::limits
