@@ -1,0 +1,35 @@
+"""gpuio: SSD data into GPU (or host) memory at the devices' speed, with CPU-managed queues.
+
+Layers (see DESIGN.md): io backends and the engine live in the C++ core (``gpuio._core``); this package
+adds the Python API. Heavy submodules (torch, PyG) load on first use.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; imported on first attribute access so `import gpuio` stays light.
+_LAZY = {
+    "Engine": "gpuio.engine",
+    "Handle": "gpuio.engine",
+    "empty": "gpuio.gpu",
+    "TensorFile": "gpuio.tensor",
+    "FeatureStore": "gpuio.cache",
+    "info": "gpuio.platform",
+}
+_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"gpuio.{name}")
+    raise AttributeError(f"module 'gpuio' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY) + list(_SUBMODULES))
