@@ -48,6 +48,22 @@ struct EngineStats {
   std::string backend;               // backend description (features enabled)
 };
 
+// Moves staged bytes between the staging pool and memory the CPU cannot address (GPU memory). The CUDA
+// layer (gpuio/gpu.hpp) installs one; the engine calls it only from worker threads, each passing its own
+// worker id, so an implementation keeps per-worker state without locks.
+class DeviceMover {
+ public:
+  virtual ~DeviceMover() = default;
+  // Queue a copy of len bytes from staging (host) to dst (device memory); started by the next flush().
+  virtual void stage_out(uint32_t worker, void* dst, const void* staging, uint32_t len) = 0;
+  // Start the copies queued since the last flush. Returns a ticket for poll().
+  virtual uint64_t flush(uint32_t worker) = 0;
+  // 1: the ticket's copies are in place; 0: not yet; -errno: they failed. Tickets complete in order.
+  virtual int poll(uint32_t worker, uint64_t ticket) = 0;
+  // Copy len bytes of device memory src into staging; returns when done: 0 or -errno.
+  virtual int stage_in(uint32_t worker, void* staging, const void* src, uint32_t len) = 0;
+};
+
 namespace detail {
 struct Batch;
 class EngineImpl;
@@ -92,6 +108,12 @@ class Engine {
   // Stops the workers after the batches in flight end. Later calls throw std::invalid_argument.
   void close();
   bool closed() const;
+
+  // Device memory (MemKind::device) moves through the staging pool and this mover. Not owned: it must
+  // outlive every device batch; set it before the first one (nullptr detaches it when none is in flight).
+  void set_device_mover(DeviceMover* mover);
+  // The staging pool's memory (registered with io_uring; the CUDA layer also registers it with CUDA).
+  FixedBuffer staging_region() const;
 
   // Creates (or extends) a file of nbytes for use as a device; fills it with zeros lazily (sparse).
   static void create_file(const std::string& path, uint64_t nbytes);

@@ -128,6 +128,8 @@ GPUIO_BIND(engine, 10) {
       .def("sync", [](Holder& h) { h->sync(); }, nb::call_guard<nb::gil_scoped_release>())
       .def("close", [](Holder& h) { h->close(); }, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("closed", [](const Holder& h) { return h->closed(); })
+      // The C++ Engine's address, for the GPU layer (bindings/gpu.cpp) to attach to; valid while this lives.
+      .def_prop_ro("_address", [](const Holder& h) { return reinterpret_cast<uintptr_t>(h.engine.get()); })
       .def_prop_ro("total_blocks", [](const Holder& h) { return h->total_blocks(); })
       .def_prop_ro("block_size", [](const Holder& h) { return h->options().block_bytes; })
       .def_prop_ro("devices",

@@ -112,7 +112,8 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   GPUIO_EXPECT(n <= limits::batch_blocks_max, "batch of " + std::to_string(n) + " blocks exceeds batch_blocks_max=" +
                                                    std::to_string(limits::batch_blocks_max));
   GPUIO_EXPECT(n == 0 || buf != nullptr, "null buffer for a batch of " + std::to_string(n) + " blocks");
-  GPUIO_EXPECT(kind == MemKind::host, "device memory needs the CUDA layer, which this build does not have");
+  GPUIO_EXPECT(kind == MemKind::host || mover.load(std::memory_order_acquire) != nullptr,
+               "device memory needs the CUDA layer attached to this engine (gpuio.gpu); none is");
   const uint64_t total = layout->total_blocks();
   for (size_t i = 0; i < n; ++i) {  // validate all before any I/O starts: a bad batch touches nothing
     if (blocks[i] < 0 || static_cast<uint64_t>(blocks[i]) >= total) {
@@ -130,7 +131,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
     b->state.store(kDone);
     return BatchHandle(b);
   }
-  bool staged = direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0;
+  bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
   {
     std::lock_guard<std::mutex> g(timing_mu_);
     b->submitted = Clock::now();
@@ -211,6 +212,8 @@ uint64_t Engine::total_blocks() const { return impl_->layout->total_blocks(); }
 size_t Engine::device_count() const { return impl_->backend->device_count(); }
 const DeviceInfo& Engine::device(size_t i) const { return impl_->backend->device(i); }
 void Engine::close() { impl_->close(); }
+void Engine::set_device_mover(DeviceMover* m) { impl_->mover.store(m, std::memory_order_release); }
+FixedBuffer Engine::staging_region() const { return {impl_->staging->base(), impl_->staging->bytes()}; }
 bool Engine::closed() const { return impl_->closed(); }
 void Engine::sync() { impl_->sync(); }
 

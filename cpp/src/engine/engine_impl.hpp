@@ -33,6 +33,7 @@ class EngineImpl {
   std::unique_ptr<StagingPool> staging;
   std::unique_ptr<CoreController> controller;
   std::vector<std::unique_ptr<Worker>> workers;
+  std::atomic<DeviceMover*> mover{nullptr};  // set by the CUDA layer for MemKind::device batches
   uint32_t direct_align = 0;  // memory alignment O_DIRECT needs (0: devices not direct)
 
  private:

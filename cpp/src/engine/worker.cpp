@@ -104,7 +104,19 @@ bool Worker::prepare_pending() {
         return false;
       }
       staging = static_cast<int32_t>(free_staging_.back());
-      if (e.op == IoOp::write) std::memcpy(engine_.staging->slot(id_, staging), e.mem, e.len);
+      uint8_t* stage = engine_.staging->slot(id_, static_cast<uint32_t>(staging));
+      if (e.op == IoOp::write && e.batch->kind == MemKind::device) {
+        int rc = engine_.mover.load(std::memory_order_acquire)->stage_in(id_, stage, e.mem, e.len);
+        if (rc != 0) {  // the GPU copy failed: the extent fails without touching the device
+          e.batch->record_failure({e.first_index, e.first_block, e.device, e.offset, -rc});
+          Batch* b = e.batch;
+          pending_.pop_front();
+          b->extent_finished();
+          continue;
+        }
+      } else if (e.op == IoOp::write) {
+        std::memcpy(stage, e.mem, e.len);
+      }
     }
     uint32_t slot = free_slots_.back();
     slots_[slot] = Inflight{e, 0, staging};
@@ -117,10 +129,42 @@ bool Worker::prepare_pending() {
 }
 
 void Worker::finish(uint32_t slot, int err) {
-  Inflight& f = slots_[slot];
+  Inflight f = slots_[slot];
+  free_slots_.push_back(slot);
   if (err == 0 && f.e.staged && f.e.op == IoOp::read) {
-    std::memcpy(f.e.mem, engine_.staging->slot(id_, static_cast<uint32_t>(f.staging)), f.e.len);
+    uint8_t* stage = engine_.staging->slot(id_, static_cast<uint32_t>(f.staging));
+    if (f.e.batch->kind == MemKind::device) {
+      engine_.mover.load(std::memory_order_acquire)->stage_out(id_, f.e.mem, stage, f.e.len);
+      copy_gather_.push_back(f);
+      return;
+    }
+    std::memcpy(f.e.mem, stage, f.e.len);
   }
+  complete(f, err);
+}
+
+void Worker::flush_copies() {
+  if (copy_gather_.empty()) return;
+  uint64_t ticket = engine_.mover.load(std::memory_order_acquire)->flush(id_);
+  copy_groups_.push_back({ticket, std::move(copy_gather_)});
+  copy_gather_.clear();
+}
+
+bool Worker::poll_copies() {
+  while (!copy_groups_.empty()) {
+    CopyGroup& g = copy_groups_.front();
+    int rc = engine_.mover.load(std::memory_order_acquire)->poll(id_, g.ticket);
+    if (rc == 0) return true;
+    for (Inflight& f : g.extents) {
+      f.done = 0;  // a failed copy fails the extent's first block
+      complete(f, rc < 0 ? -rc : 0);
+    }
+    copy_groups_.pop_front();
+  }
+  return false;
+}
+
+void Worker::complete(Inflight& f, int err) {
   if (err != 0) {
     uint32_t bs = engine_.opts.block_bytes;
     uint64_t k = f.done / bs;  // blocks fully done before the failure
@@ -129,7 +173,6 @@ void Worker::finish(uint32_t slot, int err) {
                                loc.offset, err});
   }
   if (f.staging >= 0) free_staging_.push_back(static_cast<uint32_t>(f.staging));
-  free_slots_.push_back(slot);
   Batch* b = f.e.batch;
   b->extent_finished();
 }
@@ -172,18 +215,22 @@ void Worker::run(std::promise<void>& started) {
   std::vector<IoCompletion> cqes(limits::reap_budget_max);
   auto busy_since = Clock::now();
   for (;;) {
+    bool copying = poll_copies();
     take_inbox();
     bool unblocked = prepare_pending();
     int rc = queue_->submit();
     GPUIO_ASSERT(rc >= 0 || rc == -EAGAIN || rc == -EBUSY || rc == -EINTR, "io queue submit failed");
     if (queue_->inflight() > 0) {
-      // Block for a completion only when nothing else can be done meanwhile.
-      bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire);
+      // Block for a completion only when nothing else can be done meanwhile (GPU copies are polled).
+      bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire) && !copying;
       int n = queue_->reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
       GPUIO_ASSERT(n >= 0 || n == -EINTR || n == -EAGAIN || n == -ETIME, "io queue reap failed");
       for (int i = 0; i < n; ++i) handle(cqes[i]);
+      flush_copies();
       continue;
     }
+    flush_copies();
+    if (copying || !copy_groups_.empty()) continue;
     if (!pending_.empty() || !retry_.empty()) continue;
     if (stop_.load(std::memory_order_acquire) && !has_inbox_.load(std::memory_order_acquire)) break;
     auto now = Clock::now();

@@ -50,6 +50,9 @@ class Worker {
   bool issue(uint32_t slot);
   void handle(const IoCompletion& c);
   void finish(uint32_t slot, int err);
+  void complete(Inflight& f, int err);  // the extent is done (or failed): staging back, batch told
+  void flush_copies();                  // start the staging->device copies gathered in this pass
+  bool poll_copies();                   // finish extents whose copies landed; true if any are still pending
   void sleep_until_posted();
 
   EngineImpl& engine_;
@@ -73,6 +76,16 @@ class Worker {
   std::vector<uint32_t> free_slots_;
   std::vector<uint32_t> retry_;  // slots whose remainder could not be re-queued yet
   std::vector<uint32_t> free_staging_;
+
+  // Device reads (MemKind::device): after the device read lands in staging, the extent waits here for its
+  // staging->GPU copy (DeviceMover) before its staging slot is freed and its batch told. The io slot is
+  // freed at once, so copies never lower the queue depth.
+  struct CopyGroup {
+    uint64_t ticket;
+    std::vector<Inflight> extents;
+  };
+  std::vector<Inflight> copy_gather_;
+  std::deque<CopyGroup> copy_groups_;
 };
 
 }  // namespace gpuio::detail
