@@ -1,0 +1,161 @@
+// The GPU path (CAM, DESIGN.md layer 3), host side. Plain C++: no CUDA header needed to include it.
+//
+// A GpuRuntime attaches to an Engine and gives it:
+//  - a DeviceMover: staging pool registered with CUDA (mapped pinned memory, on top of its io_uring fixed
+//    buffer registration); staged reads land on the GPU by copy engine (one copy per contiguous run, batched);
+//  - GPU->CPU request rings with doorbell words in host-mapped memory, polled by one control-plane thread,
+//    and CPU->GPU completion sequence words (GpuQueueShared), used by device code through device.cuh;
+//  - the stream-ordered path: a request published in stream order and waited for in stream order.
+// GpuEngine bundles an Engine with its runtime: CAM's host API (create, alloc, free, queue(i)).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpuio/engine.hpp"
+
+namespace gpuio {
+
+namespace gpu_limits {
+constexpr uint32_t queues_max = 256;                 // device-API queues per runtime
+constexpr uint32_t queue_ring_slots = 64;            // requests in flight per queue (power of two)
+constexpr uint32_t request_inline_ids_max = 16;      // ids carried in the request itself (no GPU copy)
+constexpr uint32_t request_blocks_max = 1u << 20;    // ids in one GPU request (control plane copy buffer)
+constexpr uint32_t stream_cells_max = 1u << 16;      // stream-ordered calls in flight (ring of cells)
+constexpr uint32_t copy_events_max = 4096;           // staging->GPU copy groups in flight per worker
+static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
+}  // namespace gpu_limits
+
+enum GpuOp : uint32_t { gpu_read = 0, gpu_write = 1 };
+
+// One request from the GPU, written by a leader thread into host-mapped memory. `ready` is the doorbell:
+// it equals the request's sequence number once every other field is visible (system-scope fence first).
+struct alignas(64) GpuRequest {
+  uint64_t blocks;    // device address of n int64 block ids (used when n > request_inline_ids_max)
+  uint64_t mem;       // destination of a read / source of a write (device memory, or host when mem_kind=0)
+  uint32_t n;
+  uint32_t op;        // GpuOp
+  uint32_t mem_kind;  // MemKind
+  uint32_t ready;
+  uint64_t cell;      // device address of a host-mapped word that receives seq (stream path), or 0
+  uint64_t pad;
+  int64_t ids[gpu_limits::request_inline_ids_max];
+};
+
+// Shared state of one queue, in host-mapped pinned memory. Sequence numbers start at 1 and compare with
+// wrap-around (int32 difference). Request seq lives in ring[seq % queue_ring_slots].
+struct GpuQueueShared {
+  GpuRequest ring[gpu_limits::queue_ring_slots];
+  alignas(64) uint32_t done;  // CPU->GPU: every request with seq <= done has finished (or failed)
+  uint32_t failures;          // requests that failed so far
+  uint32_t failed_seq;        // the last failed request
+  int32_t failed_errno;
+};
+
+// Non-owning handle of a queue, passed by value to kernels (device.cuh uses it).
+struct QueueRef {
+  GpuQueueShared* shared = nullptr;  // device address of the host-mapped state
+  uint32_t* tail = nullptr;          // device memory: last sequence number handed out
+  uint32_t index = 0;
+};
+
+struct GpuOptions {
+  uint32_t queues = 8;               // device-API queues (one per thread block avoids serialising)
+  std::string copy = "auto";         // staging->GPU copies: auto (measured at start) | batch | kernel | percopy
+  std::string stream_wait = "kernel";  // stream-ordered wait: kernel (1-thread poll kernel) | hostfn
+  int device = -1;                   // CUDA device; -1: the current one
+  uint32_t poll_spin_us = 200;       // control plane spins this long after the last request, then naps
+};
+
+struct GpuStats {
+  std::string copy_mode;        // staging->GPU copy method that runs
+  std::string copy_choice;      // how it was chosen, with the measured times
+  std::string stream_wait;      // kernel | hostfn
+  std::string device_name;
+  uint64_t gpu_requests = 0;    // requests taken from GPU rings (device API + stream path)
+  uint64_t gpu_failures = 0;
+  uint64_t copies = 0;          // staging->GPU copy runs issued
+  uint64_t copy_groups = 0;     // flushes (one batched call / kernel / group of copies each)
+  uint64_t stage_in_copies = 0; // GPU->staging copies for writes
+  double poller_cpu_seconds = 0;
+  std::string last_error;       // message of the last failed GPU request
+};
+
+class GpuRuntime {
+ public:
+  // Attaches to engine (which must outlive the runtime): registers its staging pool with CUDA, installs the
+  // DeviceMover, allocates queues and starts the control-plane thread. Throws std::runtime_error when no
+  // CUDA device is usable (message says why) and std::invalid_argument for bad options (named).
+  GpuRuntime(Engine& engine, const GpuOptions& opts);
+  ~GpuRuntime();
+  GpuRuntime(const GpuRuntime&) = delete;
+  GpuRuntime& operator=(const GpuRuntime&) = delete;
+
+  uint32_t queue_count() const;
+  QueueRef queue(uint32_t i) const;  // throws std::out_of_range naming i
+
+  // Stream-ordered request on `stream` (a cudaStream_t): ids (device or host-mapped memory, n int64) are
+  // read when the stream reaches the call; mem (device or host) is the destination/source. The stream waits
+  // for completion spending no SM (hostfn) or one polling thread (kernel). Returns the number of failures
+  // seen before the call, to compare with failures() after the stream passed it.
+  uint32_t stream_submit(void* stream, GpuOp op, const int64_t* ids, uint32_t n, void* mem, MemKind kind);
+  uint32_t failures() const;
+  std::string last_error() const;
+
+  void* alloc(size_t bytes);  // device memory (cudaMalloc: 256-byte aligned)
+  void free(void* p);
+  GpuStats stats() const;
+  // Stops taking GPU requests (in-flight ones finish and are signalled), closes the engine, releases CUDA
+  // resources. Idempotent. A kernel that publishes after close() waits forever: close after kernels end.
+  void close();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// CAM's host API: an engine with its GPU runtime.
+class GpuEngine {
+ public:
+  static std::unique_ptr<GpuEngine> create(const EngineOptions& opts, const GpuOptions& gpu = {});
+  ~GpuEngine();
+  void* alloc(size_t bytes) { return runtime_->alloc(bytes); }
+  void free(void* p) { runtime_->free(p); }
+  QueueRef queue(uint32_t i) const { return runtime_->queue(i); }
+  Engine& engine() { return *engine_; }
+  GpuRuntime& runtime() { return *runtime_; }
+
+ private:
+  GpuEngine() = default;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<GpuRuntime> runtime_;
+};
+
+namespace gpu {
+// CUDA devices usable by this process, or an explanation: "no CUDA device: <cuda error>".
+struct DeviceReport {
+  int count = 0;
+  std::string name;          // device 0
+  std::string error;         // why none is usable
+  int driver_version = 0;
+  int runtime_version = 0;
+  int sm_count = 0;
+};
+DeviceReport probe_devices();
+// Bounded self-test: does cuStreamWaitValue32 on a host-mapped word release when the CPU writes it?
+// Returns "works", "never released" or "error: ...". May leave a stuck stream behind: run it in a
+// separate process (gpuio.gpu does).
+std::string stream_wait_selftest(int timeout_ms);
+// Baseline (CAM's CPU-managed comparison): one pread (O_DIRECT) + one cudaMemcpy per block, `threads`
+// threads. Returns seconds.
+double pread_memcpy_baseline(const std::string& path, const int64_t* ids, size_t n, uint32_t block_bytes,
+                             void* dst_device, uint32_t threads);
+// Latency probe: a kernel issues `iters` one-block reads through queue q (prefetch + prefetch_synchronize),
+// each of ids[i], into dst; fills ns[i] with each round trip as the GPU's global timer saw it.
+void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns);
+}  // namespace gpu
+
+}  // namespace gpuio

@@ -1,0 +1,129 @@
+// gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). Everything takes raw addresses that
+// gpuio._buffers validated; waits release the GIL. Without the CUDA layer only gpu_probe_devices exists
+// and says why there is no GPU path.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings/registry.hpp"
+
+#ifdef GPUIO_HAVE_CUDA
+#include "gpuio/gpu.hpp"
+#endif
+
+namespace nb = nanobind;
+
+#ifdef GPUIO_HAVE_CUDA
+namespace {
+
+using namespace gpuio;
+
+template <typename T>
+T take(nb::dict& d, const char* key, T fallback) {
+  if (!d.contains(key)) return fallback;
+  T v = nb::cast<T>(d[key]);
+  nb::del(d[key]);
+  return v;
+}
+
+GpuOptions gpu_options(nb::dict given) {
+  nb::dict d = nb::cast<nb::dict>(given.attr("copy")());
+  GpuOptions o;
+  o.queues = take<uint32_t>(d, "queues", o.queues);
+  o.copy = take<std::string>(d, "copy", o.copy);
+  o.stream_wait = take<std::string>(d, "stream_wait", o.stream_wait);
+  o.device = take<int>(d, "device", o.device);
+  o.poll_spin_us = take<uint32_t>(d, "poll_spin_us", o.poll_spin_us);
+  if (d.size() != 0) {
+    throw std::invalid_argument("unknown GPU option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
+  }
+  return o;
+}
+
+nb::dict stats_dict(const GpuStats& s) {
+  nb::dict d;
+  d["copy_mode"] = s.copy_mode;
+  d["copy_choice"] = s.copy_choice;
+  d["stream_wait"] = s.stream_wait;
+  d["gpu_device"] = s.device_name;
+  d["gpu_requests"] = s.gpu_requests;
+  d["gpu_failures"] = s.gpu_failures;
+  d["gpu_copies"] = s.copies;
+  d["gpu_copy_groups"] = s.copy_groups;
+  d["gpu_stage_in_copies"] = s.stage_in_copies;
+  d["poller_cpu_seconds"] = s.poller_cpu_seconds;
+  d["gpu_last_error"] = s.last_error;
+  return d;
+}
+
+}  // namespace
+#endif
+
+GPUIO_BIND(gpu, 20) {
+#ifdef GPUIO_HAVE_CUDA
+  m.def("gpu_probe_devices", [] {
+    gpu::DeviceReport r = gpu::probe_devices();
+    nb::dict d;
+    d["count"] = r.count;
+    d["name"] = r.name;
+    d["error"] = r.error;
+    d["driver_version"] = r.driver_version;
+    d["runtime_version"] = r.runtime_version;
+    d["sm_count"] = r.sm_count;
+    return d;
+  });
+  m.def("gpu_stream_wait_selftest", &gpu::stream_wait_selftest, nb::arg("timeout_ms"),
+        nb::call_guard<nb::gil_scoped_release>());
+  m.def("gpu_pread_memcpy",
+        [](const std::string& path, uintptr_t ids, size_t n, uint32_t block_bytes, uintptr_t dst, uint32_t threads) {
+          return gpu::pread_memcpy_baseline(path, reinterpret_cast<const int64_t*>(ids), n, block_bytes,
+                                            reinterpret_cast<void*>(dst), threads);
+        },
+        nb::arg("path"), nb::arg("ids_ptr"), nb::arg("n"), nb::arg("block_bytes"), nb::arg("dst_ptr"),
+        nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>());
+
+  nb::class_<GpuRuntime>(m, "GpuRuntime")
+      .def("__init__",
+           [](GpuRuntime* self, uintptr_t engine_address, nb::dict options) {
+             GpuOptions o = gpu_options(options);
+             nb::gil_scoped_release unlocked;
+             new (self) GpuRuntime(*reinterpret_cast<Engine*>(engine_address), o);
+           },
+           nb::arg("engine_address"), nb::arg("options"))
+      .def("stream_submit",
+           [](GpuRuntime& r, uintptr_t stream, int op, uintptr_t ids, uint32_t n, uintptr_t mem, int kind) {
+             return r.stream_submit(reinterpret_cast<void*>(stream), op == 0 ? gpu_read : gpu_write,
+                                    reinterpret_cast<const int64_t*>(ids), n, reinterpret_cast<void*>(mem),
+                                    kind == 0 ? MemKind::host : MemKind::device);
+           },
+           nb::arg("stream"), nb::arg("op"), nb::arg("ids_ptr"), nb::arg("n"), nb::arg("mem_ptr"), nb::arg("mem_kind"))
+      .def("failures", &GpuRuntime::failures)
+      .def("last_error", &GpuRuntime::last_error)
+      .def_prop_ro("queue_count", &GpuRuntime::queue_count)
+      .def("queue_address",
+           [](const GpuRuntime& r, uint32_t i) {
+             QueueRef q = r.queue(i);
+             return std::vector<uintptr_t>{reinterpret_cast<uintptr_t>(q.shared), reinterpret_cast<uintptr_t>(q.tail),
+                                           q.index};
+           })
+      .def("alloc", [](GpuRuntime& r, size_t bytes) { return reinterpret_cast<uintptr_t>(r.alloc(bytes)); })
+      .def("free", [](GpuRuntime& r, uintptr_t p) { r.free(reinterpret_cast<void*>(p)); })
+      .def("latency_probe",
+           [](GpuRuntime& r, uint32_t queue, std::vector<int64_t> ids, uintptr_t dst) {
+             std::vector<int64_t> ns;
+             QueueRef q = r.queue(queue);
+             nb::gil_scoped_release unlocked;
+             gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), reinterpret_cast<void*>(dst), ns);
+             return ns;
+           })
+      .def("stats", [](const GpuRuntime& r) { return stats_dict(r.stats()); })
+      .def("close", &GpuRuntime::close, nb::call_guard<nb::gil_scoped_release>());
+#else
+  m.def("gpu_probe_devices", [] {
+    nb::dict d;
+    d["count"] = 0;
+    d["error"] = "gpuio was built without the CUDA layer (no nvcc found at build time; GPUIO_CUDA=ON forces it)";
+    return d;
+  });
+#endif
+}

@@ -1,0 +1,139 @@
+// The control plane's GPU side: one thread polls every queue's ring for doorbells (GpuRequest::ready),
+// turns each request into an engine batch, and publishes completions in order through GpuQueueShared::done.
+// It spins for poll_spin_us after the last activity (a GPU round trip then costs a few microseconds), then
+// naps in short sleeps so an idle engine costs no core.
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "gpu/cuda_check.hpp"
+#include "gpu/runtime_impl.hpp"
+#include "gpuio/status.hpp"
+
+namespace gpuio {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+uint32_t load_acquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void store_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+}  // namespace
+
+bool GpuRuntime::Impl::take_requests(uint32_t q) {
+  GpuQueueShared& s = shared_host[q];
+  QueueState& st = qstate[q];
+  bool took = false;
+  for (;;) {
+    GpuRequest& r = s.ring[st.next % gpu_limits::queue_ring_slots];
+    if (load_acquire(&r.ready) != st.next) return took;
+    took = true;
+    InFlight f;
+    f.seq = st.next++;
+    requests.fetch_add(1, std::memory_order_relaxed);
+    const uint32_t n = r.n;
+    const IoOp op = r.op == gpu_write ? IoOp::write : IoOp::read;
+    const MemKind kind = r.mem_kind == 0 ? MemKind::host : MemKind::device;
+    const int64_t* ids = r.ids;
+    try {
+      if (n > gpu_limits::request_inline_ids_max) {
+        GPUIO_EXPECT(n <= gpu_limits::request_blocks_max,
+                     "GPU request of " + std::to_string(n) + " blocks exceeds request_blocks_max=" +
+                         std::to_string(gpu_limits::request_blocks_max));
+        GPUIO_CUDA(cudaMemcpyAsync(ids_pinned, reinterpret_cast<const void*>(r.blocks), size_t{n} * 8,
+                                   cudaMemcpyDeviceToHost, control_stream));
+        GPUIO_CUDA(cudaStreamSynchronize(control_stream));
+        ids = ids_pinned;
+      }
+      f.handle = engine.submit(op, ids, n, reinterpret_cast<void*>(r.mem), kind);
+    } catch (const IoError& e) {
+      f.failed_at_submit = true;
+      f.err = e.error_code();
+      f.message = e.what();
+    } catch (const std::out_of_range& e) {
+      f.failed_at_submit = true;
+      f.err = ERANGE;
+      f.message = e.what();
+    } catch (const std::exception& e) {
+      f.failed_at_submit = true;
+      f.err = EINVAL;
+      f.message = e.what();
+    }
+    st.inflight.push_back(std::move(f));
+  }
+}
+
+void GpuRuntime::Impl::fail(uint32_t q, InFlight& f) {
+  GpuQueueShared& s = shared_host[q];
+  __atomic_store_n(&s.failed_errno, f.err, __ATOMIC_RELAXED);
+  __atomic_store_n(&s.failed_seq, f.seq, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&s.failures, 1u, __ATOMIC_RELEASE);
+  failures.fetch_add(1, std::memory_order_release);
+  std::lock_guard<std::mutex> g(error_mu);
+  last_error = "GPU queue " + std::to_string(q) + " request " + std::to_string(f.seq) + ": " + f.message;
+}
+
+bool GpuRuntime::Impl::finish_requests(uint32_t q) {
+  QueueState& st = qstate[q];
+  bool finished = false;
+  while (!st.inflight.empty()) {
+    InFlight& f = st.inflight.front();
+    if (!f.failed_at_submit) {
+      if (!f.handle.done()) return finished;
+      try {
+        f.handle.wait(0);
+      } catch (const IoError& e) {
+        f.err = e.error_code();
+        f.message = e.what();
+      }
+    }
+    if (f.err != 0) fail(q, f);
+    store_release(&shared_host[q].done, f.seq);  // after the failure words: the GPU reads done first
+    st.inflight.pop_front();
+    finished = true;
+  }
+  return finished;
+}
+
+void GpuRuntime::Impl::run_poller() {
+  cudaSetDevice(device);
+  prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: naps stay short
+  auto last_active = Clock::now();
+  const auto spin = std::chrono::microseconds(opts.poll_spin_us);
+  auto pass = [&] {
+    bool any = false;
+    for (uint32_t q = 0; q < total_queues(); ++q) {
+      if (!stop.load(std::memory_order_relaxed)) any |= take_requests(q);
+      any |= finish_requests(q);
+    }
+    return any;
+  };
+  while (!stop.load(std::memory_order_acquire)) {
+    if (pass()) {
+      last_active = Clock::now();
+      continue;
+    }
+    if (Clock::now() - last_active < spin) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    timespec ts{0, 20000};
+    nanosleep(&ts, nullptr);
+  }
+  // Drain: requests already taken finish and are signalled; no new ones are taken.
+  for (;;) {
+    bool pending = false;
+    for (uint32_t q = 0; q < total_queues(); ++q) {
+      finish_requests(q);
+      pending |= !qstate[q].inflight.empty();
+    }
+    if (!pending) break;
+    timespec ts{0, 50000};
+    nanosleep(&ts, nullptr);
+  }
+  timespec cpu{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) poller_cpu.store(cpu.tv_sec + cpu.tv_nsec * 1e-9);
+}
+
+}  // namespace gpuio

@@ -1,0 +1,246 @@
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "gpu/cuda_check.hpp"
+#include "gpu/runtime_impl.hpp"
+#include "gpuio/limits.hpp"
+#include "gpuio/status.hpp"
+
+namespace gpuio {
+
+namespace {
+
+
+void CUDART_CB wait_hostfn(void* p) {
+  const auto* w = static_cast<const GpuRuntime::Impl::HostWait*>(p);
+  uint32_t seq = __atomic_load_n(w->cell, __ATOMIC_ACQUIRE);
+  int spins = 0;
+  while (static_cast<int32_t>(__atomic_load_n(&w->shared->done, __ATOMIC_ACQUIRE) - seq) < 0) {
+    if (++spins < 20000) {
+      __builtin_ia32_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace
+
+void GpuRuntime::Impl::start() {
+  GPUIO_EXPECT(opts.queues >= 1 && opts.queues <= gpu_limits::queues_max,
+               "queues=" + std::to_string(opts.queues) + " must lie in [1, " +
+                   std::to_string(gpu_limits::queues_max) + "]");
+  GPUIO_EXPECT(opts.stream_wait == "kernel" || opts.stream_wait == "hostfn",
+               "stream_wait='" + opts.stream_wait + "' is not one of kernel, hostfn");
+  if (opts.copy != "auto") detail::parse_copy_mode(opts.copy);  // names a bad value before any CUDA work
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    throw std::runtime_error("no CUDA device: " + (e != cudaSuccess ? detail::cuda_error_text(e) : "count is 0"));
+  }
+  device = opts.device;
+  if (device < 0) GPUIO_CUDA(cudaGetDevice(&device));
+  GPUIO_EXPECT(device < count, "device=" + std::to_string(device) + " but " + std::to_string(count) + " CUDA devices exist");
+  GPUIO_CUDA(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  GPUIO_CUDA(cudaGetDeviceProperties(&prop, device));
+  device_name = prop.name;
+
+  staging = engine.staging_region();
+  GPUIO_CUDA(cudaHostRegister(staging.base, staging.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  staging_registered = true;
+  mover = std::make_unique<detail::CudaMover>(device, staging,
+                                              opts.copy == "auto" ? detail::CopyMode::batch
+                                                                  : detail::parse_copy_mode(opts.copy));
+  if (opts.copy == "auto") {
+    // Measure the three methods on one worker pass worth of scattered 4 KiB runs and keep the fastest.
+    const uint32_t runs = 64;
+    void* scratch = nullptr;
+    GPUIO_CUDA(cudaMalloc(&scratch, size_t{runs} * 2 * 4096));
+    std::vector<double> t = mover->measure(limits::workers_max, scratch, runs, 15);
+    cudaFree(scratch);
+    const detail::CopyMode modes[] = {detail::CopyMode::batch, detail::CopyMode::kernel, detail::CopyMode::percopy};
+    int best = -1;
+    copy_choice = "measured, " + std::to_string(runs) + " scattered 4 KiB runs per group:";
+    for (int i = 0; i < 3; ++i) {
+      copy_choice += std::string(" ") + detail::copy_mode_name(modes[i]) + "=" +
+                     (t[i] < 0 ? std::string("failed") : std::to_string(static_cast<int>(t[i])) + "us");
+      if (t[i] >= 0 && (best < 0 || t[i] < t[best])) best = i;
+    }
+    if (best < 0) throw std::runtime_error("every staging->GPU copy method failed: " + copy_choice);
+    mover->set_mode(modes[best]);
+  } else {
+    copy_choice = "set by option copy='" + opts.copy + "'";
+  }
+
+  const uint32_t nq = total_queues();
+  GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&shared_host), sizeof(GpuQueueShared) * nq, cudaHostAllocMapped));
+  std::memset(static_cast<void*>(shared_host), 0, sizeof(GpuQueueShared) * nq);
+  GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&shared_dev), shared_host, 0));
+  GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&tails), sizeof(uint32_t) * nq));
+  GPUIO_CUDA(cudaMemset(tails, 0, sizeof(uint32_t) * nq));
+  GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&cells_host), sizeof(uint32_t) * gpu_limits::stream_cells_max,
+                           cudaHostAllocMapped));
+  std::memset(cells_host, 0, sizeof(uint32_t) * gpu_limits::stream_cells_max);
+  GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&cells_dev), cells_host, 0));
+  GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&ids_pinned), sizeof(int64_t) * gpu_limits::request_blocks_max,
+                           cudaHostAllocDefault));
+  GPUIO_CUDA(cudaStreamCreateWithFlags(&control_stream, cudaStreamNonBlocking));
+  GPUIO_CUDA(cudaDeviceSynchronize());
+  qstate.resize(nq);
+  host_waits.resize(gpu_limits::stream_cells_max);
+  engine.set_device_mover(mover.get());
+  poller = std::thread([this] { run_poller(); });
+}
+
+void GpuRuntime::Impl::shutdown() {
+  if (closed) return;
+  closed = true;
+  stop.store(true, std::memory_order_release);
+  if (poller.joinable()) poller.join();
+  engine.close();  // workers drain: device batches in flight still use the mover
+  engine.set_device_mover(nullptr);
+  mover.reset();
+  if (control_stream) cudaStreamDestroy(control_stream);
+  if (ids_pinned) cudaFreeHost(ids_pinned);
+  if (cells_host) cudaFreeHost(cells_host);
+  if (tails) cudaFree(tails);
+  if (shared_host) cudaFreeHost(shared_host);
+  if (staging_registered) cudaHostUnregister(staging.base);
+  control_stream = nullptr;
+  ids_pinned = nullptr;
+  cells_host = nullptr;
+  tails = nullptr;
+  shared_host = nullptr;
+  staging_registered = false;
+}
+
+GpuRuntime::GpuRuntime(Engine& engine, const GpuOptions& opts) : impl_(std::make_unique<Impl>(engine, opts)) {
+  try {
+    impl_->start();
+  } catch (...) {
+    impl_->shutdown();
+    throw;
+  }
+}
+
+GpuRuntime::~GpuRuntime() { close(); }
+
+void GpuRuntime::close() {
+  if (impl_) impl_->shutdown();
+}
+
+uint32_t GpuRuntime::queue_count() const { return impl_->opts.queues; }
+
+QueueRef GpuRuntime::queue(uint32_t i) const {
+  if (i >= impl_->opts.queues) {
+    throw std::out_of_range("queue " + std::to_string(i) + " out of range [0, " + std::to_string(impl_->opts.queues) + ")");
+  }
+  GPUIO_EXPECT(!impl_->closed, "GPU runtime is closed");
+  return impl_->ref(i);
+}
+
+uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, uint32_t n, void* mem, MemKind kind) {
+  Impl& m = *impl_;
+  GPUIO_EXPECT(!m.closed, "GPU runtime is closed");
+  GPUIO_EXPECT(n <= gpu_limits::request_blocks_max, "a stream-ordered request of " + std::to_string(n) +
+                                                        " blocks exceeds request_blocks_max=" +
+                                                        std::to_string(gpu_limits::request_blocks_max));
+  uint32_t before = m.failures.load(std::memory_order_acquire);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  QueueRef q = m.ref(m.opts.queues);
+  if (m.opts.stream_wait == "hostfn") {
+    uint32_t idx = m.next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
+    Impl::HostWait& w = m.host_waits[idx];
+    w.shared = m.shared_host + m.opts.queues;
+    w.cell = m.cells_host + idx;
+    GPUIO_CUDA(detail::launch_publish(s, q, op, ids, n, mem, kind, m.cells_dev + idx, false));
+    GPUIO_CUDA(cudaLaunchHostFunc(s, wait_hostfn, &w));
+  } else {
+    GPUIO_CUDA(detail::launch_publish(s, q, op, ids, n, mem, kind, nullptr, true));
+  }
+  return before;
+}
+
+uint32_t GpuRuntime::failures() const { return impl_->failures.load(std::memory_order_acquire); }
+
+std::string GpuRuntime::last_error() const {
+  std::lock_guard<std::mutex> g(impl_->error_mu);
+  return impl_->last_error;
+}
+
+void* GpuRuntime::alloc(size_t bytes) {
+  GPUIO_EXPECT(bytes > 0, "alloc of 0 bytes");
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    throw std::runtime_error("cudaMalloc(" + std::to_string(bytes) + " bytes) failed: " + detail::cuda_error_text(e));
+  }
+  return p;
+}
+
+void GpuRuntime::free(void* p) {
+  if (!p) return;
+  cudaError_t e = cudaFree(p);
+  if (e != cudaSuccess) throw std::invalid_argument("free of a pointer gpuio did not allocate: " + detail::cuda_error_text(e));
+}
+
+GpuStats GpuRuntime::stats() const {
+  const Impl& m = *impl_;
+  GpuStats s;
+  s.copy_mode = m.mover ? detail::copy_mode_name(m.mover->mode()) : "closed";
+  s.copy_choice = m.copy_choice;
+  s.stream_wait = m.opts.stream_wait;
+  s.device_name = m.device_name;
+  s.gpu_requests = m.requests.load();
+  s.gpu_failures = m.failures.load();
+  if (m.mover) {
+    s.copies = m.mover->copies();
+    s.copy_groups = m.mover->groups();
+    s.stage_in_copies = m.mover->stage_ins();
+  }
+  s.poller_cpu_seconds = m.poller_cpu.load();
+  s.last_error = last_error();
+  return s;
+}
+
+GpuEngine::~GpuEngine() {
+  if (runtime_) runtime_->close();
+}
+
+std::unique_ptr<GpuEngine> GpuEngine::create(const EngineOptions& opts, const GpuOptions& gpu) {
+  std::unique_ptr<GpuEngine> g(new GpuEngine());
+  g->engine_ = Engine::create(opts);
+  g->runtime_ = std::make_unique<GpuRuntime>(*g->engine_, gpu);
+  return g;
+}
+
+namespace gpu {
+
+DeviceReport probe_devices() {
+  DeviceReport r;
+  cudaDriverGetVersion(&r.driver_version);
+  cudaRuntimeGetVersion(&r.runtime_version);
+  cudaError_t e = cudaGetDeviceCount(&r.count);
+  if (e != cudaSuccess) {
+    r.count = 0;
+    r.error = "no CUDA device: " + detail::cuda_error_text(e);
+    return r;
+  }
+  if (r.count == 0) {
+    r.error = "no CUDA device: cudaGetDeviceCount returned 0";
+    return r;
+  }
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) {
+    r.name = p.name;
+    r.sm_count = p.multiProcessorCount;
+  }
+  return r;
+}
+
+}  // namespace gpu
+
+}  // namespace gpuio

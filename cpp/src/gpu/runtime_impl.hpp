@@ -1,0 +1,83 @@
+// GpuRuntime internals shared by the GPU layer's files.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/mover.hpp"
+#include "gpuio/gpu.hpp"
+
+namespace gpuio {
+
+struct GpuRuntime::Impl {
+  Engine& engine;
+  GpuOptions opts;
+  int device = 0;
+  std::string device_name;
+  FixedBuffer staging{};
+  bool staging_registered = false;
+  std::unique_ptr<detail::CudaMover> mover;
+  std::string copy_choice;
+
+  // Queues: host-mapped shared state (host and device views) and device-memory tail counters. The last
+  // queue (index opts.queues) serves the stream-ordered path.
+  GpuQueueShared* shared_host = nullptr;
+  GpuQueueShared* shared_dev = nullptr;
+  uint32_t* tails = nullptr;
+  uint32_t* cells_host = nullptr;  // stream path: per-call words receiving the request's seq
+  uint32_t* cells_dev = nullptr;
+  std::atomic<uint32_t> next_cell{0};
+  struct HostWait {  // hostfn mode: what the host function reads, one per cell
+    const GpuQueueShared* shared;
+    const uint32_t* cell;
+  };
+  std::vector<HostWait> host_waits;
+  int64_t* ids_pinned = nullptr;   // control plane: ids copied from GPU requests
+  cudaStream_t control_stream = nullptr;
+
+  // Control plane.
+  struct InFlight {
+    uint32_t seq;
+    BatchHandle handle;
+    bool failed_at_submit = false;
+    int err = 0;
+    std::string message;
+  };
+  struct QueueState {
+    uint32_t next = 1;  // next sequence number expected in the ring
+    std::deque<InFlight> inflight;
+  };
+  std::vector<QueueState> qstate;
+  std::thread poller;
+  std::atomic<bool> stop{false};
+  std::atomic<double> poller_cpu{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint32_t> failures{0};
+  mutable std::mutex error_mu;
+  std::string last_error;
+  bool closed = false;
+
+  Impl(Engine& e, const GpuOptions& o) : engine(e), opts(o) {}
+  uint32_t total_queues() const { return opts.queues + 1; }
+  QueueRef ref(uint32_t i) const { return {shared_dev + i, tails + i, i}; }
+
+  void start();
+  void run_poller();
+  bool take_requests(uint32_t q);  // true if it took any
+  bool finish_requests(uint32_t q);
+  void fail(uint32_t q, InFlight& f);
+  void shutdown();
+};
+
+namespace detail {
+// Stream path kernels (stream_path.cu).
+cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* ids, uint32_t n, void* mem,
+                           MemKind kind, uint32_t* cell, bool wait_in_kernel);
+}  // namespace detail
+
+}  // namespace gpuio
