@@ -91,6 +91,10 @@ class FeatureStore:
             self.flush()
         return ticket
 
+    def prefetch(self, idx) -> Ticket:
+        """Same as submit: a handle whose wait() returns the rows (the TensorFile-style name)."""
+        return self.submit(idx)
+
     def announce(self, idx) -> None:
         """Declare rows a coming batch will read; their pages stay cached until that batch is served
         (batches are served in announcement order; at most `window` are remembered)."""
