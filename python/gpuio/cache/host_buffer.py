@@ -56,7 +56,8 @@ def pick_hot_rows(num_rows: int, count: int, hot_scores=None, graph=None, hot: s
         from gpuio.cache import hot as hot_mod
         if hot not in ("degree", "pagerank"):
             raise ValueError(f"hot must be 'degree' or 'pagerank', got {hot!r}")
-        hot_scores = hot_mod.degree_scores(graph) if hot == "degree" else hot_mod.pagerank_scores(graph)
+        hot_scores = (hot_mod.degree_scores(graph, num_rows) if hot == "degree"
+                      else hot_mod.pagerank_scores(graph, num_rows))
     scores = torch.as_tensor(hot_scores).to("cpu", torch.double).flatten()
     if scores.numel() != num_rows:
         raise ValueError(f"hot_scores has {scores.numel()} entries, the table has {num_rows} rows")
