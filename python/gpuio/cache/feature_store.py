@@ -78,6 +78,10 @@ class FeatureStore:
                               rows_device=0, pages_hit=0, pages_miss=0, pages_bypass=0,
                               bytes_from_device=0)
 
+    @property
+    def shape(self) -> tuple:
+        return (self.num_rows, *self.row_shape)
+
     # -- public API -----------------------------------------------------------------------------
     def gather(self, idx) -> torch.Tensor:
         """Rows `idx` (any integer tensor; duplicates and empty allowed), on `self.device`."""
