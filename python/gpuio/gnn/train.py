@@ -26,7 +26,7 @@ def train_epoch(model, loader, optimizer, on_batch=None) -> dict:
         loss = F.cross_entropy(out, batch.y)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))  # float() synchronises, so compute_s covers the GPU work too
+        losses.append(float(loss.detach()))  # float() synchronises, so compute_s covers the GPU work too
         compute_s += time.perf_counter() - t0
         if on_batch is not None:
             on_batch()
