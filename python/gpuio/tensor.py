@@ -259,6 +259,36 @@ class TensorFile:
         staging, handles = self._read_blocks(blocks, pin=device.type == "cuda")
         return Prefetch(lambda: self._extract(staging, pos, device), handles)
 
+    def pages_are_blocks(self, page_rows: int) -> bool:
+        """True when `page_rows` rows fill exactly one block (rows never straddle blocks)."""
+        return self.row_bytes > 0 and page_rows * self.row_bytes == self.block_size
+
+    def gather_pages(self, pages, page_rows: int, device=None) -> torch.Tensor:
+        """Pages of `page_rows` consecutive rows, [n, page_rows, ...] on `device`. When a page is exactly
+        one block this reads the blocks straight into the result (no per-row cut); rows past the end of
+        the table come back as zeros (file padding)."""
+        pages = torch.as_tensor(pages).long().flatten()
+        device = torch.device(device) if device is not None else pages.device
+        if not self.pages_are_blocks(page_rows):
+            ids = (pages[:, None] * page_rows + torch.arange(page_rows, device=pages.device)).flatten()
+            valid = ids < self.num_rows
+            out = torch.zeros((ids.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
+            out[valid.to(device)] = self.gather(ids[valid].cpu()).to(device)
+            return out.view(pages.numel(), page_rows, *self.shape[1:])
+        nblocks = -(-self.nbytes // self.block_size)
+        if pages.numel() and (int(pages.min()) < 0 or int(pages.max()) >= nblocks):
+            raise IndexError(f"page ids must lie in [0, {nblocks}), got min {int(pages.min())}, "
+                             f"max {int(pages.max())}")
+        self._counters["gathers"] += 1
+        self._counters["rows_gathered"] += pages.numel() * page_rows
+        if pages.numel() == 0:
+            return torch.zeros((0, page_rows, *self.shape[1:]), dtype=self.torch_dtype, device=device)
+        staging, handles = self._read_blocks(pages.cpu(), pin=device.type == "cuda")
+        for h in handles:
+            h.wait()
+        return staging.to(device, non_blocking=True).view(self.torch_dtype).view(
+            pages.numel(), page_rows, *self.shape[1:])
+
     def gather(self, idx) -> torch.Tensor:
         """Rows `idx` (integer tensor/array; duplicates and empty allowed) as a tensor on idx.device."""
         return self.prefetch(idx).wait()

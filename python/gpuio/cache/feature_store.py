@@ -171,14 +171,20 @@ class FeatureStore:
             self.window.release_oldest()
 
     def _read_pages(self, pages: torch.Tensor) -> torch.Tensor:
-        """Whole pages from the table in one gather (the merged request); last page zero-padded."""
-        buf = torch.zeros((pages.numel(), self.page_rows, *self.row_shape), dtype=self.dtype, device=self.device)
-        if pages.numel() == 0:
-            return buf
-        ids = pages[:, None] * self.page_rows + torch.arange(self.page_rows, device=self.device)
-        valid = ids < self.num_rows
-        buf[valid] = self.tf.gather(ids[valid]).to(self.device)
-        self._counters["bytes_from_device"] += int(valid.sum()) * self.row_bytes
+        """Whole pages from the table in one request (the merged read); past-the-end rows are zeros."""
+        if hasattr(self.tf, "gather_pages"):  # a TensorFile reads page-sized blocks with no per-row cut
+            buf = self.tf.gather_pages(pages, self.page_rows, self.device)
+        else:
+            buf = torch.zeros((pages.numel(), self.page_rows, *self.row_shape), dtype=self.dtype,
+                              device=self.device)
+            if pages.numel():
+                ids = pages[:, None] * self.page_rows + torch.arange(self.page_rows, device=self.device)
+                valid = ids < self.num_rows
+                buf[valid] = self.tf.gather(ids[valid]).to(self.device)
+        last = pages == self.num_pages - 1
+        rows_read = pages.numel() * self.page_rows - (int(last.any()) * (self.num_pages * self.page_rows
+                                                                          - self.num_rows))
+        self._counters["bytes_from_device"] += rows_read * self.row_bytes
         return buf
 
     def _count(self, tickets, rows, in_host, row_hit, pages, miss_pages, n_installed) -> None:
