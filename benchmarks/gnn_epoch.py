@@ -1,0 +1,171 @@
+"""GNN epoch benchmark (issue 4's judged numbers), side by side in one process, interleaved repeats.
+
+Measures, on one R-MAT graph whose feature table is >= 4x the device cache budget:
+  1. epoch with gpuio features (FeatureStore: device cache + host buffer + window + accumulator)
+  2. epoch with the mmap loader (np.load mmap + index), same sampler seed and model
+  3. feature loading alone (the gpuio loader iterated without a model)
+  4. compute alone (same batches and model, features replaced by zeros already on the device)
+  5. cache-missing gather rate (cache and host buffer off, one row per distinct block) vs the raw
+     4 KiB random-read rate of the engine on the same file
+and prints: mmap/gpuio epoch (target >= 3), gpuio epoch / max(3, 4) (target <= 1.2), gather/raw (target
+>= 0.85). Median and spread over --repeats; JSON beside the table.
+
+Cache regime (BENCHMARKS.md): run memory-constrained on the GPU machine, e.g. as root
+    --cgroup-mem 4G        (moves this process into a cgroup v2 with memory.max = 4G first)
+    --drop-caches          (sync; echo 3 > drop_caches before every measured pass)
+On CPU, `--tiny` runs in seconds (CI smoke); its numbers mean nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import numpy as np
+import torch
+
+
+def enter_cgroup(limit: str) -> str:
+    root = "/sys/fs/cgroup"
+    path = os.path.join(root, "gpuio-gnn-bench")
+    with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
+        f.write("+memory")
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "memory.max"), "w") as f:
+        f.write(limit)
+    with open(os.path.join(path, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+    return f"memory-constrained (cgroup memory.max={limit})"
+
+
+def drop_caches(enabled: bool) -> None:
+    if enabled:
+        subprocess.run(["sync"], check=True)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+
+
+class ZeroRows:
+    """Features that cost nothing to fetch: zeros of the right shape on the device (compute alone)."""
+
+    def __init__(self, shape, device):
+        self.shape, self.device, self.torch_dtype, self.block_size = tuple(shape), device, torch.float32, 4096
+
+    def gather(self, idx):
+        return torch.zeros((idx.numel(), *self.shape[1:]), device=self.device)
+
+
+def epoch(cfg, data, source, train: bool) -> float:
+    from gpuio.gnn.train import make_model, train_epoch
+    from gpuio.loader import NodeBatchLoader
+    from gpuio.pyg import NeighborSampler
+    sampler = NeighborSampler(data.edge_index, list(cfg.fanouts), seed=cfg.seed, num_nodes=data.num_nodes,
+                              device=cfg.device)
+    loader = NodeBatchLoader(sampler, source, data.train_idx, cfg.batch_size, labels=data.y, seed=cfg.seed,
+                             device=cfg.device)
+    t0 = time.perf_counter()
+    if train:
+        model = make_model(cfg.model, cfg.features, cfg.classes, cfg.hidden, cfg.seed, cfg.device)
+        train_epoch(model, loader, torch.optim.Adam(model.parameters(), lr=0.01))
+    else:
+        for b in loader:
+            float(b.x.sum())  # wait for the rows to land
+    return time.perf_counter() - t0
+
+
+def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
+    """(rows/s of a cache-missing FeatureStore gather, raw 4 KiB random blocks/s), rows in distinct blocks."""
+    from gpuio.cache import FeatureStore
+    g = torch.Generator().manual_seed(seed)
+    data_blocks = tf.nbytes // tf.block_size
+    n = min(n, data_blocks)
+    blocks = torch.randperm(data_blocks, generator=g)[:n]
+    rows = torch.unique((blocks * tf.block_size + tf.row_bytes - 1) // tf.row_bytes).clamp_max(tf.num_rows - 1)
+    fs = FeatureStore(tf, gpu_cache_bytes=0, host_cache_rows=0, window=0, accumulate=False, device=device)
+    t0 = time.perf_counter()
+    x = fs.gather(rows.to(device))
+    float(x.sum())
+    gather_rate = rows.numel() / (time.perf_counter() - t0)
+    raw_ids = (torch.randperm(data_blocks, generator=g)[:n] + tf.data_offset // tf.block_size).numpy()
+    out = np.empty(n * tf.block_size, np.uint8)
+    t0 = time.perf_counter()
+    tf.engine.read(raw_ids, out)
+    raw_rate = n / (time.perf_counter() - t0)
+    return gather_rate, raw_rate
+
+
+def main(argv=None):
+    from gpuio.cache import FeatureStore, MemmapRows
+    from gpuio.gnn.demo import DemoConfig, prepare_graph
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=8_000_000)
+    p.add_argument("--edges", type=int, default=80_000_000)
+    p.add_argument("--features", type=int, default=256)  # 8M x 256 x 4 B = 8 GiB table
+    p.add_argument("--cache-fraction", type=float, default=0.125, help="device cache / table (<= 0.25)")
+    p.add_argument("--host-fraction", type=float, default=0.01)
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--train-fraction", type=float, default=0.01)
+    p.add_argument("--gather-blocks", type=int, default=200_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--workdir", default=".")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--cgroup-mem", default=None)
+    p.add_argument("--drop-caches", action="store_true")
+    p.add_argument("--tiny", action="store_true")
+    p.add_argument("--json", default="gnn_epoch.json")
+    a = p.parse_args(argv)
+    if a.tiny:
+        a.nodes, a.edges, a.features, a.batch_size, a.train_fraction = 3000, 20000, 32, 128, 0.1
+        a.gather_blocks, a.repeats = 200, 1
+    if a.cache_fraction > 0.25:
+        raise ValueError(f"--cache-fraction {a.cache_fraction}: the judged regime needs the table >= 4x the cache")
+    regime = enter_cgroup(a.cgroup_mem) if a.cgroup_mem else "no cgroup limit (page cache may hold the file)"
+    cfg = DemoConfig(nodes=a.nodes, edges=a.edges, features=a.features, batch_size=a.batch_size,
+                     epochs=1, train_fraction=a.train_fraction, workdir=a.workdir, device=a.device).resolve()
+    data, feat_path, _ = prepare_graph(cfg)
+    tf = data.features
+    cache_bytes = int(tf.nbytes * a.cache_fraction)
+    runs = {k: [] for k in ("gpuio", "mmap", "features_alone", "compute_alone", "gather_rows_s", "raw_blocks_s")}
+    for rep in range(a.repeats):  # interleaved: each repeat measures every configuration once
+        def store():
+            return FeatureStore(tf, gpu_cache_bytes=cache_bytes, host_cache_rows=int(a.nodes * a.host_fraction),
+                                graph=data.edge_index, device=a.device)
+        drop_caches(a.drop_caches)
+        runs["gpuio"].append(epoch(cfg, data, store(), True))
+        drop_caches(a.drop_caches)
+        runs["mmap"].append(epoch(cfg, data, MemmapRows(feat_path), True))
+        drop_caches(a.drop_caches)
+        runs["features_alone"].append(epoch(cfg, data, store(), False))
+        runs["compute_alone"].append(epoch(cfg, data, ZeroRows(tf.shape, a.device), True))
+        drop_caches(a.drop_caches)
+        g, r = gather_rates(tf, a.gather_blocks, rep, a.device)
+        runs["gather_rows_s"].append(g)
+        runs["raw_blocks_s"].append(r)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    spread = {k: max(v) - min(v) for k, v in runs.items()}
+    ratios = {"mmap_epoch / gpuio_epoch (>= 3)": med["mmap"] / med["gpuio"],
+              "gpuio_epoch / max(features, compute) (<= 1.2)":
+                  med["gpuio"] / max(med["features_alone"], med["compute_alone"]),
+              "missing gather / raw 4 KiB random (>= 0.85)": med["gather_rows_s"] / med["raw_blocks_s"]}
+    device_name = torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu"
+    print(f"GNN epoch benchmark: {a.nodes:,} nodes, {a.edges:,} edges, table {tf.nbytes / 2**30:.2f} GiB, "
+          f"device cache {cache_bytes / 2**30:.2f} GiB ({tf.nbytes / max(cache_bytes, 1):.1f}x smaller), "
+          f"device {device_name}, data path {tf.stats()['engine'].get('data_path')}, {regime}, "
+          f"caches dropped: {a.drop_caches}, median of {a.repeats}")
+    for k in runs:
+        unit = "/s" if k.endswith("_s") and "rows" in k or "blocks" in k else " s"
+        print(f"  {k:>16}: {med[k]:>14.4g}{unit}  (spread {spread[k]:.3g})")
+    for k, v in ratios.items():
+        print(f"  {k:>48}: {v:.2f}")
+    with open(a.json, "w") as f:
+        json.dump(dict(args=vars(a), regime=regime, device=device_name, runs=runs, median=med,
+                       ratios=ratios), f, indent=1)
+    tf.close()
+    return ratios
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""`gpuio.FeatureStore`: row reads served by tiers — constant host buffer, device page cache, storage.
+
+    fs = gpuio.FeatureStore(tf, gpu_cache_bytes=1 << 30, host_cache_rows=100_000, graph=edge_index)
+    x = fs.gather(node_ids)          # rows on fs.device
+    fs.announce(next_batch_ids)      # window buffering: protect pages the next batches need
+    t = fs.submit(ids); x = t.wait() # accumulated: misses of several micro-batches read together
+
+Per served group of batches: rows held by the host buffer come from it; the other rows' pages are
+deduplicated and looked up in the page cache; the missing pages of the whole group are read from the
+table with one `gather` (one merged engine request); as many as fit are installed in the cache
+(victims chosen by the policy, never pages of this group nor pages an announced batch needs), the rest
+are served once and not cached ("bypass"). Thread contract: one thread calls in (the loader's worker).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gpuio.cache.accumulator import INFLIGHT_PAGES_MIN, Accumulator
+from gpuio.cache.host_buffer import HostBuffer, pick_hot_rows
+from gpuio.cache.page_cache import PageCache
+from gpuio.cache.sources import _check_idx
+from gpuio.cache.window import WindowBuffer
+
+
+class Ticket:
+    """A submitted batch; `wait()` returns its rows (flushing the accumulator if it still holds it)."""
+
+    def __init__(self, store: "FeatureStore", rows: torch.Tensor):
+        self.store, self.rows, self.result = store, rows, None
+
+    def done(self) -> bool:
+        return self.result is not None
+
+    def wait(self) -> torch.Tensor:
+        if self.result is None:
+            self.store.flush()
+        return self.result
+
+
+class FeatureStore:
+    def __init__(self, tf, gpu_cache_bytes: int = 256 << 20, host_cache_rows: int = 0, hot_scores=None,
+                 window: int = 8, accumulate: bool = True, *, graph=None, hot: str = "degree",
+                 policy: str = "clock", device=None, inflight_pages_min: int = INFLIGHT_PAGES_MIN):
+        """tf: a `gpuio.TensorFile` (or any row source, see gpuio.cache.sources).
+        gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.
+        host_cache_rows: rows in the constant host buffer (default 0); ranked by `hot_scores`, else by
+        `hot` ("degree" or "pagerank") of `graph`. window: batches of look-ahead protected from eviction
+        (default 8). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
+        pages are missing. device: where the cache lives and rows are delivered (default: CUDA if
+        available, else CPU)."""
+        if gpu_cache_bytes < 0:
+            raise ValueError(f"gpu_cache_bytes must be >= 0, got {gpu_cache_bytes}")
+        if len(tf.shape) < 1:
+            raise ValueError(f"the table needs at least one dimension, got shape {tf.shape}")
+        self.tf = tf
+        self.device = torch.device(device if device is not None else
+                                   ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.num_rows = int(tf.shape[0])
+        self.row_shape = tuple(tf.shape[1:])
+        self.dtype = tf.torch_dtype
+        itemsize = torch.empty(0, dtype=self.dtype).element_size()
+        self.row_bytes = max(1, math.prod(self.row_shape) * itemsize)
+        # A page is as many whole rows as fit in one storage block (at least one row): a miss then costs
+        # about one block read, the unit the device is fast at.
+        self.page_rows = max(1, getattr(tf, "block_size", 4096) // self.row_bytes)
+        self.page_bytes = self.page_rows * self.row_bytes
+        self.num_pages = -(-self.num_rows // self.page_rows)
+        slots = min(gpu_cache_bytes // self.page_bytes, self.num_pages)
+        self.cache = PageCache(self.num_pages, slots, self.page_rows, self.row_shape, self.dtype,
+                               self.device, policy)
+        hot_rows = pick_hot_rows(self.num_rows, host_cache_rows, hot_scores, graph, hot)
+        self.host = HostBuffer(tf, hot_rows, self.num_rows, self.device) if hot_rows.numel() else None
+        self.window = WindowBuffer(self.num_pages, window, self.device)
+        self.acc = Accumulator(accumulate, inflight_pages_min)
+        self._counters = dict(batches=0, flushes=0, rows_requested=0, rows_host=0, rows_gpu_cache=0,
+                              rows_device=0, pages_hit=0, pages_miss=0, pages_bypass=0,
+                              bytes_from_device=0)
+
+    @property
+    def shape(self) -> tuple:
+        return (self.num_rows, *self.row_shape)
+
+    # -- public API -----------------------------------------------------------------------------
+    def gather(self, idx) -> torch.Tensor:
+        """Rows `idx` (any integer tensor; duplicates and empty allowed), on `self.device`."""
+        return self.submit(idx, force=True).wait()
+
+    def submit(self, idx, force: bool = False) -> Ticket:
+        rows = _check_idx(idx, self.num_rows).to(self.device)
+        ticket = Ticket(self, rows)
+        miss = self._estimate_misses(rows) if self.acc.enabled and not force else 0
+        if self.acc.add(ticket, miss) or force:
+            self.flush()
+        return ticket
+
+    def prefetch(self, idx) -> Ticket:
+        """Same as submit: a handle whose wait() returns the rows (the TensorFile-style name)."""
+        return self.submit(idx)
+
+    def announce(self, idx) -> None:
+        """Declare rows a coming batch will read; their pages stay cached until that batch is served
+        (batches are served in announcement order; at most `window` are remembered)."""
+        rows = _check_idx(idx, self.num_rows).to(self.device)
+        if self.host is not None:
+            rows = rows[self.host.lookup(rows) < 0]
+        self.window.announce(torch.unique(rows // self.page_rows))
+
+    def flush(self) -> None:
+        tickets = self.acc.take()
+        if tickets:
+            self._serve(tickets)
+
+    def stats(self) -> dict:
+        c = dict(self._counters)
+        req = max(c["rows_requested"], 1)
+        pages = max(c["pages_hit"] + c["pages_miss"], 1)
+        c.update(host_hit_rate=c["rows_host"] / req, gpu_hit_rate=c["rows_gpu_cache"] / req,
+                 device_rate=c["rows_device"] / req, page_hit_rate=c["pages_hit"] / pages,
+                 evictions=self.cache.evictions, cache_slots=self.cache.num_slots, page_rows=self.page_rows,
+                 host_rows=self.host.num_rows if self.host else 0, policy=self.cache.policy,
+                 requests_in_flight=self.acc.pending_miss_pages, batches_pending=len(self.acc.pending),
+                 window_batches=len(self.window.pending), window_protected_pages=self.window.protected_pages(),
+                 window_dropped=self.window.dropped)
+        if hasattr(self.tf, "stats"):
+            c["storage"] = self.tf.stats()  # the table's own counters: blocks actually read
+        return c
+
+    # -- serving ---------------------------------------------------------------------------------
+    def _estimate_misses(self, rows: torch.Tensor) -> int:
+        if self.host is not None:
+            rows = rows[self.host.lookup(rows) < 0]
+        pages = torch.unique(rows // self.page_rows)
+        return int((self.cache.lookup(pages) < 0).sum())
+
+    def _serve(self, tickets: list) -> None:
+        rows = torch.cat([t.rows for t in tickets])
+        out = torch.empty((rows.numel(), *self.row_shape), dtype=self.dtype, device=self.device)
+        host_slot = self.host.lookup(rows) if self.host is not None else torch.full_like(rows, -1)
+        in_host = host_slot >= 0
+        if bool(in_host.any()):
+            out[in_host] = self.host.read(host_slot[in_host], self.device)
+        cold = (~in_host).nonzero().flatten()
+        crow = rows[cold]
+        pages, inv = torch.unique(crow // self.page_rows, return_inverse=True)
+        slots = self.cache.lookup(pages)
+        hit = slots >= 0
+        self.cache.touch(slots[hit])
+        miss_pages = pages[~hit]
+        # Victims: never a page this group reads (hits) nor one an announced batch needs.
+        pinned = self.window.protected_slots(self.cache.slot_page)
+        pinned[slots[hit]] = True
+        victims = self.cache.choose_victims(miss_pages.numel(), pinned)
+        fetched = self._read_pages(miss_pages)
+        n_in = victims.numel()
+        self.cache.install(miss_pages[:n_in], victims, fetched[:n_in])
+        # Where each page's rows are now: a cache slot, or (bypassed) a position in `fetched`.
+        miss_pos = torch.full_like(pages, -1)
+        miss_pos[~hit] = torch.arange(miss_pages.numel(), device=self.device)
+        page_slot = slots.clone()
+        page_slot[~hit] = torch.cat([victims, torch.full((miss_pages.numel() - n_in,), -1,
+                                                         dtype=torch.long, device=self.device)])
+        r_slot, r_off = page_slot[inv], crow % self.page_rows
+        cached = r_slot >= 0
+        out[cold[cached]] = self.cache.data[r_slot[cached], r_off[cached]]
+        out[cold[~cached]] = fetched[miss_pos[inv[~cached]], r_off[~cached]]
+        self._count(tickets, rows, in_host, hit[inv], pages, miss_pages, n_in)
+        for t, part in zip(tickets, torch.split(out, [t.rows.numel() for t in tickets])):
+            t.result = part
+            self.window.release_oldest()
+
+    def _read_pages(self, pages: torch.Tensor) -> torch.Tensor:
+        """Whole pages from the table in one request (the merged read); past-the-end rows are zeros."""
+        if hasattr(self.tf, "gather_pages"):  # a TensorFile reads page-sized blocks with no per-row cut
+            buf = self.tf.gather_pages(pages, self.page_rows, self.device)
+        else:
+            buf = torch.zeros((pages.numel(), self.page_rows, *self.row_shape), dtype=self.dtype,
+                              device=self.device)
+            if pages.numel():
+                ids = pages[:, None] * self.page_rows + torch.arange(self.page_rows, device=self.device)
+                valid = ids < self.num_rows
+                buf[valid] = self.tf.gather(ids[valid]).to(self.device)
+        last = pages == self.num_pages - 1
+        rows_read = pages.numel() * self.page_rows - (int(last.any()) * (self.num_pages * self.page_rows
+                                                                          - self.num_rows))
+        self._counters["bytes_from_device"] += rows_read * self.row_bytes
+        return buf
+
+    def _count(self, tickets, rows, in_host, row_hit, pages, miss_pages, n_installed) -> None:
+        c = self._counters
+        c["batches"] += len(tickets)
+        c["flushes"] += 1
+        c["rows_requested"] += rows.numel()
+        c["rows_host"] += int(in_host.sum())
+        c["rows_gpu_cache"] += int(row_hit.sum())
+        c["rows_device"] += int(rows.numel() - in_host.sum() - row_hit.sum())
+        c["pages_hit"] += int(pages.numel() - miss_pages.numel())
+        c["pages_miss"] += int(miss_pages.numel())
+        c["pages_bypass"] += int(miss_pages.numel() - n_installed)

@@ -1,0 +1,66 @@
+"""Row tables that are not a TensorFile: the baselines the GNN demo compares against, and anything a
+`gpuio.FeatureStore` can sit on. A row source has `shape`, `torch_dtype`, `block_size`, `num_rows` and
+`gather(idx) -> rows on idx.device`, like `gpuio.TensorFile`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def _check_idx(idx, num_rows: int) -> torch.Tensor:
+    idx = torch.as_tensor(idx)
+    if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        raise TypeError(f"row index must be an integer tensor, got dtype {idx.dtype}")
+    idx = idx.long().flatten()
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= num_rows):
+        raise IndexError(f"row ids must lie in [0, {num_rows}), got min {int(idx.min())}, max {int(idx.max())}")
+    return idx
+
+
+class InMemoryRows:
+    """Rows held in a tensor (the demo's upper bound: features already in memory)."""
+
+    def __init__(self, table: torch.Tensor, block_size: int = 4096):
+        self.table = table
+        self.block_size = block_size
+
+    @property
+    def shape(self):
+        return tuple(self.table.shape)
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.shape[0]
+
+    @property
+    def torch_dtype(self):
+        return self.table.dtype
+
+    def gather(self, idx) -> torch.Tensor:
+        idx = _check_idx(idx, self.num_rows)
+        return self.table.index_select(0, idx.to(self.table.device)).to(idx.device)
+
+
+class MemmapRows:
+    """Rows read through `np.load(mmap_mode='r')` and fancy indexing (DGL's/GIDS's mmap baseline)."""
+
+    def __init__(self, path, block_size: int = 4096):
+        self.array = np.load(path, mmap_mode="r")
+        if self.array.ndim < 1:
+            raise ValueError(f"{path}: a row table needs at least 1 dimension, got shape {self.array.shape}")
+        self.block_size = block_size
+        self.torch_dtype = torch.from_numpy(np.empty(0, dtype=self.array.dtype)).dtype
+
+    @property
+    def shape(self):
+        return tuple(self.array.shape)
+
+    @property
+    def num_rows(self) -> int:
+        return self.array.shape[0]
+
+    def gather(self, idx) -> torch.Tensor:
+        idx = _check_idx(idx, self.num_rows)
+        rows = torch.from_numpy(np.ascontiguousarray(self.array[idx.cpu().numpy()]))
+        return rows.to(idx.device)

@@ -1,0 +1,52 @@
+"""Compressed sparse column (CSC) form of a graph: for each destination node, its incoming edges.
+
+Neighbour sampling walks edges backwards from the seeds (messages flow source -> destination, PyG's
+default), so the sampler needs, per destination, the contiguous list of sources; `perm` maps each
+CSC position back to the edge's position in the caller's edge_index (PyG's `e_id`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class CSC:
+    colptr: torch.Tensor  # int64 [num_nodes + 1]
+    row: torch.Tensor  # int64 [num_edges], source node of each edge, grouped by destination
+    perm: torch.Tensor  # int64 [num_edges], CSC position -> original edge id
+    num_nodes: int
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.row.numel())
+
+    def in_degree(self) -> torch.Tensor:
+        return self.colptr[1:] - self.colptr[:-1]
+
+    def to(self, device, pin_memory: bool = False) -> "CSC":
+        def move(t):
+            t = t.to(device)
+            return t.pin_memory() if pin_memory and t.device.type == "cpu" else t
+        return CSC(move(self.colptr), move(self.row), move(self.perm), self.num_nodes)
+
+
+def csc_from_edge_index(edge_index: torch.Tensor, num_nodes: int | None = None) -> CSC:
+    if not isinstance(edge_index, torch.Tensor):
+        raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
+    edge_index = edge_index.long()
+    if num_nodes is None:
+        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise IndexError(f"edge_index holds node ids outside [0, {num_nodes}): "
+                         f"min {int(edge_index.min())}, max {int(edge_index.max())}")
+    src, dst = edge_index[0], edge_index[1]
+    # Stable sort keeps the caller's edge order within one destination: deterministic sampling.
+    perm = torch.argsort(dst, stable=True)
+    counts = torch.bincount(dst, minlength=num_nodes)
+    colptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=edge_index.device)
+    colptr[1:] = torch.cumsum(counts, 0)
+    return CSC(colptr, src[perm].contiguous(), perm, num_nodes)

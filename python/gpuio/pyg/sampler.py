@@ -1,0 +1,189 @@
+"""Pure-PyTorch multi-hop neighbour sampler implementing PyG's `BaseSampler`.
+
+PyG's own `NeighborSampler` needs pyg-lib or torch-sparse (compiled, not served on PyPI for current
+PyTorch); this one is plain tensor ops, so it runs wherever the graph tensors live: on the GPU (as GIDS
+samples) or on the CPU. `torch_geometric.loader.NodeLoader(data=(feature_store, graph_store),
+node_sampler=NeighborSampler(...), input_nodes=...)` works with no extra packages.
+
+Per hop and per frontier node: all in-neighbours when there are at most `k`, else `k` distinct ones
+drawn uniformly (Floyd's algorithm, vectorised over the frontier: k steps, each one tensor op over all
+nodes), or `k` draws with replacement when `replace=True`. Sampled nodes are relabelled in order of first
+appearance, seeds first, so `node[:batch_size]` are the seeds (PyG's contract).
+
+Thread contract: one call at a time per sampler (the generator is shared state).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from gpuio.pyg.csc import CSC, csc_from_edge_index
+
+
+def _floyd_sample(deg: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """k distinct offsets in [0, deg) per row, for rows with deg > k. Returns int64 [n, k]."""
+    n = deg.numel()
+    chosen = torch.empty((n, k), dtype=torch.long, device=deg.device)
+    for i in range(k):
+        j = deg - k + i  # Floyd: draw t in [0, j]; if already taken, take j (never taken before)
+        t = (torch.rand(n, generator=gen, device=deg.device) * (j + 1).double()).long().clamp_max(j)
+        if i:
+            taken = (chosen[:, :i] == t[:, None]).any(1)
+            t = torch.where(taken, j, t)
+        chosen[:, i] = t
+    return chosen
+
+
+def sample_hop(csc: CSC, frontier: torch.Tensor, k: int, replace: bool,
+               gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample in-edges of `frontier`. Returns (csc positions of sampled edges, index into frontier)."""
+    start = csc.colptr[frontier]
+    deg = csc.colptr[frontier + 1] - start
+    dev = frontier.device
+    if k < 0:
+        take_all = torch.ones_like(deg, dtype=torch.bool)
+    elif replace:
+        take_all = torch.zeros_like(deg, dtype=torch.bool)
+    else:
+        take_all = deg <= k
+    # Rows that keep every in-edge: expand [start, start + deg) with repeat_interleave.
+    all_idx = take_all.nonzero().flatten()
+    all_deg = deg[all_idx]
+    owner_all = torch.repeat_interleave(all_idx, all_deg)
+    first = torch.cumsum(all_deg, 0) - all_deg
+    within = torch.arange(int(all_deg.sum()), device=dev) - torch.repeat_interleave(first, all_deg)
+    pos_all = start[owner_all] + within
+    # Rows that sample k of their in-edges.
+    some_idx = (~take_all & (deg > 0)).nonzero().flatten()
+    if some_idx.numel() and k > 0:
+        some_deg = deg[some_idx]
+        if replace:
+            off = (torch.rand((some_idx.numel(), k), generator=gen, device=dev)
+                   * some_deg[:, None].double()).long().clamp_max(some_deg[:, None] - 1)
+        else:
+            off = _floyd_sample(some_deg, k, gen)
+        pos_some = (start[some_idx][:, None] + off).flatten()
+        owner_some = some_idx.repeat_interleave(k)
+    else:
+        pos_some = torch.empty(0, dtype=torch.long, device=dev)
+        owner_some = pos_some
+    pos = torch.cat([pos_all, pos_some])
+    owner = torch.cat([owner_all, owner_some])
+    order = torch.argsort(owner, stable=True)  # group edges by frontier node: stable output order
+    return pos[order], owner[order]
+
+
+class _Relabel:
+    """Global -> local ids, in order of first appearance; search in a sorted copy (no O(num_nodes) map)."""
+
+    def __init__(self, seeds: torch.Tensor):
+        self.nodes = [seeds]
+        self.count = seeds.numel()
+        self.sorted_ids, order = torch.sort(seeds, stable=True)
+        self.sorted_local = order
+
+    def lookup_or_add(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Local ids of `ids`, adding unseen ones. Returns (local ids, newly added global ids)."""
+        pos = torch.searchsorted(self.sorted_ids, ids).clamp_max(max(self.sorted_ids.numel() - 1, 0))
+        found = self.sorted_ids.numel() > 0
+        known = (self.sorted_ids[pos] == ids) if found else torch.zeros_like(ids, dtype=torch.bool)
+        local = torch.empty_like(ids)
+        if found:
+            local[known] = self.sorted_local[pos[known]]
+        new_ids = ids[~known]
+        uniq, inv = torch.unique(new_ids, return_inverse=True)
+        first_seen = torch.full((uniq.numel(),), new_ids.numel(), dtype=torch.long, device=ids.device)
+        first_seen.scatter_reduce_(0, inv, torch.arange(new_ids.numel(), device=ids.device), "amin")
+        order = torch.argsort(first_seen)
+        added = uniq[order]
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(order.numel(), device=ids.device)
+        local[~known] = self.count + rank[inv]
+        self.nodes.append(added)
+        merged_ids = torch.cat([self.sorted_ids, added])
+        merged_local = torch.cat([self.sorted_local,
+                                  self.count + torch.arange(added.numel(), device=ids.device)])
+        self.sorted_ids, o = torch.sort(merged_ids, stable=True)
+        self.sorted_local = merged_local[o]
+        self.count += added.numel()
+        return local, added
+
+
+class NeighborSampler(BaseSampler):
+    """`NeighborSampler(graph, num_neighbors=(25, 10), replace=False, seed=None, device=None)`.
+
+    graph: an `edge_index` tensor [2, E], a `gpuio.pyg.CSC`, a PyG `Data`, or a `gpuio.pyg.GraphStore`.
+    device: where the graph lives and sampling runs (default: the graph's device); with CUDA, pass
+    device="cuda" to sample on the GPU. Outputs are on that device.
+    """
+
+    def __init__(self, graph, num_neighbors: Sequence[int] = (25, 10), replace: bool = False,
+                 seed: int | None = None, device=None, num_nodes: int | None = None):
+        if not num_neighbors or any((not isinstance(k, int)) or k == 0 or k < -1 for k in num_neighbors):
+            raise ValueError(f"num_neighbors must be a non-empty list of ints > 0 or -1, got {num_neighbors!r}")
+        self.csc = _to_csc(graph, num_nodes)
+        if device is not None:
+            self.csc = self.csc.to(torch.device(device))
+        self.device = self.csc.colptr.device
+        self.num_neighbors = list(num_neighbors)
+        self.replace = bool(replace)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(int(seed) if seed is not None else torch.seed())
+
+    @property
+    def num_nodes(self) -> int:
+        return self.csc.num_nodes
+
+    def sample(self, seeds: torch.Tensor) -> SamplerOutput:
+        seeds = torch.as_tensor(seeds).to(self.device, torch.long).flatten()
+        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.num_nodes):
+            raise IndexError(f"seed node ids must lie in [0, {self.num_nodes}), "
+                             f"got min {int(seeds.min())}, max {int(seeds.max())}")
+        relabel = _Relabel(seeds)
+        frontier, frontier_local = seeds, torch.arange(seeds.numel(), device=self.device)
+        rows, cols, edges = [], [], []
+        nodes_per_hop, edges_per_hop = [seeds.numel()], []
+        for k in self.num_neighbors:
+            pos, owner = sample_hop(self.csc, frontier, k, self.replace, self.generator)
+            src = self.csc.row[pos]
+            src_local, added = relabel.lookup_or_add(src)
+            rows.append(src_local)
+            cols.append(frontier_local[owner])
+            edges.append(self.csc.perm[pos])
+            nodes_per_hop.append(added.numel())
+            edges_per_hop.append(pos.numel())
+            frontier = added
+            frontier_local = relabel.count - added.numel() + torch.arange(added.numel(), device=self.device)
+        return SamplerOutput(node=torch.cat(relabel.nodes), row=torch.cat(rows), col=torch.cat(cols),
+                             edge=torch.cat(edges), num_sampled_nodes=nodes_per_hop,
+                             num_sampled_edges=edges_per_hop)
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        out = self.sample(index.node)
+        out.metadata = (index.input_id, index.time)
+        return out
+
+    def sample_from_edges(self, index, neg_sampling=None):
+        raise NotImplementedError("gpuio.pyg.NeighborSampler samples from nodes only (link prediction "
+                                  "sampling is not part of issue 4)")
+
+    @property
+    def edge_permutation(self):
+        return None  # `edge` already holds original edge ids
+
+
+def _to_csc(graph, num_nodes) -> CSC:
+    if isinstance(graph, CSC):
+        return graph
+    if isinstance(graph, torch.Tensor):
+        return csc_from_edge_index(graph, num_nodes)
+    csc = getattr(graph, "gpuio_csc", None)  # gpuio.pyg.GraphStore
+    if callable(csc):
+        return csc()
+    edge_index = getattr(graph, "edge_index", None)
+    if isinstance(edge_index, torch.Tensor):
+        return csc_from_edge_index(edge_index, num_nodes if num_nodes is not None else graph.num_nodes)
+    raise TypeError(f"graph must be an edge_index tensor, CSC, Data or gpuio.pyg.GraphStore, "
+                    f"got {type(graph).__name__}")

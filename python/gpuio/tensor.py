@@ -1,0 +1,331 @@
+"""`gpuio.TensorFile`: an on-disk tensor, stored as `.npy` with its data at a block boundary.
+
+    tf = gpuio.TensorFile.create("feat.npy", (n, 128), "float32")
+    tf.scatter(idx, rows)                 # write rows (read-modify-write of the blocks they touch)
+    x = tf.gather(idx)                    # rows, on idx.device
+    h = tf.prefetch(idx); ...; x = h.wait()
+    np.load("feat.npy", mmap_mode="r")    # still a valid .npy
+
+Layout: the .npy header is padded so the data starts at `max(4096, block_size)`; rows are packed back to
+back (NumPy's C order), several per block when smaller than a block; the file is padded to whole blocks
+so every block can be read with O_DIRECT. A gather reads, through `gpuio.Engine`, each block that holds a
+requested row exactly once (duplicates and neighbouring rows share blocks), then cuts the rows out of the
+blocks with one strided `index_select` on the destination device.
+"""
+from __future__ import annotations
+
+import math
+import os
+import struct
+
+import numpy as np
+import torch
+
+DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
+READ_BLOCKS_MAX = 1 << 16  # blocks per engine request (256 MiB at 4 KiB): bounds one staging buffer
+_MAGIC = b"\x93NUMPY"
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    if dtype.byteorder == ">" or (dtype.byteorder == "=" and not np.little_endian):
+        raise ValueError(f"dtype {dtype} is big-endian; TensorFile stores little-endian data")
+    try:
+        return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    except TypeError:
+        raise TypeError(f"dtype {dtype} has no torch equivalent; use a numeric or bool dtype") from None
+
+
+def _header(dtype: np.dtype, shape: tuple, data_offset: int) -> bytes:
+    d = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+         "shape": tuple(int(s) for s in shape)}
+    text = repr(d).encode("latin1")
+    version, prefix = ((1, 10) if data_offset - 10 <= 0xFFFF else (2, 12))
+    pad = data_offset - prefix - len(text) - 1
+    if pad < 0:
+        raise ValueError(f"shape {shape} needs a header larger than {data_offset} bytes")
+    text += b" " * pad + b"\n"
+    size = struct.pack("<H" if version == 1 else "<I", len(text))
+    return _MAGIC + bytes([version, 0]) + size + text
+
+
+def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
+    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce)."""
+    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=pin)
+    skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES
+    return raw[skip:skip + nbytes]
+
+
+class Prefetch:
+    """An in-flight gather: `wait()` returns the rows on the requested device; `done()` polls."""
+
+    def __init__(self, finish, handles):
+        self._finish, self._handles, self._result = finish, handles, None
+
+    def done(self) -> bool:
+        return self._result is not None or all(h.done() for h in self._handles)
+
+    def wait(self) -> torch.Tensor:
+        if self._result is None:
+            for h in self._handles:
+                h.wait()
+            self._result = self._finish()
+            self._handles = []
+        return self._result
+
+
+class TensorFile:
+    """Rows of an on-disk .npy tensor, read and written in blocks through `gpuio.Engine`.
+    Use `TensorFile.create` / `TensorFile.open`. Thread contract: one thread at a time."""
+
+    def __init__(self, path, shape, dtype, data_offset, block_size, writable, engine_options):
+        self.path = os.fspath(path)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.torch_dtype = _torch_dtype(self.dtype)
+        self.block_size = block_size
+        self.data_offset = data_offset
+        self.writable = writable
+        self.row_elems = math.prod(self.shape[1:])
+        self.row_bytes = self.row_elems * self.dtype.itemsize
+        self.nbytes = self.shape[0] * self.row_bytes
+        self._base_block = data_offset // block_size
+        self._counters = dict(gathers=0, rows_gathered=0, blocks_read=0, scatters=0, rows_scattered=0,
+                              blocks_written=0)
+        self.direct, self.engine = self._open_engine(engine_options)
+
+    # -- construction -----------------------------------------------------------------------------
+    @staticmethod
+    def _check_block_size(block_size: int) -> None:
+        if not isinstance(block_size, int) or block_size < 512 or block_size & (block_size - 1):
+            raise ValueError(f"block_size must be a power of two >= 512, got {block_size!r}")
+
+    @classmethod
+    def create(cls, path, shape, dtype="float32", block_size: int = 4096, **engine_options) -> "TensorFile":
+        """New zero-filled file (overwrites `path`). engine_options go to `gpuio.Engine` (direct=...)."""
+        cls._check_block_size(block_size)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if not shape or any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
+            raise ValueError(f"shape must be a non-empty tuple of ints >= 0, got {shape!r}")
+        dtype = np.dtype(dtype)
+        _torch_dtype(dtype)
+        offset = max(DATA_ALIGN_BYTES, block_size)
+        nbytes = math.prod(shape) * dtype.itemsize
+        size = offset + max(block_size, -(-nbytes // block_size) * block_size)
+        with open(path, "wb") as f:
+            f.write(_header(dtype, shape, offset))
+            f.truncate(size)
+        return cls(path, tuple(int(s) for s in shape), dtype, offset, block_size, True, engine_options)
+
+    @classmethod
+    def open(cls, path, mode: str = "r", block_size: int = 4096, **engine_options) -> "TensorFile":
+        """Open a TensorFile ("r" read-only, "r+" read-write). Plain np.save files are refused (their
+        data is not block aligned): convert them with `gpuio import`."""
+        if mode not in ("r", "r+"):
+            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+        cls._check_block_size(block_size)
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(f)
+            offset = f.tell()
+        if fortran:
+            raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save it C-ordered")
+        if offset % block_size or offset < DATA_ALIGN_BYTES:
+            raise ValueError(f"{path}: data starts at byte {offset}, not a multiple of block_size "
+                             f"{block_size} >= {DATA_ALIGN_BYTES}; convert it with `gpuio import`")
+        nbytes = math.prod(shape) * dtype.itemsize
+        need = offset + max(block_size, -(-nbytes // block_size) * block_size)
+        if os.path.getsize(path) < need:
+            if mode == "r":
+                raise ValueError(f"{path}: file is {os.path.getsize(path)} bytes, a TensorFile of shape "
+                                 f"{shape} needs {need} (padded to whole blocks); open with mode='r+'")
+            os.truncate(path, need)
+        engine_options.setdefault("writable", mode == "r+")
+        return cls(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
+
+    def _open_engine(self, options: dict):
+        from gpuio.engine import Engine
+        direct = options.pop("direct", None)
+        if direct is not None:
+            return direct, Engine(self.path, block_size=self.block_size, direct=direct, **options)
+        try:
+            return True, Engine(self.path, block_size=self.block_size, direct=True, **options)
+        except OSError:  # e.g. tmpfs refuses O_DIRECT (EINVAL): go through the page cache, and say so
+            return False, Engine(self.path, block_size=self.block_size, direct=False, **options)
+
+    # -- properties ----------------------------------------------------------------------------------
+    @property
+    def num_rows(self) -> int:
+        return self.shape[0]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"gpuio.TensorFile({self.path!r}, shape={self.shape}, dtype={self.dtype}, "
+                f"block_size={self.block_size}, direct={self.direct})")
+
+    def stats(self) -> dict:
+        s = dict(self._counters, bytes_read=self._counters["blocks_read"] * self.block_size,
+                 bytes_written=self._counters["blocks_written"] * self.block_size,
+                 data_path="direct" if self.direct else "buffered")
+        s["engine"] = self.engine.stats()
+        return s
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- planning ------------------------------------------------------------------------------------
+    def _index(self, idx) -> torch.Tensor:
+        if isinstance(idx, np.ndarray):
+            idx = torch.from_numpy(idx)
+        elif not isinstance(idx, torch.Tensor):
+            idx = torch.as_tensor(idx, dtype=torch.long)
+        if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
+            raise TypeError(f"row index must be an integer tensor, got dtype {idx.dtype}")
+        idx = idx.long().flatten()
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
+            raise IndexError(f"row ids must lie in [0, {self.num_rows}), got min {int(idx.min())}, "
+                             f"max {int(idx.max())}")
+        return idx
+
+    def _plan(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Distinct blocks holding `rows` (sorted, data-relative) and each row's element offset in the
+        concatenation of those blocks. A row spanning blocks finds them adjacent there, since they are
+        consecutive ids and all present."""
+        bs, rb = self.block_size, self.row_bytes
+        start = rows.cpu() * rb
+        first = start // bs
+        span = (start + max(rb, 1) - 1) // bs - first + 1
+        k = int(span.max())
+        cand = first[:, None] + torch.arange(k)
+        blocks = torch.unique(cand[torch.arange(k) < span[:, None]])
+        pos = (torch.searchsorted(blocks, first) * bs + start % bs) // self.dtype.itemsize
+        return blocks, pos
+
+    def _fully_covered(self, rows: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+        """Bool per block of `blocks`: distinct `rows` cover all its bytes (no need to read it first).
+        Bytes past the end of the data count as covered (they are padding)."""
+        bs, rb = self.block_size, self.row_bytes
+        start = rows * rb
+        end = start + rb
+        first = start // bs
+        k = int(((end - 1) // bs - first).max()) + 1
+        cand = first[:, None] + torch.arange(k)
+        lo = torch.maximum(cand * bs, start[:, None])
+        hi = torch.minimum((cand + 1) * bs, end[:, None])
+        valid = hi > lo
+        covered = torch.zeros(blocks.numel(), dtype=torch.long)
+        covered.index_add_(0, torch.searchsorted(blocks, cand[valid]), (hi - lo)[valid])
+        need = torch.clamp(self.nbytes - blocks * bs, max=bs)
+        return covered >= need
+
+    def _extract(self, staging: torch.Tensor, pos: torch.Tensor, device) -> torch.Tensor:
+        staging = staging.to(device, non_blocking=True)
+        elems = staging.view(self.torch_dtype)
+        c = max(self.row_elems, 1)
+        windows = elems.as_strided((elems.numel() - c + 1, c), (1, 1))  # row j = elements [j, j + c)
+        out = windows.index_select(0, pos.to(device))
+        return out.reshape((pos.numel(), *self.shape[1:]))
+
+    # -- I/O -----------------------------------------------------------------------------------------
+    def _read_blocks(self, blocks: torch.Tensor, pin: bool):
+        staging = _aligned_bytes(blocks.numel() * self.block_size, pin)
+        ids = (blocks + self._base_block).numpy()
+        handles = []
+        for lo in range(0, blocks.numel(), READ_BLOCKS_MAX):
+            hi = min(lo + READ_BLOCKS_MAX, blocks.numel())
+            handles.append(self.engine.read_async(ids[lo:hi], staging[lo * self.block_size:hi * self.block_size]))
+        self._counters["blocks_read"] += blocks.numel()
+        return staging, handles
+
+    def prefetch(self, idx) -> Prefetch:
+        """Start reading rows `idx`; the handle's wait() returns them on idx.device."""
+        device = idx.device if isinstance(idx, torch.Tensor) else torch.device("cpu")
+        rows = self._index(idx)
+        self._counters["gathers"] += 1
+        self._counters["rows_gathered"] += rows.numel()
+        if rows.numel() == 0 or self.row_bytes == 0:
+            empty = torch.zeros((rows.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
+            return Prefetch(lambda: empty, [])
+        blocks, pos = self._plan(rows)
+        staging, handles = self._read_blocks(blocks, pin=device.type == "cuda")
+        return Prefetch(lambda: self._extract(staging, pos, device), handles)
+
+    def pages_are_blocks(self, page_rows: int) -> bool:
+        """True when `page_rows` rows fill exactly one block (rows never straddle blocks)."""
+        return self.row_bytes > 0 and page_rows * self.row_bytes == self.block_size
+
+    def gather_pages(self, pages, page_rows: int, device=None) -> torch.Tensor:
+        """Pages of `page_rows` consecutive rows, [n, page_rows, ...] on `device`. When a page is exactly
+        one block this reads the blocks straight into the result (no per-row cut); rows past the end of
+        the table come back as zeros (file padding)."""
+        pages = torch.as_tensor(pages).long().flatten()
+        device = torch.device(device) if device is not None else pages.device
+        if not self.pages_are_blocks(page_rows):
+            ids = (pages[:, None] * page_rows + torch.arange(page_rows, device=pages.device)).flatten()
+            valid = ids < self.num_rows
+            out = torch.zeros((ids.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
+            out[valid.to(device)] = self.gather(ids[valid].cpu()).to(device)
+            return out.view(pages.numel(), page_rows, *self.shape[1:])
+        nblocks = -(-self.nbytes // self.block_size)
+        if pages.numel() and (int(pages.min()) < 0 or int(pages.max()) >= nblocks):
+            raise IndexError(f"page ids must lie in [0, {nblocks}), got min {int(pages.min())}, "
+                             f"max {int(pages.max())}")
+        self._counters["gathers"] += 1
+        self._counters["rows_gathered"] += pages.numel() * page_rows
+        if pages.numel() == 0:
+            return torch.zeros((0, page_rows, *self.shape[1:]), dtype=self.torch_dtype, device=device)
+        staging, handles = self._read_blocks(pages.cpu(), pin=device.type == "cuda")
+        for h in handles:
+            h.wait()
+        return staging.to(device, non_blocking=True).view(self.torch_dtype).view(
+            pages.numel(), page_rows, *self.shape[1:])
+
+    def gather(self, idx) -> torch.Tensor:
+        """Rows `idx` (integer tensor/array; duplicates and empty allowed) as a tensor on idx.device."""
+        return self.prefetch(idx).wait()
+
+    def scatter(self, idx, rows) -> None:
+        """Write `rows` at row ids `idx`; with duplicate ids the last occurrence wins."""
+        if not self.writable:
+            raise ValueError(f"{self.path} is open read-only; open it with mode='r+'")
+        ids = self._index(idx)
+        vals = torch.from_numpy(np.asarray(rows)) if not isinstance(rows, torch.Tensor) else rows
+        if tuple(vals.shape) != (ids.numel(), *self.shape[1:]):
+            raise ValueError(f"rows has shape {tuple(vals.shape)}, expected {(ids.numel(), *self.shape[1:])}")
+        if not torch.can_cast(vals.dtype, self.torch_dtype):
+            raise TypeError(f"rows of dtype {vals.dtype} cannot be stored as {self.torch_dtype} without loss")
+        if ids.numel() == 0 or self.row_bytes == 0:
+            return
+        vals = vals.to("cpu", self.torch_dtype).reshape(ids.numel(), -1)
+        ids = ids.cpu()
+        uniq, inv = torch.unique(ids, return_inverse=True)
+        last = torch.full((uniq.numel(),), -1, dtype=torch.long).scatter_reduce_(
+            0, inv, torch.arange(ids.numel()), "amax")
+        ids, vals = uniq, vals[last]
+        blocks, pos = self._plan(ids)
+        staging = _aligned_bytes(blocks.numel() * self.block_size, pin=False).zero_()  # padding stays 0
+        partial = ~self._fully_covered(ids, blocks)
+        if bool(partial.any()):  # read-modify-write only the blocks the rows do not cover whole
+            old, handles = self._read_blocks(blocks[partial], pin=False)
+            for h in handles:
+                h.wait()
+            staging.view(-1, self.block_size)[partial] = old.view(-1, self.block_size)
+        elems = staging.view(self.torch_dtype)
+        flat = (pos[:, None] + torch.arange(self.row_elems)).flatten()
+        elems.index_copy_(0, flat, vals.flatten())
+        ids_np = (blocks + self._base_block).numpy()
+        for lo in range(0, blocks.numel(), READ_BLOCKS_MAX):
+            hi = min(lo + READ_BLOCKS_MAX, blocks.numel())
+            self.engine.write(ids_np[lo:hi], staging[lo * self.block_size:hi * self.block_size])
+        self._counters.update(scatters=self._counters["scatters"] + 1,
+                              rows_scattered=self._counters["rows_scattered"] + ids.numel(),
+                              blocks_written=self._counters["blocks_written"] + blocks.numel())
