@@ -19,6 +19,11 @@ _COMMANDS = {
 }
 
 
+@app.callback()
+def _root() -> None:
+    """Keeps `gpuio` a command group even when a build registers a single command."""
+
+
 def _load(module: str, attr: str):
     return getattr(importlib.import_module(module), attr)
 
