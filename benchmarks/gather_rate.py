@@ -85,10 +85,16 @@ def batched_rate(gather, rows: torch.Tensor, batch: int, blocks_read) -> tuple[f
 
 
 def check(tf, path: str, g: torch.Generator) -> None:
-    rows = one_row_per_block(tf, 64, g)
-    ref = np.load(path, mmap_mode="r")[rows.numpy()]
-    if not np.array_equal(tf.gather(rows).numpy(), ref):
-        raise SystemExit(f"{path}: gather differs from np.load(mmap_mode='r')")
+    """TensorFile and FeatureStore (small cache, so hits, misses and bypasses) return NumPy's rows."""
+    from gpuio.cache import FeatureStore
+    fs = FeatureStore(tf, gpu_cache_bytes=16 << 12, window=0, device="cpu")
+    for rows in (one_row_per_block(tf, 64, g), torch.randint(tf.num_rows, (64,), generator=g)):
+        rows = torch.cat([rows, rows[:8]])  # duplicates too
+        ref = np.load(path, mmap_mode="r")[rows.numpy()]
+        for name, got in (("TensorFile", tf.gather(rows)), ("FeatureStore", fs.gather(rows)),
+                          ("FeatureStore (cached)", fs.gather(rows))):
+            if not np.array_equal(got.numpy(), ref):
+                raise SystemExit(f"{path}: {name}.gather differs from np.load(mmap_mode='r')")
 
 
 def run(a) -> dict:
