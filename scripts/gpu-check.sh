@@ -64,17 +64,17 @@ step "gpuio info"
 python3 -c "from gpuio.cli.info import info; info(json_out=False)" 2>&1 | tee "$out/info.txt" || true
 
 step "GPU tests"
-python3 -m pytest -q -x -p no:cacheprovider tests/python/test_gpu*.py -rs 2>&1 | tail -15 | tee "$out/pytest.txt"
+timeout 150 python3 -m pytest -q -x -p no:cacheprovider --timeout 60 tests/python/test_gpu*.py -rs 2>&1 | tail -15 | tee "$out/pytest.txt"
 grep -qE "passed" "$out/pytest.txt" && ! grep -qE "failed|error" "$out/pytest.txt" && note "pytest GPU: $(tail -1 "$out/pytest.txt")" \
   || { note "pytest GPU FAILED: $(tail -1 "$out/pytest.txt")"; status=1; }
-/tmp/test_device_api /tmp/device_api_test.bin 2>&1 | tail -3 | tee -a "$summary" || status=1
+timeout 60 /tmp/test_device_api /tmp/device_api_test.bin 2>&1 | tail -3 | tee -a "$summary" || status=1
 
 step "GPU benchmarks (cold cache)"
 bench_args=(--file "$data" --gib "$data_gib" --iobench /tmp/iobench --out "$out/gpu_bench.json")
 python3 -c "import kvikio" 2>/dev/null && bench_args+=(--kvikio)
 ((quick)) && bench_args+=(--reads 65536)
-python3 benchmarks/gpu_bench.py "${bench_args[@]}" 2>&1 | tee "$out/gpu_bench.txt" | grep -v "^|"
-CAM_DROP_CACHES=1 /tmp/cam_pipeline "$data" 1024 2>&1 | tee "$out/cam_pipeline.txt" | tail -3
+timeout 280 python3 benchmarks/gpu_bench.py "${bench_args[@]}" 2>&1 | tee "$out/gpu_bench.txt" | grep -v "^|"
+CAM_DROP_CACHES=1 timeout 90 /tmp/cam_pipeline "$data" 1024 2>&1 | tee "$out/cam_pipeline.txt" | tail -3
 tail -2 "$out/cam_pipeline.txt" >> "$summary"
 if [[ -f examples/cam_pipeline.py ]]; then
   python3 examples/cam_pipeline.py --file "$data" 2>&1 | tail -3 | tee -a "$summary"
