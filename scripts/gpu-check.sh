@@ -32,7 +32,7 @@ uring=/tmp/uring
 rm -rf $uring && mkdir -p $uring
 for f in .carry/liburing*.deb; do dpkg -x "$f" $uring; done
 pc=$uring/usr/lib/x86_64-linux-gnu/pkgconfig
-sed -i "s|^prefix=.*|prefix=$uring/usr|" $pc/liburing*.pc
+sed -i "s|=/usr|=$uring/usr|" $pc/liburing*.pc  # the .pc names /usr paths outright
 export PKG_CONFIG_PATH=$pc
 export LD_LIBRARY_PATH=$uring/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 gcc -O2 -o /tmp/iobench .carry/iobench.c -I$uring/usr/include -L$uring/usr/lib/x86_64-linux-gnu -luring -lpthread \
