@@ -42,6 +42,7 @@ step "build (CUDA variant)"
 build=/tmp/gpuio-build
 site=/tmp/gpuio-site
 t0=$(date +%s)
+rm -rf $build  # a warm machine keeps the last configure (and its cached liburing paths)
 cmake -S . -B $build -G Ninja -DGPUIO_CUDA=ON -DGPUIO_BUILD_PYTHON=ON -DGPUIO_BUILD_TESTS=OFF \
   -DPython_EXECUTABLE="$(command -v python3)" > "$out/build.log" 2>&1 && cmake --build $build -j16 >> "$out/build.log" 2>&1
 rc=$?
