@@ -78,6 +78,7 @@ class FaultBackend final : public IoBackend {
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>& fixed) override {
     return std::make_unique<FaultQueue>(*this, inner_->create_queue(depth, fixed), queues_++);
   }
+  void sync() override { inner_->sync(); }
   std::string describe() const override {
     char buf[256];
     std::snprintf(buf, sizeof buf,
