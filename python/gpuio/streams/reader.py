@@ -152,6 +152,13 @@ class StreamReader:
         """(start, eff, index) of the first sblock not yet consumed, or None."""
         return self._expect
 
+    def held_extents(self) -> list[tuple[int, int]]:
+        """Blocks of this stream not consumed yet (the current sblock and the rest of the chain)."""
+        out = [(self._cur[0].start, self._cur[1])] if self._cur is not None else []
+        if self._expect is not None:
+            out += list(self.store._chain_from(self.stream_id, *self._expect))
+        return out
+
     def close(self) -> None:
         self._drain_fifo()
         self._release_current()
