@@ -14,7 +14,6 @@ from streams_util import contents, open_small
 
 
 def run(path: str, log_path: str, seed: int, kill_after_s: float) -> None:
-    threading.Timer(kill_after_s, os.kill, (os.getpid(), signal.SIGKILL)).start()
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def say(line: str) -> None:
@@ -22,6 +21,8 @@ def run(path: str, log_path: str, seed: int, kill_after_s: float) -> None:
 
     rng = np.random.default_rng(seed)
     st = open_small(path)
+    # The clock starts once the store is mounted, so that the kills land among the stream operations.
+    threading.Timer(kill_after_s, os.kill, (os.getpid(), signal.SIGKILL)).start()
     n = 0
     while True:
         live = st.streams()

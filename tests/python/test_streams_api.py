@@ -175,3 +175,18 @@ def test_buffer_pool_exhaustion_names_the_stream(tmp_path):
         st.close_stream(a)
         st.close_stream(b)
         assert st.stats()["buffer_slots_free"] == 5
+
+
+@pytest.mark.parametrize("nbytes", [4047, 4016, 4080, 4095])
+def test_trailer_straddling_a_block_boundary(tmp_path, nbytes):
+    # payload = 16 B record header + nbytes: a 64 B trailer that crosses the end of block 0 of the sblock.
+    path = tmp_path / "s.bin"
+    with open_small(path) as st:
+        sd = st.create_stream()
+        st.write_stream(sd, b"y" * nbytes)
+        st.close_stream(sd)
+    with open_small(path) as st:  # mount walks the chain by its trailers
+        st.check()
+        assert read_all(st, sd.stream_id) == [b"y" * nbytes]
+        st.destroy_stream(sd.stream_id)
+        st.check()

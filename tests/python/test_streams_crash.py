@@ -59,6 +59,7 @@ def _verify(path, log_path, expected: dict, seed: int) -> None:
             expected[sid] = cseed if want is not None else None
         for sid in set(expected) - visible:
             expected.pop(sid)
+    return (cut[0] if cut else "between ops"), sum(1 for line in lines if line.startswith("E "))
 
 
 def test_kill9_campaign(tmp_path):
@@ -66,7 +67,7 @@ def test_kill9_campaign(tmp_path):
 
     ctx = _ctx()
     stores = max(1, TRIALS // ROUNDS)
-    kills = 0
+    kills, cuts, ops = 0, {}, 0
     for s in range(stores):
         path = str(tmp_path / f"store{s}.bin")
         expected: dict = {}
@@ -75,10 +76,14 @@ def test_kill9_campaign(tmp_path):
             rng = np.random.default_rng(seed)
             log_path = str(tmp_path / f"log{s}.txt")
             p = ctx.Process(target=streams_crash_child.run,
-                            args=(path, log_path, seed, float(rng.uniform(0.0, 0.08))))
+                            args=(path, log_path, seed, float(rng.uniform(0.0, 0.05))))
             p.start()
             p.join(30)
             assert p.exitcode == -signal.SIGKILL, f"seed {seed}: child ended with {p.exitcode}"
             kills += 1
-            _verify(path, log_path, expected, seed)
+            cut, done = _verify(path, log_path, expected, seed)
+            cuts[cut] = cuts.get(cut, 0) + 1
+            ops += done
+    print(f"kill -9 campaign: {kills} kills, {ops} completed operations, cut operations: {cuts}")
     assert kills >= TRIALS - ROUNDS + 1
+    assert cuts.get("close", 0) > 0 and ops > kills  # the kills did land inside stream operations

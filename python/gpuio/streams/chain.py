@@ -18,7 +18,7 @@ def walk(engine, sb, heads, on_sblock) -> None:
     ``on_sblock(stream_id, index, start_block, used_blocks, trailer)`` per sblock; raises StreamStoreCorrupt
     on the first broken link, naming the stream, sblock index and block."""
     bb = sb.block_bytes
-    buf = aligned_empty(BATCH_TRAILERS_MAX * bb)
+    buf = aligned_empty(2 * BATCH_TRAILERS_MAX * bb)
     frontier = []
     for sid, entry in heads:
         start, eff = entry_unpack(entry)
@@ -27,18 +27,25 @@ def walk(engine, sb, heads, on_sblock) -> None:
         nxt = []
         for lo in range(0, len(frontier), BATCH_TRAILERS_MAX):
             part = frontier[lo:lo + BATCH_TRAILERS_MAX]
-            blocks = np.empty(len(part), dtype=np.int64)
+            blocks = np.empty(2 * len(part), dtype=np.int64)
             for i, (sid, index, start, eff) in enumerate(part):
                 check_extent(sb, sid, index, start, eff)
-                blocks[i] = start + (eff - TRAILER_BYTES) // bb
-            engine.read(blocks, buf[:len(part) * bb])
+                blocks[2 * i:2 * i + 2] = trailer_blocks(start, eff, bb)
+            engine.read(blocks, buf[:len(blocks) * bb])
             for i, (sid, index, start, eff) in enumerate(part):
-                off = i * bb + (eff - TRAILER_BYTES) % bb
+                off = 2 * i * bb + (eff - TRAILER_BYTES) % bb
                 t = validate(sb, buf, off, sid, index, start, eff)
                 on_sblock(sid, index, start, blocks_for(eff, bb), t)
                 if not t.end:
                     nxt.append((sid, index + 1, t.next_start, t.next_eff))
         frontier = nxt
+
+
+def trailer_blocks(start: int, eff: int, bb: int) -> tuple[int, int]:
+    """The two blocks to read so that the trailer lies at ``(eff - TRAILER_BYTES) % bb`` in them: a trailer
+    may straddle a block boundary; when it does not, the second block repeats the first."""
+    first, last = start + (eff - TRAILER_BYTES) // bb, start + (eff - 1) // bb
+    return first, last
 
 
 def check_extent(sb, sid: int, index: int, start: int, eff: int) -> None:

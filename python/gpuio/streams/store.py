@@ -95,7 +95,7 @@ class StreamStore:
         try:
             self._sb = self._mount(streams_max)
             self._buffers = BufferPool(buffer_pool_bytes, sblock_bytes)
-            self._meta_buf = aligned_empty(block_size)
+            self._meta_buf = aligned_empty(2 * block_size)
         except BaseException:
             self._engine.close()
             raise
@@ -312,7 +312,7 @@ class StreamStore:
         bb, buf = self.block_bytes, self._meta_buf
         while True:
             chain.check_extent(self._sb, sid, index, start, eff)
-            self._engine.read(np.array([start + (eff - TRAILER_BYTES) // bb], dtype=np.int64), buf)
+            self._engine.read(np.array(chain.trailer_blocks(start, eff, bb), dtype=np.int64), buf)
             t = chain.validate(self._sb, buf, (eff - TRAILER_BYTES) % bb, sid, index, start, eff)
             yield start, blocks_for(eff, bb)
             if t.end:
@@ -338,8 +338,8 @@ class StreamStore:
         old = t.entries[stream_id]
         t.entries[stream_id] = entry
         try:
-            block, slot, seq = t.image(page, self._meta_buf)
-            self._engine.write(np.array([block], dtype=np.int64), self._meta_buf)
+            block, slot, seq = t.image(page, self._meta_buf[:self.block_bytes])
+            self._engine.write(np.array([block], dtype=np.int64), self._meta_buf[:self.block_bytes])
             self._sync_data()
         except BaseException:
             t.entries[stream_id] = old
