@@ -26,6 +26,7 @@ class Cache:
         else:
             self.store, self._owns = StreamStore(store_or_path, **store_options), True
         if stream_id is not None and stream_id not in self.store:
+            self.close()
             raise KeyError(f"no cached dataset: stream {stream_id} is not in the store")
         self.stream_id = stream_id
         self.device = device
