@@ -13,6 +13,7 @@
 
 #include "gpuio/fault.hpp"
 #include "gpuio/limits.hpp"
+#include "gpuio/status.hpp"
 
 namespace gpuio {
 
