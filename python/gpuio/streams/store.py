@@ -204,9 +204,14 @@ class StreamStore:
             if self._readers.get(stream_id):
                 raise ValueError(f"stream {stream_id} is open for reading ({self._readers[stream_id]} readers); "
                                  f"close them before destroying it")
-            self._publish(stream_id, 0)
+            # Walk first (reads only), then unpublish, then free: an I/O error at any step leaves the
+            # stream either fully there or fully gone, and never frees blocks that the table still names.
+            extents = []
             chain.walk(self._engine, self._sb, [(stream_id, entry)],
-                       lambda sid, index, start, used, t: self._pool.free(start, used))
+                       lambda sid, index, start, used, t: extents.append((start, used)))
+            self._publish(stream_id, 0)
+            for start, used in extents:
+                self._pool.free(start, used)
 
     def read_and_destroy_stream(self, stream_id: int) -> StreamHandle:
         """Opens the stream for one consuming read: it leaves the table at once (durably), and each sblock's
