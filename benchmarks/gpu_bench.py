@@ -208,7 +208,9 @@ def main():
         a.gib, a.reads = 0.0625, 2048
     import torch
 
-    if not torch.cuda.is_available() or not gpuio._core.cuda_built:
+    from gpuio import _core
+
+    if not torch.cuda.is_available() or not _core.cuda_built:
         why = "torch sees no CUDA device" if not torch.cuda.is_available() else "gpuio built without CUDA"
         log(f"SKIP gpu_bench: {why}")
         return 0
@@ -264,7 +266,7 @@ def main():
         res = {}
         for threads in (1, 16):
             drop_caches()
-            dt = gpuio._core.gpu_pread_memcpy(a.file, sub.ctypes.data, len(sub), BS, dst.data_ptr(), threads)
+            dt = _core.gpu_pread_memcpy(a.file, sub.ctypes.data, len(sub), BS, dst.data_ptr(), threads)
             res[threads] = len(sub) / dt
         RESULTS["pread_memcpy_iops"] = res
         mine = statistics.median(RESULTS["gpuio_rand_iops"])
@@ -322,7 +324,7 @@ def main():
             "gpu_initiated_p50": percentile(gpu_ns, 50) / 1e3, "gpu_initiated_p99": percentile(gpu_ns, 99) / 1e3,
             "pread_p50": percentile(p_ns, 50) / 1e3, "pread_p99": percentile(p_ns, 99) / 1e3}
         # stream-ordered round trip (host view) for both wait modes: 1 block, warm device queues
-        for mode in ("kernel", "hostfn"):
+        for mode in ("kernel", "wait_value"):
             e3 = gpu_engine(a.file, 64 << 10, 32 << 20, stream_wait=mode)
             one = torch.empty((1, BS), dtype=torch.uint8, device="cuda")
             ts = []
@@ -346,7 +348,7 @@ def main():
     section("latency: 1-block GPU-initiated read vs pread", latency)
 
     def keep():
-        for mode in ("kernel", "hostfn"):
+        for mode in ("kernel", "wait_value"):
             e4 = gpu_engine(a.file, 64 << 10, 128 << 20, stream_wait=mode)
             alone, busy, iops = retention(torch, e4, nblocks, mode, seconds=1.0 if a.tiny else 3.0)
             RESULTS[f"matmul_{mode}"] = dict(alone_tflops=alone, with_io_tflops=busy, io_iops=iops)

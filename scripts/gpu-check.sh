@@ -65,7 +65,7 @@ step "gpuio info"
 python3 -c "from gpuio.cli.info import info; info(json_out=False)" 2>&1 | tee "$out/info.txt" || true
 
 step "GPU tests"
-timeout 150 python3 -m pytest -q -x -p no:cacheprovider --timeout 60 tests/python/test_gpu*.py -rs 2>&1 | tail -15 | tee "$out/pytest.txt"
+timeout 170 python3 -m pytest -v -p no:cacheprovider --timeout 30 --timeout-method=thread tests/python/test_gpu*.py -rs 2>&1 | tail -40 | tee "$out/pytest.txt"
 grep -qE "passed" "$out/pytest.txt" && ! grep -qE "failed|error" "$out/pytest.txt" && note "pytest GPU: $(tail -1 "$out/pytest.txt")" \
   || { note "pytest GPU FAILED: $(tail -1 "$out/pytest.txt")"; status=1; }
 timeout 60 /tmp/test_device_api /tmp/device_api_test.bin 2>&1 | tail -3 | tee -a "$summary" || status=1

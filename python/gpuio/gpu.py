@@ -25,7 +25,8 @@ from . import _buffers
 DEFAULTS = {
     "queues": 8,             # device-API queues (a queue per thread block keeps blocks from serialising)
     "copy": "auto",          # staging->GPU: auto (measured at start) | batch | kernel | percopy
-    "stream_wait": "kernel",  # kernel: 1-thread poll kernel (us latency) | hostfn: host function (0 SMs)
+    "stream_wait": "auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32
+                             # release, else kernel | kernel: 1-thread poll kernel | hostfn: host function
     "device": -1,            # CUDA device; -1: the current one
     "poll_spin_us": 200,     # control plane spins this long after the last request before napping
 }
@@ -163,6 +164,8 @@ class GpuPath:
         self.engine = engine
         self.options = opts
         self.stream_wait_selftest = stream_wait_selftest()
+        if opts["stream_wait"] == "auto":
+            opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
         self._rt = core.GpuRuntime(engine._core._address, opts)
 
     def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
@@ -198,7 +201,7 @@ class GpuPath:
         backend = base["backend"].split()[0] if base.get("backend") else self.engine.backend
         s["data_path"] = f"{self.engine.backend}+staging->gpu(copy={s['copy_mode']})"
         s["stream_wait_sm_cost"] = ("one resident thread (1 warp slot) polling with __nanosleep per waiting stream"
-                                    if s["stream_wait"] == "kernel" else "none (host function)")
+                                    if s["stream_wait"] == "kernel" else "none")
         s["stream_wait_value_selftest"] = self.stream_wait_selftest
         s["gds"] = gds_status()["mode"]
         s["backend_detail"] = backend

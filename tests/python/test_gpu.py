@@ -57,9 +57,11 @@ def test_empty_checks_its_arguments():
 
 @needs_gpu
 @pytest.mark.parametrize("copy", ["batch", "kernel", "percopy"])
-@pytest.mark.parametrize("wait", ["kernel", "hostfn"])
+@pytest.mark.parametrize("wait", ["kernel", "wait_value", "hostfn"])
 def test_random_blocks_into_gpu_match_host(datafile, copy, wait):
     path, data = datafile
+    if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
+        pytest.skip(f"cuStreamWaitValue32 self-test: {gpuio.gpu.stream_wait_selftest()}")
     seed = int.from_bytes(os.urandom(4), "little")
     rng = np.random.default_rng(seed)
     with _engine(path, copy=copy, stream_wait=wait) as eng:
