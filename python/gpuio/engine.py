@@ -153,6 +153,8 @@ class Engine:
 
     def close(self) -> None:
         """Finish the batches in flight, stop the workers. Idempotent."""
+        if self._gpu is not None:  # stops taking GPU requests first; it closes the engine core too
+            self._gpu.close()
         if not self._core.closed:
             self._core.close()
         self._inflight.clear()

@@ -58,7 +58,7 @@ __device__ __forceinline__ uint32_t publish(QueueRef q, uint32_t op, const int64
   if (n <= gpu_limits::request_inline_ids_max) {
     for (uint32_t i = 0; i < n; ++i) r->ids[i] = ids[i];
   }
-  if (cell) *reinterpret_cast<volatile uint32_t*>(cell) = seq;
+  if (cell) *reinterpret_cast<volatile uint32_t*>(cell) = 0;  // the control plane sets 1 when done
   __threadfence_system();  // every field (and the block's ids/data) before the doorbell
   store_release_sys(&r->ready, seq);
   return seq;

@@ -39,7 +39,7 @@ struct alignas(64) GpuRequest {
   uint32_t op;        // GpuOp
   uint32_t mem_kind;  // MemKind
   uint32_t ready;
-  uint64_t cell;      // device address of a host-mapped word that receives seq (stream path), or 0
+  uint64_t cell;      // stream path: device address of a host-mapped flag, 0 at publish, 1 once done; or 0
   uint64_t pad;
   int64_t ids[gpu_limits::request_inline_ids_max];
 };
@@ -64,7 +64,9 @@ struct QueueRef {
 struct GpuOptions {
   uint32_t queues = 8;               // device-API queues (one per thread block avoids serialising)
   std::string copy = "auto";         // staging->GPU copies: auto (measured at start) | batch | kernel | percopy
-  std::string stream_wait = "kernel";  // stream-ordered wait: kernel (1-thread poll kernel) | hostfn
+  // stream-ordered wait: kernel (1-thread poll kernel) | wait_value (cuStreamWaitValue32 on the request's
+  // host-mapped flag: no SM; only where the start-up self-test saw it release) | hostfn (host function)
+  std::string stream_wait = "kernel";
   int device = -1;                   // CUDA device; -1: the current one
   uint32_t poll_spin_us = 200;       // control plane spins this long after the last request, then naps
 };

@@ -36,6 +36,7 @@ bool GpuRuntime::Impl::take_requests(uint32_t q) {
     const IoOp op = r.op == gpu_write ? IoOp::write : IoOp::read;
     const MemKind kind = r.mem_kind == 0 ? MemKind::host : MemKind::device;
     const int64_t* ids = r.ids;
+    if (r.cell) f.cell = cells_host + (reinterpret_cast<uint32_t*>(r.cell) - cells_dev);
     try {
       if (n > gpu_limits::request_inline_ids_max) {
         GPUIO_EXPECT(n <= gpu_limits::request_blocks_max,
@@ -90,6 +91,7 @@ bool GpuRuntime::Impl::finish_requests(uint32_t q) {
     }
     if (f.err != 0) fail(q, f);
     store_release(&shared_host[q].done, f.seq);  // after the failure words: the GPU reads done first
+    if (f.cell) store_release(f.cell, 1);
     st.inflight.pop_front();
     finished = true;
   }

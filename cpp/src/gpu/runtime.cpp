@@ -1,3 +1,5 @@
+#include <cuda.h>
+
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -14,10 +16,9 @@ namespace {
 
 
 void CUDART_CB wait_hostfn(void* p) {
-  const auto* w = static_cast<const GpuRuntime::Impl::HostWait*>(p);
-  uint32_t seq = __atomic_load_n(w->cell, __ATOMIC_ACQUIRE);
+  const uint32_t* flag = static_cast<const GpuRuntime::Impl::HostWait*>(p)->cell;
   int spins = 0;
-  while (static_cast<int32_t>(__atomic_load_n(&w->shared->done, __ATOMIC_ACQUIRE) - seq) < 0) {
+  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 1) {
     if (++spins < 20000) {
       __builtin_ia32_pause();
     } else {
@@ -32,8 +33,12 @@ void GpuRuntime::Impl::start() {
   GPUIO_EXPECT(opts.queues >= 1 && opts.queues <= gpu_limits::queues_max,
                "queues=" + std::to_string(opts.queues) + " must lie in [1, " +
                    std::to_string(gpu_limits::queues_max) + "]");
-  GPUIO_EXPECT(opts.stream_wait == "kernel" || opts.stream_wait == "hostfn",
-               "stream_wait='" + opts.stream_wait + "' is not one of kernel, hostfn");
+  GPUIO_EXPECT(opts.stream_wait == "kernel" || opts.stream_wait == "hostfn" || opts.stream_wait == "wait_value",
+               "stream_wait='" + opts.stream_wait + "' is not one of kernel, wait_value, hostfn");
+  if (opts.stream_wait == "wait_value") {
+    wait_value_fn = detail::driver_entry_point("cuStreamWaitValue32");
+    if (!wait_value_fn) throw std::runtime_error("stream_wait='wait_value' but the driver has no cuStreamWaitValue32");
+  }
   if (opts.copy != "auto") detail::parse_copy_mode(opts.copy);  // names a bad value before any CUDA work
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -151,7 +156,15 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, u
   uint32_t before = m.failures.load(std::memory_order_acquire);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   QueueRef q = m.ref(m.opts.queues);
-  if (m.opts.stream_wait == "hostfn") {
+  if (m.opts.stream_wait == "wait_value") {
+    uint32_t idx = m.next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
+    GPUIO_CUDA(detail::launch_publish(s, q, op, ids, n, mem, kind, m.cells_dev + idx, false));
+    using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+    CUresult r = reinterpret_cast<WaitFn>(m.wait_value_fn)(reinterpret_cast<CUstream>(s),
+                                                           reinterpret_cast<CUdeviceptr>(m.cells_dev + idx), 1,
+                                                           CU_STREAM_WAIT_VALUE_EQ);
+    if (r != CUDA_SUCCESS) throw std::runtime_error("cuStreamWaitValue32 failed: CUresult " + std::to_string(int(r)));
+  } else if (m.opts.stream_wait == "hostfn") {
     uint32_t idx = m.next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
     Impl::HostWait& w = m.host_waits[idx];
     w.shared = m.shared_host + m.opts.queues;

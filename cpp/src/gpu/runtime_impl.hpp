@@ -37,12 +37,14 @@ struct GpuRuntime::Impl {
     const uint32_t* cell;
   };
   std::vector<HostWait> host_waits;
+  void* wait_value_fn = nullptr;  // cuStreamWaitValue32 (wait_value mode)
   int64_t* ids_pinned = nullptr;   // control plane: ids copied from GPU requests
   cudaStream_t control_stream = nullptr;
 
   // Control plane.
   struct InFlight {
     uint32_t seq;
+    uint32_t* cell = nullptr;  // host view of the request's completion flag (stream path)
     BatchHandle handle;
     bool failed_at_submit = false;
     int err = 0;

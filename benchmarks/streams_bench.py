@@ -1,0 +1,174 @@
+"""Stream store vs raw sequential I/O through the same engine, side by side, ratios.
+
+    python benchmarks/streams_bench.py --bytes 4G --dir /data   # GPU machine (root: cold cache)
+    python benchmarks/streams_bench.py                           # tiny defaults (CI smoke test)
+
+Workloads, interleaved per repeat:
+- write: one stream of ``--object`` sized arrays (close included: its data sync and table publish) vs raw
+  sequential writes of the same bytes in sblock-sized requests, ``prefetch_depth`` in flight, then sync,
+  to a scratch file of the same size in the same directory;
+- read: the stream read back object by object (into fresh arrays) vs raw sequential reads of exactly the
+  blocks that hold the stream, in the same file, sblock-sized requests, ``prefetch_depth`` in flight.
+Cold cache: as root, ``sync; echo 3 > /proc/sys/vm/drop_caches`` before every measured pass; otherwise the
+regime is reported as "warm (no root)" (O_DIRECT still bypasses the page cache for both sides).
+Prints one table (median ratio and spread); full numbers go to --json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+
+
+def _bytes(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].upper() in units else int(text)
+
+
+def drop_caches() -> bool:
+    if os.geteuid() != 0:
+        return False
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def raw_pass(engine, starts: np.ndarray, chunk_blocks: int, depth: int, buf: np.ndarray, write: bool) -> float:
+    """Sequential requests of chunk_blocks blocks at ``starts``, ``depth`` in flight; seconds."""
+    bb = engine.block_size
+    slots = [buf[i * chunk_blocks * bb:(i + 1) * chunk_blocks * bb] for i in range(depth)]
+    inflight = []
+    t = time.perf_counter()
+    for i, s in enumerate(starts):
+        if len(inflight) == depth:
+            inflight.pop(0).wait()
+        blocks = np.arange(s, s + chunk_blocks, dtype=np.int64)
+        op = engine.write_async if write else engine.read_async
+        inflight.append(op(blocks, slots[i % depth]))
+    for h in inflight:
+        h.wait()
+    if write:
+        engine.sync()
+    return time.perf_counter() - t
+
+
+def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool_bytes: int, repeats: int,
+        directory: str, backend: str, direct: bool) -> dict:
+    import gpuio
+    from gpuio.streams import StreamStore
+    from gpuio.streams.buffers import aligned_empty
+    from gpuio.streams.format import entry_unpack
+
+    store_path = os.path.join(directory, "streams-bench.bin")
+    raw_path = os.path.join(directory, "streams-bench-raw.bin")
+    file_bytes = total_bytes + total_bytes // 8 + (64 << 20)
+    for p in (store_path, raw_path):
+        if os.path.exists(p):
+            os.unlink(p)
+    opts = dict(backend=backend, direct=direct)
+    st = StreamStore(store_path, sblock_bytes, depth, pool_bytes, create_bytes=file_bytes, **opts)
+    gpuio.Engine.create_file(raw_path, file_bytes)
+    raw = gpuio.Engine(raw_path, **opts)
+    bb = st.block_bytes
+    chunk_blocks = sblock_bytes // bb
+    nobj = max(1, total_bytes // object_bytes)
+    data = np.random.default_rng(0).integers(0, 255, size=object_bytes, dtype=np.uint8)
+    raw_buf = aligned_empty(depth * sblock_bytes)
+    raw_buf[:] = 7
+    rows = {"write": [], "read": []}
+    cold = None
+    try:
+        for _ in range(repeats):
+            for sid in st.streams():
+                st.destroy_stream(sid)
+            cold = drop_caches()
+            t = time.perf_counter()
+            sd = st.create_stream()
+            for _ in range(nobj):
+                st.write_stream(sd, data)
+            st.close_stream(sd)
+            t_stream_w = time.perf_counter() - t
+            stream_bytes = nobj * object_bytes
+            n_chunks = -(-stream_bytes // sblock_bytes)
+            drop_caches()
+            t_raw_w = raw_pass(raw, np.arange(n_chunks) * chunk_blocks + 1, chunk_blocks, depth, raw_buf, True)
+            # raw read of the blocks that hold the stream: its sblocks, found from the table and trailers
+            start0, _ = entry_unpack(st._table.entries[sd.stream_id])
+            starts = [s for s, _ in st._chain_from(sd.stream_id, *entry_unpack(st._table.entries[sd.stream_id]), 0)]
+            assert starts[0] == start0
+            drop_caches()
+            t_raw_r = raw_pass(st._engine, np.array(starts), chunk_blocks, depth, raw_buf, False)
+            drop_caches()
+            t = time.perf_counter()
+            rd = st.open_stream(sd.stream_id)
+            n = 0
+            while (obj := st.read_stream(rd)) is not None:
+                n += obj.nbytes
+            misses = rd._io.speculation_misses
+            st.close_stream(rd)
+            t_stream_r = time.perf_counter() - t
+            assert n == stream_bytes
+            rows["write"].append((stream_bytes / t_stream_w, stream_bytes / t_raw_w))
+            rows["read"].append((stream_bytes / t_stream_r, stream_bytes / t_raw_r, misses))
+        data_path = st._engine.stats().get("data_path", "?")
+    finally:
+        st.close()
+        raw.close()
+        for p in (store_path, raw_path):
+            os.unlink(p)
+    regime = "cold (drop_caches)" if cold else ("warm (no root), O_DIRECT" if direct else "warm (no root)")
+    result = {"bytes": nobj * object_bytes, "object_bytes": object_bytes, "sblock_bytes": sblock_bytes,
+              "prefetch_depth": depth, "buffer_pool_bytes": pool_bytes, "regime": regime,
+              "backend": backend, "data_path": data_path, "repeats": repeats, "rows": {}}
+    for name, vals in rows.items():
+        ratios = [v[0] / v[1] for v in vals]
+        result["rows"][name] = {"stream_MBps": [v[0] / 1e6 for v in vals], "raw_MBps": [v[1] / 1e6 for v in vals],
+                                "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                                "ratio_max": max(ratios)}
+        if name == "read":
+            result["rows"][name]["speculation_misses"] = [v[2] for v in vals]
+    return result
+
+
+def print_table(r: dict) -> None:
+    print(f"stream store vs raw sequential ({r['bytes'] / 2**20:.0f} MiB, sblock {r['sblock_bytes'] >> 10} KiB, "
+          f"depth {r['prefetch_depth']}, pool {r['buffer_pool_bytes'] >> 20} MiB, {r['regime']}, "
+          f"{r['backend']}/{r['data_path']})")
+    print(f"{'workload':<8} {'stream MB/s':>12} {'raw MB/s':>10} {'ratio':>7} {'spread':>14}")
+    for name, row in r["rows"].items():
+        print(f"{name:<8} {statistics.median(row['stream_MBps']):>12.0f} {statistics.median(row['raw_MBps']):>10.0f} "
+              f"{row['ratio_median']:>7.3f} {row['ratio_min']:>6.3f}-{row['ratio_max']:<6.3f}")
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bytes", default="32M", help="stream size (default 32M; e.g. 4G on the GPU machine)")
+    ap.add_argument("--object", default="1M", help="size of each array written (default 1M)")
+    ap.add_argument("--sblock", default="4M")
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--pool", default="64M")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dir", default=".")
+    ap.add_argument("--backend", default="uring")
+    ap.add_argument("--no-direct", action="store_true", help="page-cache I/O (file systems without O_DIRECT)")
+    ap.add_argument("--json", default=None, help="write the full numbers here")
+    a = ap.parse_args(argv)
+    r = run(_bytes(a.bytes), _bytes(a.object), _bytes(a.sblock), a.depth, _bytes(a.pool), a.repeats, a.dir,
+            a.backend, not a.no_direct)
+    print_table(r)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(r, f, indent=1)
+    return r
+
+
+if __name__ == "__main__":
+    main()

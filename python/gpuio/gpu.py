@@ -1,0 +1,229 @@
+"""The GPU path (CAM): reads and writes between storage and GPU memory, stream-ordered, CPU-managed queues.
+
+    eng = gpuio.Engine("data.bin")
+    out = gpuio.empty((len(ids), 4096), torch.uint8, device="cuda")
+    eng.read(ids_cuda, out)            # ordered on torch's current stream; the host does not wait
+    h = eng.read_async(ids_cuda, out)  # event-like handle: done(), wait()
+
+Block ids already on the GPU (after GPU sampling, say) never cross to the host on the caller's side: a
+one-thread kernel publishes the request into a host-mapped ring that the engine's control plane polls,
+and the stream waits for the completion word (stream_wait="kernel": that kernel keeps polling, one
+thread; "hostfn": a CUDA host function waits, no SM). Data moves SSD -> pinned staging (io_uring fixed
+buffers, CUDA-mapped) -> GPU by copy engine. engine.stats()["data_path"] says which path ran.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from typing import Any
+
+from . import _buffers
+
+# Documented defaults of the GPU options (gpuio.Engine(..., gpu=dict(...)) or GpuPath(engine, **options)).
+DEFAULTS = {
+    "queues": 8,             # device-API queues (a queue per thread block keeps blocks from serialising)
+    "copy": "auto",          # staging->GPU: auto (measured at start) | batch | kernel | percopy
+    "stream_wait": "auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32
+                             # release, else kernel | kernel: 1-thread poll kernel | hostfn: host function
+    "device": -1,            # CUDA device; -1: the current one
+    "poll_spin_us": 200,     # control plane spins this long after the last request before napping
+}
+
+_selftest: str | None = None
+
+
+def _core():
+    from . import _core as core
+
+    return core
+
+
+def probe() -> dict:
+    """CUDA devices as the C++ layer sees them: count, name, error (why none is usable), versions."""
+    return dict(_core().gpu_probe_devices())
+
+
+def gds_status() -> dict:
+    """Whether cuFile/GDS could move data SSD -> GPU directly (P2P), and why not."""
+    nvfs = os.path.exists("/proc/driver/nvidia-fs/stats")
+    if not nvfs:
+        return {"p2p": False, "mode": "unavailable",
+                "reason": "nvidia-fs is not loaded (/proc/driver/nvidia-fs missing): cuFile would run in "
+                          "compatibility mode (a CPU bounce buffer), so gpuio uses its own staging path"}
+    return {"p2p": False, "mode": "nvidia-fs loaded",
+            "reason": "nvidia-fs is loaded but gpuio has no cuFile backend yet: staging path used"}
+
+
+def stream_wait_selftest(timeout_s: float = 20.0) -> str:
+    """Does cuStreamWaitValue32 release on a host-mapped word? Run once per process, in a child process,
+    because a wait that never releases leaves its stream stuck. "works", "never released", "error: ..."."""
+    global _selftest
+    if _selftest is not None:
+        return _selftest
+    if os.environ.get("GPUIO_SKIP_STREAM_WAIT_SELFTEST"):
+        _selftest = "skipped (GPUIO_SKIP_STREAM_WAIT_SELFTEST set)"
+        return _selftest
+    code = "from gpuio import _core; print(_core.gpu_stream_wait_selftest(2000))"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env)
+        out = r.stdout.strip().splitlines()
+        _selftest = out[-1] if r.returncode == 0 and out else f"error: exit {r.returncode}: {r.stderr.strip()[-200:]}"
+    except subprocess.TimeoutExpired:
+        _selftest = f"never released (self-test process killed after {timeout_s:.0f} s)"
+    return _selftest
+
+
+def empty(shape: Any, dtype: Any = None, device: Any = "cuda"):
+    """An uninitialised tensor for gpuio reads: on the GPU (device="cuda[:i]"), or pinned host memory
+    (device="cpu") when a GPU exists. dtype: a torch dtype, or anything torch.empty accepts; default uint8."""
+    import torch
+
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape must not hold negative sizes, got {shape}")
+    if dtype is None:
+        dtype = torch.uint8
+    if not isinstance(dtype, torch.dtype):
+        import numpy as np
+
+        try:
+            dtype = torch.from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
+        except TypeError:
+            raise TypeError(f"dtype {dtype!r} is neither a torch dtype nor a NumPy dtype torch supports") from None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is not a device name (use 'cuda', 'cuda:1' or 'cpu')") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device={device!r} but torch sees no CUDA device")
+        return torch.empty(shape, dtype=dtype, device=dev)
+    if dev.type == "cpu":
+        return torch.empty(shape, dtype=dtype, pin_memory=torch.cuda.is_available())
+    raise ValueError(f"device={device!r}: gpuio reads into 'cuda' or 'cpu' memory")
+
+
+class StreamHandle:
+    """A stream-ordered request: an event recorded on the stream after the request's wait. done() polls,
+    wait() synchronises on the event and raises the request's error (OSError/IndexError naming the block)."""
+
+    __slots__ = ("_gpu", "_event", "_before", "_result", "_keep")
+
+    def __init__(self, gpu: "GpuPath", event, before: int, result, keep):
+        self._gpu, self._event, self._before, self._result, self._keep = gpu, event, before, result, keep
+
+    def _check(self) -> None:
+        if self._gpu._rt.failures() != self._before:
+            msg = self._gpu._rt.last_error()
+            if "out of range" in msg:
+                raise IndexError(msg)
+            raise OSError(errno.EIO, msg)
+
+    def done(self) -> bool:
+        if not self._event.query():
+            return False
+        self._check()
+        return True
+
+    def wait(self, timeout: float | None = None):
+        """Block the host until the stream passed this request (timeout: unused, the engine's io_timeout_ms
+        bounds every request). Returns the destination."""
+        self._event.synchronize()
+        self._check()
+        return self._result
+
+    @property
+    def event(self):
+        """The torch.cuda.Event recorded after the request; other streams can wait on it."""
+        return self._event
+
+
+class GpuPath:
+    """The CUDA layer attached to one gpuio.Engine (engine._gpu). Created on first GPU use."""
+
+    def __init__(self, engine, **options: Any):
+        unknown = set(options) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown GPU option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        core = _core()
+        if not core.cuda_built:
+            raise RuntimeError(probe()["error"])
+        import torch  # noqa: F401  (streams and events come from torch)
+
+        opts = dict(DEFAULTS, **options)
+        if opts["device"] < 0 and torch.cuda.is_available():
+            opts["device"] = torch.cuda.current_device()
+        self.engine = engine
+        self.options = opts
+        self.stream_wait_selftest = stream_wait_selftest()
+        if opts["stream_wait"] == "auto":
+            opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
+        self._rt = core.GpuRuntime(engine._core._address, opts)
+
+    def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
+        import numpy as np
+        import torch
+
+        keep = [ids.owner, data.owner]
+        dev = data.device_index if data.kind == _buffers.DEVICE else ids.device_index
+        if ids.kind == _buffers.HOST:  # the stream path reads ids on the GPU: move them there, in order
+            t = torch.from_numpy(np.asarray(ids.owner)) if not _buffers.is_tensor(ids.owner) else ids.owner
+            t = t.to(f"cuda:{dev}", non_blocking=False)
+            keep.append(t)
+            ids = _buffers.Buffer(t.data_ptr(), ids.nbytes, _buffers.DEVICE, t, dev)
+        if data.kind == _buffers.DEVICE and data.device_index != ids.device_index:
+            raise ValueError(f"blocks are on cuda:{ids.device_index} but the buffer is on cuda:{data.device_index}")
+        stream = torch.cuda.current_stream(dev)
+        before = self._rt.stream_submit(stream.cuda_stream, op, ids.ptr, n, data.ptr, data.kind)
+        event = torch.cuda.Event()
+        event.record(stream)
+        return StreamHandle(self, event, before, buf, keep)
+
+    def queue(self, i: int) -> tuple[int, int, int]:
+        """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""
+        return tuple(self._rt.queue_address(i))
+
+    def latency_probe(self, ids, dst_ptr: int, queue: int = 0) -> list[int]:
+        """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (64 x 4 KiB)."""
+        return list(self._rt.latency_probe(queue, [int(i) for i in ids], dst_ptr))
+
+    def stats(self) -> dict:
+        s = dict(self._rt.stats())
+        base = self.engine._core.stats()
+        backend = base["backend"].split()[0] if base.get("backend") else self.engine.backend
+        s["data_path"] = f"{self.engine.backend}+staging->gpu(copy={s['copy_mode']})"
+        s["stream_wait_sm_cost"] = ("one resident thread (1 warp slot) polling with __nanosleep per waiting stream"
+                                    if s["stream_wait"] == "kernel" else "none")
+        s["stream_wait_value_selftest"] = self.stream_wait_selftest
+        s["gds"] = gds_status()["mode"]
+        s["backend_detail"] = backend
+        return s
+
+    def close(self) -> None:
+        self._rt.close()
+
+
+def attach(engine, **options: Any) -> GpuPath:
+    """Attach the GPU layer to an engine with non-default options (before its first GPU request)."""
+    if engine._gpu is not None:
+        raise ValueError("the engine already has its GPU layer; pass options before the first GPU request")
+    engine._gpu = GpuPath(engine, **options)
+    return engine._gpu
+
+
+def submit(engine, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
+    """gpuio.Engine's entry for requests that touch GPU memory (ids or data on a CUDA device)."""
+    if engine._gpu is None:
+        engine._gpu = GpuPath(engine)
+    return engine._gpu.submit(op, ids, data, n, buf)
+
+
+__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "attach", "empty", "gds_status", "probe", "stream_wait_selftest"]

@@ -1,0 +1,74 @@
+"""StreamStore.check(): the on-disk table, every chain and the free pool agree."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import chain
+from .buffers import aligned_empty
+from .format import StreamStoreCorrupt
+from .table import StreamTable
+
+
+def check_store(store) -> dict:
+    sb, bb = store._sb, store.block_bytes
+    # 1. The table on disk (newest valid slot of each page) is exactly the table in memory.
+    disk = StreamTable(sb)
+    region = aligned_empty(2 * sb.table_pages * bb)
+    store._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
+    disk.load(region)
+    diff = np.flatnonzero(disk.entries != store._table.entries)
+    if diff.size:
+        i = int(diff[0])
+        raise StreamStoreCorrupt(f"stream table on disk differs from memory at stream {i} "
+                                 f"(disk {int(disk.entries[i]):#x}, memory {int(store._table.entries[i]):#x}; "
+                                 f"{diff.size} entries differ)")
+    # 2. Every chain is intact and no block is claimed twice.
+    owner = np.zeros(sb.total_blocks, dtype=np.bool_)
+    owner[:sb.data_start] = True
+    counts = {"streams": 0, "sblocks": 0, "stream_blocks": 0}
+
+    def claim(sid, index, start, used, trailer):
+        seg = owner[start:start + used]
+        if seg.any():
+            raise StreamStoreCorrupt(f"stream {sid}: sblock {index} at block {start} overlaps blocks "
+                                     f"already in use (block {start + int(np.argmax(seg))})")
+        seg[:] = True
+        counts["sblocks"] += 1
+        counts["stream_blocks"] += used
+
+    ids = store._table.live_ids()
+    counts["streams"] = int(ids.size)
+    chain.walk(store._engine, sb, ((i, store._table.entries[i]) for i in ids), claim)
+    # 3. Blocks held by open writers (not yet published) are in use too.
+    for sd in store._writers.values():
+        for start, n in sd._io._extents:
+            if n:
+                claim(sd.stream_id, -1, start, n, None)
+    # Blocks a consuming reader has not freed yet belong to it.
+    # 4. The free pool is the complement of the claimed blocks.
+    pool = store._pool.used
+    reading = _consuming_blocks(store)
+    if reading is not None:
+        owner |= reading
+    bad = np.flatnonzero(owner != pool)
+    if bad.size:
+        b = int(bad[0])
+        what = "marked used but owned by no stream (leak)" if pool[b] else "owned by a stream but marked free"
+        raise StreamStoreCorrupt(f"free pool disagrees with the chains at block {b}: {what} "
+                                 f"({bad.size} blocks disagree)")
+    if int((~pool).sum()) != store._pool.free_blocks:
+        raise StreamStoreCorrupt(f"free pool counts {store._pool.free_blocks} free blocks, "
+                                 f"its map has {int((~pool).sum())}")
+    counts["free_blocks"] = store._pool.free_blocks
+    return counts
+
+
+def _consuming_blocks(store):
+    """Blocks still held by read_and_destroy readers: they left the table but are not free yet."""
+    if not any(True for _ in store._open_consumers()):
+        return None
+    held = np.zeros(store._sb.total_blocks, dtype=np.bool_)
+    for r in store._open_consumers():
+        for start, n in r.held_extents():
+            held[start:start + n] = True
+    return held

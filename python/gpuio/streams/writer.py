@@ -1,0 +1,163 @@
+"""Writing one stream: fill sblocks in the stream's buffer slots, write them behind with the engine's
+async API, chain them, publish on close.
+
+The trailer of sblock i names sblock i+1's start and effective size, so sblock i is written once i+1 is
+sealed (or at close). Disk space for an object is reserved *before* any of its bytes are copied, so a full
+device fails the write with ENOSPC and leaves the stream as it was (nothing half-written).
+
+Ordering for durability (close): all sblocks written and completed -> data fsync -> table entry published
+(shadow page write + fsync). Until then the stream is invisible on disk and its blocks count as free at
+the next open.
+"""
+from __future__ import annotations
+
+import collections
+import errno
+import zlib
+
+import numpy as np
+
+from .format import FLAG_END, FLAG_PAYLOAD_CRC, TRAILER_BYTES, Trailer, blocks_for, entry_pack
+from .serializer import HostSegment, encode
+
+
+class _Sblock:
+    __slots__ = ("slot", "start", "nblocks", "fill", "index")
+
+    def __init__(self, slot, start, nblocks, index):
+        self.slot, self.start, self.nblocks, self.fill, self.index = slot, start, nblocks, 0, index
+
+
+class StreamWriter:
+    def __init__(self, store, stream_id: int, slots: list[int]):
+        self.store = store
+        self.stream_id = stream_id
+        self.slots = list(slots)
+        self._free_slots = list(slots)
+        self._ready = collections.deque()      # disk runs reserved for coming sblocks
+        self._extents = []                     # every run this stream holds, for abort
+        self._inflight = collections.deque()   # (handle, slot, blocks) of async writes
+        self._pending = None                   # sealed sblock waiting for its successor's location
+        self.first = None                      # (start, eff) of sblock 0, known once it is sealed
+        self.bytes_written = 0
+        start, n = self._reserve_one()
+        self._cur = _Sblock(self._free_slots.pop(), start, n, 0)
+
+    # -- public path ------------------------------------------------------------------------------------
+    def write(self, obj) -> None:
+        header, segs = encode(obj)
+        total = len(header) + sum(s.nbytes for s in segs)
+        self._reserve(total - self._room(), total)
+        self._put(HostSegment(header))
+        for s in segs:
+            self._put(s)
+        self.bytes_written += total
+
+    def close(self) -> int:
+        """Writes the rest, waits, makes it durable; returns the table entry to publish."""
+        cur = self._cur
+        eff = cur.fill + TRAILER_BYTES
+        used = blocks_for(eff, self.store.block_bytes)
+        self.store._pool.free(cur.start + used, cur.nblocks - used)
+        self._extents[self._extents.index((cur.start, cur.nblocks))] = (cur.start, used)
+        cur.nblocks = used
+        if cur.index == 0:
+            self.first = (cur.start, eff)
+        if self._pending is not None:
+            self._write(self._pending, cur.start, eff, 0)
+        self._write(cur, 0, 0, FLAG_END)
+        self._cur = self._pending = None
+        self._drain()
+        self.store._sync_data()
+        return entry_pack(*self.first)
+
+    def abort(self) -> None:
+        """Drops the stream: waits for writes in flight (ignoring their errors) and frees its blocks."""
+        while self._inflight:
+            h, _, _ = self._inflight.popleft()
+            try:
+                h.wait()
+            except OSError:
+                pass
+        for start, n in self._extents:
+            if n:
+                self.store._pool.free(start, n)
+        self._extents.clear()
+
+    # -- internals --------------------------------------------------------------------------------------
+    def _room(self) -> int:
+        return self._cur.nblocks * self.store.block_bytes - TRAILER_BYTES - self._cur.fill
+
+    def _reserve_one(self) -> tuple[int, int]:
+        start, n = self.store._pool.alloc_upto(self.store.sblock_blocks, 1)
+        self._extents.append((start, n))
+        return start, n
+
+    def _reserve(self, need: int, total: int) -> None:
+        got = []
+        try:
+            while need > 0:
+                start, n = self.store._pool.alloc_upto(self.store.sblock_blocks, 1)
+                got.append((start, n))
+                need -= n * self.store.block_bytes - TRAILER_BYTES
+        except OSError as e:
+            for start, n in got:
+                self.store._pool.free(start, n)
+            raise OSError(errno.ENOSPC, f"stream store full: stream {self.stream_id} cannot take an object of "
+                                        f"{total} B ({self.store._pool.free_blocks} blocks free); nothing of it "
+                                        f"was written, the stream is unchanged") from e
+        self._ready.extend(got)
+        self._extents.extend(got)
+
+    def _put(self, seg) -> None:
+        off = 0
+        while off < seg.nbytes:
+            if self._room() == 0:
+                self._advance()
+            cur = self._cur
+            n = min(self._room(), seg.nbytes - off)
+            seg.copy_into(self.store._buffers.view(cur.slot)[cur.fill:cur.fill + n], off)
+            cur.fill += n
+            off += n
+
+    def _advance(self) -> None:
+        sealed = self._cur
+        eff = sealed.fill + TRAILER_BYTES
+        if sealed.index == 0:
+            self.first = (sealed.start, eff)
+        if self._pending is not None:
+            self._write(self._pending, sealed.start, eff, 0)
+        self._pending = sealed
+        slot = self._take_slot()
+        start, n = self._ready.popleft()
+        self._cur = _Sblock(slot, start, n, sealed.index + 1)
+
+    def _take_slot(self) -> int:
+        while not self._free_slots:
+            h, slot, _ = self._inflight[0]
+            h.wait()
+            self._inflight.popleft()
+            self._free_slots.append(slot)
+        return self._free_slots.pop()
+
+    def _write(self, sb: _Sblock, next_start: int, next_eff: int, flags: int) -> None:
+        store = self.store
+        buf = store._buffers.view(sb.slot)
+        crc = 0
+        if store.checksum_payload:
+            crc, flags = zlib.crc32(buf[:sb.fill]), flags | FLAG_PAYLOAD_CRC
+        eff = sb.fill + TRAILER_BYTES
+        Trailer(flags, store._sb.uuid, self.stream_id, sb.index, sb.fill, crc, next_start, next_eff) \
+            .pack_into(buf, sb.fill)
+        used = blocks_for(eff, store.block_bytes)
+        buf[eff:used * store.block_bytes] = 0
+        blocks = np.arange(sb.start, sb.start + used, dtype=np.int64)
+        handle = store._engine.write_async(blocks, buf[:used * store.block_bytes])
+        self._inflight.append((handle, sb.slot, blocks))
+
+    def _drain(self) -> None:
+        while self._inflight:
+            h, slot, _ = self._inflight[0]
+            h.wait()
+            self._inflight.popleft()
+            self._free_slots.append(slot)

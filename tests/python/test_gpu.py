@@ -1,0 +1,157 @@
+"""GPU path tests: seeded random blocks into GPU buffers vs a host reference, writes from GPU read back,
+CUDA-graph capture of the stream-ordered API, every copy method and wait mode, bad input. Skipped, with the
+reason printed, where there is no CUDA layer or no GPU."""
+import os
+
+import numpy as np
+import pytest
+
+import gpuio
+
+torch = pytest.importorskip("torch")
+
+
+def _why_no_gpu():
+    from gpuio import _core
+
+    if not _core.cuda_built:
+        return "gpuio built without the CUDA layer"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    p = gpuio.gpu.probe()
+    return p["error"] or None
+
+
+_reason = _why_no_gpu()
+needs_gpu = pytest.mark.skipif(_reason is not None, reason=f"no GPU path: {_reason}")
+BS = 4096
+
+
+@pytest.fixture(scope="module")
+def datafile(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpu") / "data.bin"
+    rng = np.random.default_rng(1234)
+    data = rng.integers(0, 256, size=(2048, BS), dtype=np.uint8)
+    data[:, :8] = np.arange(2048, dtype=np.int64).view(np.uint8).reshape(2048, 8)
+    path.write_bytes(data.tobytes())
+    return str(path), data
+
+
+def _engine(path, **gpu):
+    eng = gpuio.Engine(path, workers=2, staging_bytes=8 << 20)
+    if gpu:
+        gpuio.gpu.attach(eng, **gpu)
+    return eng
+
+
+def test_empty_checks_its_arguments():
+    with pytest.raises(ValueError, match="negative"):
+        gpuio.empty((2, -1), device="cpu")
+    with pytest.raises(ValueError, match="device='tpu'"):
+        gpuio.empty(4, device="tpu")
+    with pytest.raises(TypeError, match="shape"):
+        gpuio.empty(object(), device="cpu")
+    t = gpuio.empty((3, 5), "float32", device="cpu")
+    assert t.shape == (3, 5) and t.dtype == torch.float32
+
+
+@needs_gpu
+@pytest.mark.parametrize("copy", ["batch", "kernel", "percopy"])
+@pytest.mark.parametrize("wait", ["kernel", "wait_value", "hostfn"])
+def test_random_blocks_into_gpu_match_host(datafile, copy, wait):
+    path, data = datafile
+    if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
+        pytest.skip(f"cuStreamWaitValue32 self-test: {gpuio.gpu.stream_wait_selftest()}")
+    seed = int.from_bytes(os.urandom(4), "little")
+    rng = np.random.default_rng(seed)
+    with _engine(path, copy=copy, stream_wait=wait) as eng:
+        for n in (1, 7, 16, 17, 300, 1500):
+            ids = rng.integers(0, len(data), size=n, dtype=np.int64)
+            ids[: n // 3] = np.arange(n // 3) + 100  # a contiguous run too
+            out = gpuio.empty((n, BS), device="cuda")
+            out.fill_(0xEE)  # poison: every byte must be written
+            eng.read(torch.from_numpy(ids).cuda(), out)
+            got = out.cpu().numpy()
+            assert np.array_equal(got, data[ids]), f"seed={seed} n={n} copy={copy} wait={wait}"
+        s = eng.stats()
+        assert s["copy_mode"] == copy and s["stream_wait"] == wait
+        assert "staging->gpu" in s["data_path"]
+
+
+@needs_gpu
+def test_host_ids_into_gpu_and_async_handle(datafile):
+    path, data = datafile
+    with _engine(path) as eng:
+        ids = np.arange(50, 90, dtype=np.int64)
+        out = gpuio.empty((len(ids), BS), device="cuda")
+        h = eng.read_async(ids, out)
+        assert h.wait() is out
+        assert h.done()
+        assert np.array_equal(out.cpu().numpy(), data[ids])
+        assert eng.stats()["copy_choice"].startswith("measured")
+
+
+@needs_gpu
+def test_writes_from_gpu_read_back(tmp_path):
+    path = str(tmp_path / "w.bin")
+    gpuio.Engine.create_file(path, 512 * BS)
+    rng = np.random.default_rng(7)
+    with _engine(path) as eng:
+        ids = rng.permutation(512)[:200].astype(np.int64)
+        src = torch.from_numpy(rng.integers(0, 256, size=(200, BS), dtype=np.uint8)).cuda()
+        eng.write(torch.from_numpy(ids).cuda(), src)
+        torch.cuda.current_stream().synchronize()
+        back = gpuio._buffers.aligned_empty(200 * BS)
+        eng.read(ids, back)
+        assert np.array_equal(back.reshape(200, BS), src.cpu().numpy())
+        assert eng.stats()["gpu_stage_in_copies"] > 0
+
+
+@needs_gpu
+def test_graph_capture_replays_fresh_requests(datafile):
+    path, data = datafile
+    with _engine(path) as eng:
+        ids = torch.zeros(64, dtype=torch.int64, device="cuda")
+        out = gpuio.empty((64, BS), device="cuda")
+        eng.read(ids, out).__class__  # warm up outside capture (module load, first request)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g, stream=s):
+                eng.read_async(ids, out)
+        for start in (10, 500, 1900):
+            ids.copy_(torch.arange(start, start + 64))
+            out.fill_(0)
+            g.replay()
+            torch.cuda.synchronize()
+            assert np.array_equal(out.cpu().numpy(), data[start:start + 64]), f"replay from block {start}"
+
+
+@needs_gpu
+def test_bad_blocks_raise_and_never_hang(datafile):
+    path, data = datafile
+    with _engine(path) as eng:
+        out = gpuio.empty((2, BS), device="cuda")
+        h = eng.read_async(torch.tensor([3, 999999], device="cuda"), out)
+        with pytest.raises(IndexError, match="999999"):
+            h.wait()
+        with pytest.raises(ValueError, match="expected 8192"):
+            eng.read(torch.tensor([1, 2], device="cuda"), gpuio.empty((3, BS), device="cuda"))
+        with pytest.raises(TypeError, match="int64"):
+            eng.read(torch.tensor([1, 2], device="cuda", dtype=torch.int32), out)
+        # the engine still works afterwards
+        eng.read(torch.tensor([5, 6], device="cuda"), out)
+        assert np.array_equal(out.cpu().numpy(), data[[5, 6]])
+
+
+@needs_gpu
+def test_gpu_initiated_latency_probe(datafile):
+    path, data = datafile
+    with _engine(path) as eng:
+        eng.read(torch.tensor([0], device="cuda"), gpuio.empty((1, BS), device="cuda"))  # attaches the layer
+        dst = gpuio.empty((64, BS), device="cuda")
+        ids = list(range(200, 264))
+        ns = eng._gpu.latency_probe(ids, dst.data_ptr())
+        assert len(ns) == 64 and all(t > 0 for t in ns)
+        assert np.array_equal(dst.cpu().numpy(), data[200:264])
