@@ -18,6 +18,8 @@ def rng():
 
 CASES = [((1000, 37), "float32", 4096),  # rows straddle block boundaries
          ((257, 1024), "float32", 4096),  # exactly one block per row
+         ((90, 2, 1024), "float32", 4096),  # two whole blocks per row (read straight into the result)
+         ((70, 256), "float64", 512),  # four whole 512 B blocks per row
          ((300, 2000), "float64", 512),  # rows span many small blocks
          ((5000,), "int16", 4096),  # 1-D: 2048 rows per block
          ((64, 3, 5), "uint8", 1024),
@@ -38,6 +40,8 @@ def test_gather_scatter_match_numpy(tmp_path, rng, shape, dtype, bs):
             assert got.dtype == torch.from_numpy(ref[:0]).dtype
             assert tuple(got.shape) == (n, *shape[1:])
             np.testing.assert_array_equal(got.numpy(), ref[idx])
+        perm = rng.permutation(shape[0])[:60]  # distinct, unsorted (whole-block rows: read in place)
+        np.testing.assert_array_equal(tf.gather(torch.from_numpy(perm)).numpy(), ref[perm])
         # partial rewrite with duplicate ids: the last occurrence wins
         idx = rng.integers(0, shape[0], 50)
         idx[-1] = idx[0]
