@@ -150,11 +150,12 @@ class FeatureStore:
     def _serve(self, tickets: list) -> None:
         """Copies use flat row indices (index_select / index_copy_: one memcpy per row) rather than
         boolean masks and 2-D advanced indexing, which cost several times more per row on the CPU
-        (benchmarks/RESULTS.md, "Gather rate"); a part that covers the whole batch is written in place."""
+        (benchmarks/RESULTS.md, "Gather rate"); a part that covers the whole batch is written in place.
+        When every row is a distinct missing one-row page (the cache-missing gather of block-sized rows)
+        the pages are read in request order and the read buffer is the result: no copy at all."""
         rows = torch.cat([t.rows for t in tickets]) if len(tickets) > 1 else tickets[0].rows
         n = rows.numel()
-        out = torch.empty((n, *self.row_shape), dtype=self.dtype, device=self.device)
-        flat = out.view(n, self.row_elems)
+        out = flat = None
         in_host = None
         cold, crow = None, rows  # cold: positions of rows not in the host buffer (None: all of them)
         if self.host is not None:
@@ -162,6 +163,8 @@ class FeatureStore:
             in_host = host_slot >= 0
             hpos = in_host.nonzero().flatten()
             if hpos.numel():
+                out = torch.empty((n, *self.row_shape), dtype=self.dtype, device=self.device)
+                flat = out.view(n, self.row_elems)
                 _put(flat, hpos, self.host.read(host_slot[hpos], self.device).reshape(hpos.numel(), -1))
                 cold = (~in_host).nonzero().flatten()
                 crow = rows[cold]
@@ -170,7 +173,9 @@ class FeatureStore:
         hit = slots >= 0
         slots_hit = slots[hit]
         self.cache.touch(slots_hit)
-        miss_pages = pages[~hit]
+        n_hit = int(slots_hit.numel())
+        in_order = self.page_rows == 1 and cold is None and n_hit == 0 and pages.numel() == n
+        miss_pages = crow if in_order else pages[~hit]
         # Victims: never a page this group reads (hits) nor one an announced batch needs.
         pinned = self.window.protected_slots(self.cache.slot_page)
         pinned[slots_hit] = True
@@ -179,14 +184,18 @@ class FeatureStore:
         n_in = victims.numel()
         self.cache.install(miss_pages[:n_in], victims, fetched[:n_in])
         # Rows on hit pages come from the cache, rows on missed pages from `fetched` (installed or not).
-        r_off = crow % self.page_rows
         row_hit = hit[inv]
-        if crow.numel():
+        if in_order:
+            out = fetched.view(n, *self.row_shape)
+        elif out is None:
+            out = torch.empty((n, *self.row_shape), dtype=self.dtype, device=self.device)
+            flat = out.view(n, self.row_elems)
+        if crow.numel() and not in_order:
+            r_off = crow % self.page_rows
             miss_idx = torch.cumsum(~hit, 0) - 1  # page -> its position among the missed pages
             src_hit = slots * self.page_rows  # flat row index of each page's first row in the cache
             src_miss = miss_idx * self.page_rows
             pos = torch.arange(crow.numel(), device=self.device) if cold is None else cold
-            n_hit = int(slots_hit.numel())
             if n_hit == pages.numel():
                 _put(flat, cold, self._flat(self.cache.data), src_hit[inv] + r_off)
             elif n_hit == 0:
