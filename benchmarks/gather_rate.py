@@ -84,16 +84,17 @@ def batched_rate(gather, rows: torch.Tensor, batch: int, blocks_read) -> tuple[f
     return rows.numel() / dt, (blocks_read() - b0) / dt, (time.thread_time() - c0) * 1e6 / rows.numel()
 
 
-def check(tf, path: str, g: torch.Generator) -> None:
+def check(tf, path: str, g: torch.Generator, device: str) -> None:
     """TensorFile and FeatureStore (small cache, so hits, misses and bypasses) return NumPy's rows."""
     from gpuio.cache import FeatureStore
-    fs = FeatureStore(tf, gpu_cache_bytes=16 << 12, window=0, device="cpu")
-    for rows in (one_row_per_block(tf, 64, g), torch.randint(tf.num_rows, (64,), generator=g)):
-        rows = torch.cat([rows, rows[:8]])  # duplicates too
+    fs = FeatureStore(tf, gpu_cache_bytes=16 << 12, window=0, device=device)
+    distinct = one_row_per_block(tf, 64, g)
+    for rows in (distinct, torch.cat([distinct, distinct[:8]]), torch.randint(tf.num_rows, (64,), generator=g)):
         ref = np.load(path, mmap_mode="r")[rows.numpy()]
+        rows = rows.to(device)
         for name, got in (("TensorFile", tf.gather(rows)), ("FeatureStore", fs.gather(rows)),
                           ("FeatureStore (cached)", fs.gather(rows))):
-            if not np.array_equal(got.numpy(), ref):
+            if got.device.type != torch.device(device).type or not np.array_equal(got.cpu().numpy(), ref):
                 raise SystemExit(f"{path}: {name}.gather differs from np.load(mmap_mode='r')")
 
 
@@ -104,7 +105,7 @@ def run(a) -> dict:
            for rb in ROW_SIZES}
     g = torch.Generator().manual_seed(a.seed)
     for rb, tf in tfs.items():
-        check(tf, tf.path, g)
+        check(tf, tf.path, g, a.device)
     raw_tf = tfs[4096]
     base, nblocks = raw_tf.data_offset // raw_tf.block_size, raw_tf.nbytes // raw_tf.block_size
     runs: dict[str, list] = {"raw blocks/s": []}
@@ -114,7 +115,7 @@ def run(a) -> dict:
         # paired: a raw pass right before each measured pass, so the ratio sees the same machine load
         raw = raw_rate(raw_tf.engine, base, nblocks, a.rows, a.inflight, g)
         runs["raw blocks/s"].append(raw)
-        r, b, cpu = batched_rate(gather, one_row_per_block(tf, a.rows, g), a.batch,
+        r, b, cpu = batched_rate(gather, one_row_per_block(tf, a.rows, g).to(a.device), a.batch,
                                  lambda: tf.stats()["blocks_read"])
         runs.setdefault(f"{name} cpu us/row", []).append(cpu)
         for unit, v in (("rows/s", r), ("blocks/s", b)):
@@ -125,8 +126,9 @@ def run(a) -> dict:
         for rb, tf in tfs.items():
             measure(f"tf {rb} B", tf.gather, tf)
             fs = FeatureStore(tf, gpu_cache_bytes=a.cache_kib << 10, host_cache_rows=0, window=0,
-                              device="cpu")
+                              device=a.device)
             measure(f"fs {rb} B", fs.gather, tf)
+    a.data_path = tfs[4096].stats()["engine"].get("data_path", "?")
     for tf in tfs.values():
         tf.close()
     return runs, ratios
@@ -137,7 +139,8 @@ def report(runs: dict, ratios: dict, a) -> dict:
     med = {k: statistics.median(v) for k, v in runs.items()}
     rmed = {k: statistics.median(v) for k, v in ratios.items()}
     print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} "
-          f"inflight={a.inflight} cache={a.cache_kib} KiB repeats={a.repeats} (O_DIRECT, real data, CPU)")
+          f"inflight={a.inflight} cache={a.cache_kib} KiB repeats={a.repeats} device={a.device} (O_DIRECT, "
+          f"real data; data path {a.data_path})")
     print(f"{'measure':<22}{'median':>10}{'spread':>10}{'ratio vs raw':>14}{'ratio spread':>14}")
     for k, v in runs.items():
         if k.endswith("us/row"):
@@ -160,6 +163,7 @@ def main(argv=None):
     p.add_argument("--cache-kib", type=int, default=1024, help="FeatureStore page-cache budget")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="where rows are delivered (cpu or cuda)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     out = report(*run(a), a)
