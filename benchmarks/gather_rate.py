@@ -27,20 +27,20 @@ import torch
 ROW_SIZES = (4096, 512)
 
 
-def make_table(path: str, row_bytes: int, file_mib: int, workers: int):
+def make_table(path: str, row_bytes: int, file_mib: int, workers, queue_depth: int = 128):
     """A TensorFile of random float32 rows, about file_mib MiB; reused when it exists with that shape."""
     from gpuio import TensorFile
     rows = (file_mib << 20) // row_bytes
     shape = (rows, row_bytes // 4)
     if os.path.exists(path):
         try:
-            tf = TensorFile.open(path, workers=workers)
+            tf = TensorFile.open(path, workers=workers, queue_depth=queue_depth)
             if tf.shape == shape:
                 return tf
             tf.close()
         except ValueError:
             pass
-    tf = TensorFile.create(path, shape, "float32", workers=workers)
+    tf = TensorFile.create(path, shape, "float32", workers=workers, queue_depth=queue_depth)
     rng = np.random.default_rng(0)
     chunk_rows = max(1, (16 << 20) // row_bytes)
     with open(path, "r+b") as f:
@@ -101,7 +101,8 @@ def check(tf, path: str, g: torch.Generator, device: str) -> None:
 def run(a) -> dict:
     from gpuio.cache import FeatureStore
     os.makedirs(a.workdir, exist_ok=True)
-    tfs = {rb: make_table(os.path.join(a.workdir, f"gather_rate_{rb}.npy"), rb, a.file_mib, a.workers)
+    tfs = {rb: make_table(os.path.join(a.workdir, f"gather_rate_{rb}.npy"), rb, a.file_mib,
+                          a.workers or None, a.queue_depth)
            for rb in ROW_SIZES}
     g = torch.Generator().manual_seed(a.seed)
     for rb, tf in tfs.items():
@@ -138,7 +139,7 @@ def report(runs: dict, ratios: dict, a) -> dict:
     """Table: median and spread of each rate; ratio = median over pairs of (measure / raw just before)."""
     med = {k: statistics.median(v) for k, v in runs.items()}
     rmed = {k: statistics.median(v) for k, v in ratios.items()}
-    print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} "
+    print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} qd={a.queue_depth} "
           f"inflight={a.inflight} cache={a.cache_kib} KiB repeats={a.repeats} device={a.device} (O_DIRECT, "
           f"real data; data path {a.data_path})")
     print(f"{'measure':<22}{'median':>10}{'spread':>10}{'ratio vs raw':>14}{'ratio spread':>14}")
@@ -159,7 +160,8 @@ def main(argv=None):
     p.add_argument("--rows", type=int, default=20000, help="rows (= blocks) per measured pass")
     p.add_argument("--batch", type=int, default=4096, help="rows per gather call")
     p.add_argument("--inflight", type=int, default=8, help="raw: async batches in flight")
-    p.add_argument("--workers", type=int, default=2, help="engine workers (raw and tables)")
+    p.add_argument("--workers", type=int, default=2, help="engine workers (raw and tables); 0: engine default")
+    p.add_argument("--queue-depth", type=int, default=128, help="engine ring entries per worker")
     p.add_argument("--cache-kib", type=int, default=1024, help="FeatureStore page-cache budget")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
