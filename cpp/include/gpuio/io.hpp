@@ -68,6 +68,11 @@ struct BackendOptions {
   bool sqpoll = false;           // uring: kernel thread polls the submission queue
   bool iopoll = false;           // uring: busy-poll completions (only where the device supports it)
   uint32_t posix_threads = limits::posix_threads_default;
+  // Take an exclusive flock on every device, waiting up to lock_wait_ms. The kernel releases it only
+  // after the last request of the previous holder ended, even when that process was killed with
+  // requests in flight; so a store that restarts after kill -9 never sees old writes land late.
+  bool lock = false;
+  uint32_t lock_wait_ms = 10000;
   FaultOptions fault;            // used when kind is fault:<inner>
 };
 

@@ -59,6 +59,8 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);
   o.backend.iopoll = take<bool>(d, "iopoll", o.backend.iopoll);
   o.backend.posix_threads = take<uint32_t>(d, "posix_threads", o.backend.posix_threads);
+  o.backend.lock = take<bool>(d, "lock", o.backend.lock);
+  o.backend.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", o.backend.lock_wait_ms);
   if (d.contains("fault")) {
     nb::object f = d["fault"];
     nb::del(d["fault"]);

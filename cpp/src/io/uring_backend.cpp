@@ -135,7 +135,7 @@ bool iopoll_supported(const DeviceSet& devs) {
 class UringBackend final : public IoBackend {
  public:
   UringBackend(const std::vector<std::string>& paths, const BackendOptions& o)
-      : devs_(paths, o.direct, o.writable), sqpoll_(o.sqpoll), iopoll_requested_(o.iopoll) {
+      : devs_(paths, o), sqpoll_(o.sqpoll), iopoll_requested_(o.iopoll) {
     iopoll_ = iopoll_requested_ && iopoll_supported(devs_);
   }
   const char* name() const override { return "uring"; }
