@@ -60,6 +60,18 @@ struct FixedBuffer {
   size_t bytes = 0;
 };
 
+// The sim backend: each path names one emulated SSD ("sim0", "sim1", ...; no file is opened unless
+// backing_dir is set). Timing comes from the flash model (gpuio/sim.hpp).
+struct SimOptions {
+  std::string preset = "znand";      // znand | tlc (gpuio::sim::preset_names())
+  uint64_t device_bytes = 1ull << 30;  // capacity of each device
+  bool paced = true;                 // completions wait for the model's time in real time; false: free-running
+  std::string backing_dir;           // empty: data in memory (sparse, zeros until written); else one file per device
+  uint32_t channels = 0;             // 0: the preset's; else fewer/more flash channels (a slower/faster device)
+  int64_t write_buffer_pages = -1;   // -1: the preset's DRAM write buffer; 0: none (writes wait for the program)
+  uint64_t seed = 1;
+};
+
 struct BackendOptions {
   std::string kind = "uring";    // uring | posix | sim | fault:<inner>
   bool direct = true;            // O_DIRECT
@@ -68,6 +80,7 @@ struct BackendOptions {
   bool iopoll = false;           // uring: busy-poll completions (only where the device supports it)
   uint32_t posix_threads = limits::posix_threads_default;
   FaultOptions fault;            // used when kind is fault:<inner>
+  SimOptions sim;                // used when kind is sim
 };
 
 class IoBackend {
