@@ -82,7 +82,7 @@ struct Stats {
   uint64_t bytes_read = 0, bytes_written = 0;
   uint64_t first_arrival_ns = 0, last_completion_ns = 0;
   double iops = 0, read_mb_s = 0, write_mb_s = 0;  // over [first_arrival, last_completion]
-  LatencySummary all, read, write;                 // completion - arrival (includes host-queue wait)
+  LatencySummary all, read, write;                 // completion - issue (issue: a host-queue slot was free)
   uint64_t host_pages_written = 0;    // logical pages the host wrote
   uint64_t flash_pages_programmed = 0;  // host + GC programs
   uint64_t gc_pages_moved = 0;

@@ -69,8 +69,9 @@ struct Ssd::Impl {
       return t + cfg.timings.buffer_ns;
     }
     uint32_t ppn = ftl.lookup(lpn);
-    if (ppn == detail::Ftl::kUnmapped) return t + cfg.timings.buffer_ns;  // never written: zeros
-    uint32_t plane = ftl.plane_of(ppn);
+    // Never written in this run: traces start on a drive that already holds data, so the page is read from
+    // where a sequential fill would have put it.
+    uint32_t plane = ppn == detail::Ftl::kUnmapped ? static_cast<uint32_t>(lpn % plane_free.size()) : ftl.plane_of(ppn);
     uint64_t& pf = plane_free[plane];
     uint64_t& cf = chan_free[channel_of(plane)];
     uint64_t array_end = std::max(t, pf) + cfg.timings.read_ns;
@@ -161,7 +162,7 @@ struct Ssd::Impl {
     }
     q.push_back(done);
     std::push_heap(q.begin(), q.end(), std::greater<>());
-    uint64_t lat = done - r.arrival_ns;
+    uint64_t lat = done - issue;
     lat_all.add(lat);
     (r.write ? lat_write : lat_read).add(lat);
     if (st.requests++ == 0) st.first_arrival_ns = r.arrival_ns;
