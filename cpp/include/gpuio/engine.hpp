@@ -41,6 +41,9 @@ struct EngineStats {
   uint64_t staging_exhausted_events = 0;  // a request waited for a staging slot
   uint64_t short_transfers = 0;      // completions shorter than asked, resubmitted
   uint64_t worker_adjustments = 0;   // changes made by the core-count controller
+  uint64_t bytes_direct = 0;         // moved straight between the device and the caller's memory
+  uint64_t bytes_staged = 0;         // moved through the staging pool
+  double worker_cpu_seconds = 0.0;   // CPU time the worker threads consumed
   std::string data_path;             // e.g. "uring+direct", "uring+staging", "posix+staging"
   std::string backend;               // backend description (features enabled)
 };
@@ -80,6 +83,8 @@ class Engine {
   }
 
   EngineStats stats() const;
+  // Make completed writes durable (fdatasync on file devices).
+  void sync();
   const EngineOptions& options() const;
   uint64_t total_blocks() const;
   size_t device_count() const;

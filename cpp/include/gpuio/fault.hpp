@@ -1,6 +1,7 @@
 // The fault backend wraps any backend and, from a seed, injects the failures real devices have.
-// Every decision is a pure function of (seed, queue number, request number on that queue), so a seeded
-// run with one worker reproduces exactly. What each fault looks like to the engine's user:
+// Every decision is a pure function of (seed, device, offset, length, op) of the request, so a seeded run
+// reproduces whatever the thread timing (a failing offset fails every time, like a bad sector). Only
+// disappear_after counts requests, over all queues. What each fault looks like to the engine's user:
 //   eio          -> the batch fails with EIO naming the block
 //   short I/O    -> the engine resubmits the rest; the batch succeeds (a short read is never silent)
 //   latency      -> the batch succeeds, later

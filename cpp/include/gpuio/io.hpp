@@ -13,6 +13,7 @@
 
 #include "gpuio/fault.hpp"
 #include "gpuio/limits.hpp"
+#include "gpuio/status.hpp"
 
 namespace gpuio {
 
@@ -93,6 +94,8 @@ class IoBackend {
   virtual std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>& fixed) = 0;
   // Human-readable features and what was actually enabled ("sqpoll=off iopoll=unsupported ...").
   virtual std::string describe() const = 0;
+  // Make completed writes durable. Throws IoError. Backends with no volatile cache (memory) do nothing.
+  virtual void sync() = 0;
 };
 
 // Opens paths with the given backend kind. Throws IoError naming the path on failure, and

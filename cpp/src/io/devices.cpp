@@ -83,6 +83,12 @@ DeviceSet::DeviceSet(const std::vector<std::string>& paths, bool direct, bool wr
   }
 }
 
+void DeviceSet::sync() const {
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (fdatasync(fds_[i]) != 0) throw IoError(errno, "fdatasync of '" + infos_[i].path + "' failed: " + errno_name(errno));
+  }
+}
+
 DeviceSet::~DeviceSet() {
   for (int fd : fds_) ::close(fd);
 }

@@ -20,6 +20,7 @@ class DeviceSet {
   int fd(size_t i) const { return fds_[i]; }
   const std::vector<int>& fds() const { return fds_; }
   const DeviceInfo& info(size_t i) const { return infos_[i]; }
+  void sync() const;  // fdatasync every device; throws IoError naming the device
 
  private:
   std::vector<int> fds_;

@@ -25,7 +25,7 @@ class FaultBackend;
 
 class FaultQueue final : public IoQueue {
  public:
-  FaultQueue(FaultBackend& be, std::unique_ptr<IoQueue> inner, uint64_t queue_no);
+  FaultQueue(FaultBackend& be, std::unique_ptr<IoQueue> inner);
   bool prepare(const IoRequest& r) override;
   int submit() override { return inner_->submit(); }
   int reap(IoCompletion* out, int max, int wait_min) override;
@@ -42,21 +42,21 @@ class FaultQueue final : public IoQueue {
     Clock::time_point due;
     IoCompletion c;
   };
-  double uniform() {  // next number of this queue's deterministic stream, in [0, 1)
-    return static_cast<double>(splitmix64(stream_ ^ (draws_++ * 0xD1B54A32D192ED03ull)) >> 11) * 0x1.0p-53;
+  // The k-th draw for a request: a pure function of the seed and the request itself, so the outcome does
+  // not depend on thread timing or on the order completions arrive in.
+  static double uniform(uint64_t key, uint64_t k) {
+    return static_cast<double>(splitmix64(key ^ (k * 0xD1B54A32D192ED03ull)) >> 11) * 0x1.0p-53;
   }
-  uint32_t prefix(uint32_t len, uint32_t unit) {  // a non-empty, unit-aligned prefix shorter than len
+  static uint32_t prefix(uint32_t len, uint32_t unit, double u) {  // non-empty, unit-aligned, shorter than len
     uint32_t units = len / unit;
     if (units <= 1) return len;
-    return unit * (1 + static_cast<uint32_t>(uniform() * (units - 1)));
+    return unit * (1 + static_cast<uint32_t>(u * (units - 1)));
   }
   void release(IoCompletion c, uint32_t delay_us, uint32_t bytes);
   int drain_ready(IoCompletion* out, int n, int max);
 
   FaultBackend& be_;
   std::unique_ptr<IoQueue> inner_;
-  uint64_t stream_;
-  uint64_t draws_ = 0;
   uint32_t inflight_ = 0;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
@@ -76,8 +76,9 @@ class FaultBackend final : public IoBackend {
   size_t device_count() const override { return inner_->device_count(); }
   const DeviceInfo& device(size_t i) const override { return inner_->device(i); }
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>& fixed) override {
-    return std::make_unique<FaultQueue>(*this, inner_->create_queue(depth, fixed), queues_++);
+    return std::make_unique<FaultQueue>(*this, inner_->create_queue(depth, fixed));
   }
+  void sync() override { inner_->sync(); }
   std::string describe() const override {
     char buf[256];
     std::snprintf(buf, sizeof buf,
@@ -96,12 +97,11 @@ class FaultBackend final : public IoBackend {
   std::unique_ptr<IoBackend> inner_;
   FaultOptions opts_;
   std::string name_;
-  std::atomic<uint64_t> queues_{0};
   std::atomic<int64_t> requests_{0};
 };
 
-FaultQueue::FaultQueue(FaultBackend& be, std::unique_ptr<IoQueue> inner, uint64_t queue_no)
-    : be_(be), inner_(std::move(inner)), stream_(splitmix64(be.opts().seed ^ (queue_no << 48))) {
+FaultQueue::FaultQueue(FaultBackend& be, std::unique_ptr<IoQueue> inner)
+    : be_(be), inner_(std::move(inner)) {
   slots_.resize(inner_->depth());
   for (uint32_t i = inner_->depth(); i-- > 0;) free_slots_.push_back(i);
 }
@@ -116,7 +116,9 @@ bool FaultQueue::prepare(const IoRequest& r) {
     ++inflight_;
     return true;
   }
-  double u_eio = uniform(), u_torn = uniform(), u_short = uniform(), u_lat = uniform();
+  uint64_t key = splitmix64(o.seed ^ splitmix64(r.offset ^ (uint64_t(r.len) << 40) ^ (uint64_t(r.device) << 56) ^
+                                                 (uint64_t(r.op) << 63)));
+  double u_eio = uniform(key, 1), u_torn = uniform(key, 2), u_short = uniform(key, 3), u_lat = uniform(key, 4);
   if (u_eio < o.eio_rate) {
     pending_.push_back({Clock::now(), {r.user_data, -EIO}});
     ++inflight_;
@@ -126,10 +128,10 @@ bool FaultQueue::prepare(const IoRequest& r) {
   uint32_t unit = be_.device(r.device).logical_block_bytes;
   Slot slot{r.user_data, 0, false};
   if (r.op == IoOp::write && u_torn < o.torn_write_rate) {
-    in.len = prefix(r.len, unit);
+    in.len = prefix(r.len, unit, uniform(key, 5));
     slot.torn = true;
   } else if (u_short < o.short_rate) {
-    in.len = prefix(r.len, unit);
+    in.len = prefix(r.len, unit, uniform(key, 5));
   }
   if (u_lat < o.latency_rate) slot.delay_us = o.latency_us;
   uint32_t idx = free_slots_.back();

@@ -113,6 +113,7 @@ class PosixBackend final : public IoBackend {
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>&) override {
     return std::make_unique<PosixQueue>(devs_, depth, std::min(threads_, depth));
   }
+  void sync() override { devs_.sync(); }
   std::string describe() const override {
     return std::string("posix direct=") + (devs_.info(0).direct ? "on" : "off") +
            " threads-per-queue=" + std::to_string(threads_);

@@ -146,6 +146,7 @@ class UringBackend final : public IoBackend {
     fixed_ok_ = q->fixed_buffers();
     return q;
   }
+  void sync() override { devs_.sync(); }
   std::string describe() const override {
     std::string s = "uring direct=";
     s += devs_.info(0).direct ? "on" : "off";

@@ -1,0 +1,149 @@
+// gpuio._core.Engine: the C++ engine behind gpuio.Engine (python/gpuio/engine.py), which validates Python
+// buffers and hands raw addresses here. Waits and submissions release the GIL.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <set>
+
+#include "bindings/registry.hpp"
+#include "gpuio/engine.hpp"
+
+namespace nb = nanobind;
+using namespace gpuio;
+
+namespace {
+
+template <typename T>
+T take(nb::dict& d, const char* key, T fallback) {
+  if (!d.contains(key)) return fallback;
+  T v = nb::cast<T>(d[key]);
+  nb::del(d[key]);
+  return v;
+}
+
+FaultOptions fault_options(nb::dict d) {
+  FaultOptions f;
+  f.seed = take<uint64_t>(d, "seed", f.seed);
+  f.eio_rate = take<double>(d, "eio_rate", f.eio_rate);
+  f.short_rate = take<double>(d, "short_rate", f.short_rate);
+  f.latency_rate = take<double>(d, "latency_rate", f.latency_rate);
+  f.latency_us = take<uint32_t>(d, "latency_us", f.latency_us);
+  f.torn_write_rate = take<double>(d, "torn_write_rate", f.torn_write_rate);
+  f.disappear_after = take<int64_t>(d, "disappear_after", f.disappear_after);
+  f.disappear_device = take<int32_t>(d, "disappear_device", f.disappear_device);
+  f.bytes_per_s = take<uint64_t>(d, "bytes_per_s", f.bytes_per_s);
+  if (d.size() != 0) {
+    throw std::invalid_argument("unknown fault option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
+  }
+  return f;
+}
+
+// Options arrive as a dict so Python keeps the documented defaults in one place (gpuio/engine.py);
+// any key left over is a typo and is named in the error.
+EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
+  nb::dict d = nb::cast<nb::dict>(given.attr("copy")());
+  EngineOptions o;
+  o.paths = std::move(paths);
+  o.block_bytes = take<uint32_t>(d, "block_size", o.block_bytes);
+  o.stripe_bytes = take<uint64_t>(d, "stripe_bytes", o.stripe_bytes);
+  o.backend.kind = take<std::string>(d, "backend", o.backend.kind);
+  o.workers = take<uint32_t>(d, "workers", o.workers);
+  o.queue_depth = take<uint32_t>(d, "queue_depth", o.queue_depth);
+  o.staging_bytes = take<uint64_t>(d, "staging_bytes", o.staging_bytes);
+  o.staging_slot_bytes = take<uint32_t>(d, "staging_slot_bytes", o.staging_slot_bytes);
+  o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max);
+  o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms);
+  o.backend.direct = take<bool>(d, "direct", o.backend.direct);
+  o.backend.writable = take<bool>(d, "writable", o.backend.writable);
+  o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);
+  o.backend.iopoll = take<bool>(d, "iopoll", o.backend.iopoll);
+  o.backend.posix_threads = take<uint32_t>(d, "posix_threads", o.backend.posix_threads);
+  if (d.contains("fault")) {
+    nb::object f = d["fault"];
+    nb::del(d["fault"]);
+    if (!f.is_none()) o.backend.fault = fault_options(nb::cast<nb::dict>(f.attr("copy")()));
+  }
+  if (d.size() != 0) {
+    throw std::invalid_argument("unknown engine option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
+  }
+  return o;
+}
+
+nb::dict stats_dict(const EngineStats& s) {
+  nb::dict d;
+  d["ops"] = s.ops;
+  d["bytes"] = s.bytes;
+  d["batches"] = s.batches;
+  d["blocks"] = s.blocks;
+  d["busy_worker_seconds"] = s.busy_worker_seconds;
+  d["worker_cpu_seconds"] = s.worker_cpu_seconds;
+  d["active_workers"] = s.active_workers;
+  d["workers"] = s.workers;
+  d["queue_full_events"] = s.queue_full_events;
+  d["staging_exhausted_events"] = s.staging_exhausted_events;
+  d["short_transfers"] = s.short_transfers;
+  d["worker_adjustments"] = s.worker_adjustments;
+  d["bytes_direct"] = s.bytes_direct;
+  d["bytes_staged"] = s.bytes_staged;
+  d["data_path"] = s.data_path;
+  d["backend"] = s.backend;
+  return d;
+}
+
+// Owns the engine; the Python object's lifetime ends it (close() first stops the workers).
+struct Holder {
+  std::unique_ptr<Engine> engine;
+  Engine* operator->() const { return engine.get(); }
+};
+
+}  // namespace
+
+GPUIO_BIND(engine, 10) {
+  nb::class_<BatchHandle>(m, "BatchHandle")
+      .def("done", &BatchHandle::done)
+      .def("wait", &BatchHandle::wait, nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("seq", &BatchHandle::seq);
+
+  nb::class_<Holder>(m, "EngineCore")
+      .def("__init__",
+           [](Holder* self, std::vector<std::string> paths, nb::dict options) {
+             EngineOptions o = engine_options(std::move(paths), options);
+             std::unique_ptr<Engine> e;
+             {
+               nb::gil_scoped_release unlocked;
+               e = Engine::create(o);
+             }
+             new (self) Holder{std::move(e)};
+           },
+           nb::arg("paths"), nb::arg("options"))
+      .def("submit",
+           [](Holder& h, int op, uintptr_t blocks, size_t n, uintptr_t buf, int kind) {
+             return h->submit(op == 0 ? IoOp::read : IoOp::write, reinterpret_cast<const int64_t*>(blocks), n,
+                              reinterpret_cast<void*>(buf), kind == 0 ? MemKind::host : MemKind::device);
+           },
+           nb::arg("op"), nb::arg("blocks_ptr"), nb::arg("n"), nb::arg("buf_ptr"), nb::arg("mem_kind") = 0,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("stats", [](const Holder& h) { return stats_dict(h->stats()); })
+      .def("sync", [](Holder& h) { h->sync(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def("close", [](Holder& h) { h->close(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("closed", [](const Holder& h) { return h->closed(); })
+      .def_prop_ro("total_blocks", [](const Holder& h) { return h->total_blocks(); })
+      .def_prop_ro("block_size", [](const Holder& h) { return h->options().block_bytes; })
+      .def_prop_ro("devices",
+                   [](const Holder& h) {
+                     nb::list l;
+                     for (size_t i = 0; i < h->device_count(); ++i) {
+                       const DeviceInfo& d = h->device(i);
+                       nb::dict x;
+                       x["path"] = d.path;
+                       x["bytes"] = d.bytes;
+                       x["logical_block_bytes"] = d.logical_block_bytes;
+                       x["direct"] = d.direct;
+                       x["block_device"] = d.block_device;
+                       l.append(x);
+                     }
+                     return l;
+                   })
+      .def_static("create_file", &Engine::create_file, nb::arg("path"), nb::arg("nbytes"));
+}

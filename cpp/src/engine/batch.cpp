@@ -1,0 +1,78 @@
+#include "engine/batch.hpp"
+
+#include <cerrno>
+
+#include "engine/engine_impl.hpp"
+#include "engine/futex.hpp"
+#include "gpuio/status.hpp"
+
+namespace gpuio::detail {
+
+void Batch::record_failure(const BatchFailure& f) {
+  std::lock_guard<std::mutex> g(failure_mu);
+  if (f.index < failure.index) failure = f;
+}
+
+void Batch::extent_finished() {
+  if (remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::shared_ptr<Batch> keep = std::move(self);  // the batch lives until this function returns
+  bool failed;
+  {
+    std::lock_guard<std::mutex> g(failure_mu);
+    failed = failure.err != 0;
+  }
+  if (failed) error_text = failure_message();
+  engine->on_batch_done(*this);
+  state.store(failed ? kFailed : kDone, std::memory_order_release);
+  futex_wake_all(&state);
+}
+
+std::string Batch::failure_message() const {
+  const char* what = op == IoOp::read ? "read" : "write";
+  const std::string& path = engine->backend->device(failure.device).path;
+  return std::string(what) + " failed at block " + std::to_string(failure.block) + " (index " +
+         std::to_string(failure.index) + " of batch " + std::to_string(seq) + "): device " +
+         std::to_string(failure.device) + " '" + path + "' offset " + std::to_string(failure.offset) + ": " +
+         errno_name(failure.err);
+}
+
+}  // namespace gpuio::detail
+
+namespace gpuio {
+
+using detail::Batch;
+
+bool BatchHandle::done() const {
+  return batch_ && batch_->state.load(std::memory_order_acquire) != detail::kRunning;
+}
+
+uint64_t BatchHandle::seq() const { return batch_ ? batch_->seq : 0; }
+
+void BatchHandle::wait(int64_t timeout_ms) const {
+  if (!batch_) throw std::invalid_argument("wait() on an empty batch handle");
+  if (timeout_ms < 0) timeout_ms = batch_->io_timeout_ms;
+  auto deadline = detail::Clock::now() + std::chrono::milliseconds(timeout_ms);
+  // A short spin catches fast completions without a system call.
+  for (int i = 0; i < 2000 && batch_->state.load(std::memory_order_acquire) == detail::kRunning; ++i) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  for (;;) {
+    uint32_t s = batch_->state.load(std::memory_order_acquire);
+    if (s == detail::kDone) return;
+    if (s == detail::kFailed) {
+      std::lock_guard<std::mutex> g(batch_->failure_mu);
+      throw IoError(batch_->failure.err, batch_->error_text);
+    }
+    auto now = detail::Clock::now();
+    if (now >= deadline) {
+      throw IoError(ETIMEDOUT, "batch " + std::to_string(batch_->seq) + " not complete after " +
+                                   std::to_string(timeout_ms) + " ms (device stalled?); its buffers stay in use");
+    }
+    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now).count();
+    detail::futex_wait(&batch_->state, detail::kRunning, std::min<int64_t>(left, 100000000));
+  }
+}
+
+}  // namespace gpuio

@@ -1,0 +1,51 @@
+// A batch: the unit that completes as a whole. Its state word moves from running to done (every block in
+// place) or failed (first failing block recorded), and waiters sleep on it with a futex.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "gpuio/engine.hpp"
+
+namespace gpuio::detail {
+
+using Clock = std::chrono::steady_clock;
+
+enum BatchState : uint32_t { kRunning = 0, kDone = 1, kFailed = 2 };
+
+struct BatchFailure {
+  uint64_t index = UINT64_MAX;  // position of the failing block in the batch
+  int64_t block = -1;
+  uint32_t device = 0;
+  uint64_t offset = 0;
+  int err = 0;
+};
+
+class EngineImpl;
+
+struct Batch {
+  uint64_t seq = 0;
+  IoOp op = IoOp::read;
+  MemKind kind = MemKind::host;
+  uint32_t io_timeout_ms = 0;
+  std::atomic<uint32_t> state{kRunning};
+  std::atomic<uint32_t> remaining{0};  // extents not finished
+  Clock::time_point submitted;
+  double compute_seconds = 0;  // caller's time between the previous batch's end and this submission
+  EngineImpl* engine = nullptr;
+  std::shared_ptr<Batch> self;  // keeps the batch alive while extents are in flight
+
+  std::mutex failure_mu;
+  BatchFailure failure;  // the lowest failing index wins
+  std::string error_text;  // set before the state turns kFailed, so handles outliving the engine can read it
+
+  void record_failure(const BatchFailure& f);
+  // Called once per extent by the worker that finished it; the last one publishes the state.
+  void extent_finished();
+  std::string failure_message() const;  // needs the engine (device paths)
+};
+
+}  // namespace gpuio::detail

@@ -1,0 +1,229 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+
+#include "engine/engine_impl.hpp"
+#include "gpuio/status.hpp"
+
+namespace gpuio::detail {
+namespace {
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
+  uint32_t bs = o.block_bytes;
+  GPUIO_EXPECT(bs >= limits::block_bytes_min && bs <= limits::block_bytes_max && (bs & (bs - 1)) == 0,
+               "block_size=" + std::to_string(bs) + " must be a power of two in [" +
+                   std::to_string(limits::block_bytes_min) + ", " + std::to_string(limits::block_bytes_max) + "]");
+  GPUIO_EXPECT(o.queue_depth >= 1 && o.queue_depth <= limits::queue_depth_max,
+               "queue_depth=" + std::to_string(o.queue_depth) + " must lie in [1, " +
+                   std::to_string(limits::queue_depth_max) + "]");
+  GPUIO_EXPECT(o.workers <= limits::workers_max,
+               "workers=" + std::to_string(o.workers) + " exceeds workers_max=" + std::to_string(limits::workers_max));
+  GPUIO_EXPECT(o.io_bytes_max >= bs && o.io_bytes_max <= limits::io_bytes_max,
+               "io_bytes_max=" + std::to_string(o.io_bytes_max) + " must lie in [block_size, " +
+                   std::to_string(limits::io_bytes_max) + "]");
+  GPUIO_EXPECT(o.staging_slot_bytes >= bs, "staging_slot_bytes=" + std::to_string(o.staging_slot_bytes) +
+                                               " is smaller than block_size=" + std::to_string(bs));
+  backend = make_backend(o.paths, o.backend);
+  std::vector<uint64_t> sizes;
+  for (size_t i = 0; i < backend->device_count(); ++i) {
+    const DeviceInfo& d = backend->device(i);
+    if (d.direct) {
+      GPUIO_EXPECT(bs >= d.logical_block_bytes && bs % d.logical_block_bytes == 0,
+                   "block_size=" + std::to_string(bs) + " is below the logical block size " +
+                       std::to_string(d.logical_block_bytes) + " of device '" + d.path + "'");
+      direct_align = std::max(direct_align, d.logical_block_bytes);
+    }
+    sizes.push_back(d.bytes);
+  }
+  layout = std::make_unique<Layout>(sizes, bs, o.stripe_bytes);
+  uint32_t n = static_cast<uint32_t>(backend->device_count());
+  uint32_t lo = ceil_div(n, 4), hi = ceil_div(n, 2);
+  uint32_t threads = o.workers ? o.workers : hi;
+  controller = std::make_unique<CoreController>(o.workers ? threads : lo, threads, o.workers != 0);
+  staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads);
+  outbox_.resize(threads);
+  rr_.assign(n, 0);
+  for (uint32_t i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
+  try {
+    for (auto& w : workers) w->start();
+  } catch (...) {
+    for (auto& w : workers) w->stop();
+    throw;
+  }
+}
+
+EngineImpl::~EngineImpl() { close(); }
+
+void EngineImpl::close() {
+  closed_.store(true);
+  for (auto& w : workers) w->stop();
+}
+
+void EngineImpl::sync() {
+  GPUIO_EXPECT(!closed_.load(), "engine is closed");
+  backend->sync();
+}
+
+uint32_t EngineImpl::pick_worker(uint32_t device, uint32_t active) {
+  uint32_t n = static_cast<uint32_t>(rr_.size());
+  if (active <= n) return device % active;
+  uint32_t serving = (active - device + n - 1) / n;  // workers w < active with w % n == device
+  return device + (rr_[device]++ % serving) * n;
+}
+
+void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged) {
+  const uint32_t bs = opts.block_bytes;
+  const uint64_t run_max = (staged ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
+  const uint32_t active = controller->active();
+  uint32_t extents = 0;
+  for (size_t i = 0; i < n;) {
+    uint64_t first = static_cast<uint64_t>(blocks[i]);
+    uint64_t limit = std::min<uint64_t>(run_max, layout->contiguous_from(first));
+    size_t run = 1;
+    while (i + run < n && run < limit && static_cast<uint64_t>(blocks[i + run]) == first + run) ++run;
+    Location loc = layout->map(first);
+    Extent e;
+    e.batch = &b;
+    e.mem = mem + i * bs;
+    e.offset = loc.offset;
+    e.first_index = i;
+    e.first_block = static_cast<int64_t>(first);
+    e.len = static_cast<uint32_t>(run * bs);
+    e.device = static_cast<uint16_t>(loc.device);
+    e.op = b.op;
+    e.staged = staged;
+    outbox_[pick_worker(loc.device, active)].push_back(e);
+    ++extents;
+    i += run;
+  }
+  b.remaining.store(extents, std::memory_order_release);
+}
+
+BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind) {
+  GPUIO_EXPECT(!closed_.load(), "engine is closed");
+  GPUIO_EXPECT(n <= limits::batch_blocks_max, "batch of " + std::to_string(n) + " blocks exceeds batch_blocks_max=" +
+                                                   std::to_string(limits::batch_blocks_max));
+  GPUIO_EXPECT(n == 0 || buf != nullptr, "null buffer for a batch of " + std::to_string(n) + " blocks");
+  GPUIO_EXPECT(kind == MemKind::host, "device memory needs the CUDA layer, which this build does not have");
+  const uint64_t total = layout->total_blocks();
+  for (size_t i = 0; i < n; ++i) {  // validate all before any I/O starts: a bad batch touches nothing
+    if (blocks[i] < 0 || static_cast<uint64_t>(blocks[i]) >= total) {
+      throw std::out_of_range("block " + std::to_string(blocks[i]) + " at index " + std::to_string(i) +
+                              " is out of range [0, " + std::to_string(total) + ")");
+    }
+  }
+  auto b = std::make_shared<Batch>();
+  b->seq = next_seq_.fetch_add(1);
+  b->op = op;
+  b->kind = kind;
+  b->engine = this;
+  b->io_timeout_ms = opts.io_timeout_ms;
+  if (n == 0) {
+    b->state.store(kDone);
+    return BatchHandle(b);
+  }
+  bool staged = direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0;
+  {
+    std::lock_guard<std::mutex> g(timing_mu_);
+    b->submitted = Clock::now();
+    b->compute_seconds = in_flight_batches_ == 0 ? std::chrono::duration<double>(b->submitted - last_done_).count() : 0;
+    ++in_flight_batches_;
+  }
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  blocks_.fetch_add(n, std::memory_order_relaxed);
+  (staged ? bytes_staged_ : bytes_direct_).fetch_add(n * opts.block_bytes, std::memory_order_relaxed);
+  b->self = b;
+  std::lock_guard<std::mutex> g(submit_mu_);
+  plan(*b, blocks, n, static_cast<uint8_t*>(buf), staged);
+  for (size_t w = 0; w < outbox_.size(); ++w) {
+    if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
+  }
+  return BatchHandle(b);
+}
+
+void EngineImpl::on_batch_done(Batch& b) {
+  auto now = Clock::now();
+  double io, compute;
+  {
+    std::lock_guard<std::mutex> g(timing_mu_);
+    --in_flight_batches_;
+    last_done_ = now;
+    io = std::chrono::duration<double>(now - b.submitted).count();
+    compute = b.compute_seconds;
+  }
+  controller->observe(io, compute);
+}
+
+EngineStats EngineImpl::stats() const {
+  EngineStats s;
+  uint64_t busy_ns = 0;
+  for (const auto& w : workers) {
+    const WorkerCounters& c = w->counters();
+    s.ops += c.ops.load(std::memory_order_relaxed);
+    s.bytes += c.bytes.load(std::memory_order_relaxed);
+    s.queue_full_events += c.queue_full.load(std::memory_order_relaxed);
+    s.staging_exhausted_events += c.staging_exhausted.load(std::memory_order_relaxed);
+    s.short_transfers += c.short_transfers.load(std::memory_order_relaxed);
+    busy_ns += c.busy_ns.load(std::memory_order_relaxed);
+    s.worker_cpu_seconds += w->cpu_seconds();
+  }
+  s.busy_worker_seconds = busy_ns * 1e-9;
+  s.batches = batches_.load(std::memory_order_relaxed);
+  s.blocks = blocks_.load(std::memory_order_relaxed);
+  s.bytes_direct = bytes_direct_.load(std::memory_order_relaxed);
+  s.bytes_staged = bytes_staged_.load(std::memory_order_relaxed);
+  s.workers = static_cast<uint32_t>(workers.size());
+  s.active_workers = controller->active();
+  s.worker_adjustments = controller->adjustments();
+  std::string kind = backend->name();
+  if (s.bytes_direct > 0 || s.bytes_staged == 0) s.data_path = kind + (direct_align ? "+direct" : "+pagecache");
+  if (s.bytes_staged > 0) s.data_path += (s.data_path.empty() ? "" : ",") + kind + "+staging";
+  s.backend = backend->describe();
+  return s;
+}
+
+}  // namespace gpuio::detail
+
+namespace gpuio {
+
+Engine::Engine(std::unique_ptr<detail::EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::create(const EngineOptions& opts) {
+  return std::unique_ptr<Engine>(new Engine(std::make_unique<detail::EngineImpl>(opts)));
+}
+
+BatchHandle Engine::submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind) {
+  return impl_->submit(op, blocks, n, buf, kind);
+}
+
+EngineStats Engine::stats() const { return impl_->stats(); }
+const EngineOptions& Engine::options() const { return impl_->opts; }
+uint64_t Engine::total_blocks() const { return impl_->layout->total_blocks(); }
+size_t Engine::device_count() const { return impl_->backend->device_count(); }
+const DeviceInfo& Engine::device(size_t i) const { return impl_->backend->device(i); }
+void Engine::close() { impl_->close(); }
+bool Engine::closed() const { return impl_->closed(); }
+void Engine::sync() { impl_->sync(); }
+
+void Engine::create_file(const std::string& path, uint64_t nbytes) {
+  int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(errno, "cannot create '" + path + "': " + detail::errno_name(errno));
+  struct stat st {};
+  int rc = fstat(fd, &st);
+  if (rc == 0 && static_cast<uint64_t>(st.st_size) < nbytes) rc = ftruncate(fd, static_cast<off_t>(nbytes));
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) throw IoError(err, "cannot size '" + path + "' to " + std::to_string(nbytes) + " bytes: " +
+                                      detail::errno_name(err));
+}
+
+}  // namespace gpuio

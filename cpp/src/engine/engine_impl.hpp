@@ -1,0 +1,54 @@
+// Engine internals shared by the engine's files (not a public header).
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/batch.hpp"
+#include "engine/controller.hpp"
+#include "engine/layout.hpp"
+#include "engine/staging.hpp"
+#include "engine/worker.hpp"
+#include "gpuio/engine.hpp"
+
+namespace gpuio::detail {
+
+class EngineImpl {
+ public:
+  explicit EngineImpl(const EngineOptions& opts);
+  ~EngineImpl();
+
+  BatchHandle submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind);
+  void on_batch_done(Batch& b);  // from the worker that finished the batch's last extent
+  EngineStats stats() const;
+  void close();
+  void sync();
+  bool closed() const { return closed_.load(); }
+
+  EngineOptions opts;
+  std::unique_ptr<IoBackend> backend;
+  std::unique_ptr<Layout> layout;
+  std::unique_ptr<StagingPool> staging;
+  std::unique_ptr<CoreController> controller;
+  std::vector<std::unique_ptr<Worker>> workers;
+  uint32_t direct_align = 0;  // memory alignment O_DIRECT needs (0: devices not direct)
+
+ private:
+  void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged);
+  uint32_t pick_worker(uint32_t device, uint32_t active);
+
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<bool> closed_{false};
+  std::mutex submit_mu_;  // serialises planning so per-worker vectors can be reused
+  std::vector<std::vector<Extent>> outbox_;
+  std::vector<uint32_t> rr_;  // round-robin position per device, for devices with several workers
+
+  mutable std::mutex timing_mu_;
+  uint32_t in_flight_batches_ = 0;
+  Clock::time_point last_done_ = Clock::now();
+  std::atomic<uint64_t> batches_{0}, blocks_{0}, bytes_direct_{0}, bytes_staged_{0};
+};
+
+}  // namespace gpuio::detail

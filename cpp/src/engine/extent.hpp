@@ -1,0 +1,22 @@
+// An extent: one device request after the caller's blocks were mapped and contiguous runs merged.
+#pragma once
+#include <cstdint>
+
+#include "gpuio/io.hpp"
+#include "engine/batch.hpp"
+
+namespace gpuio::detail {
+
+struct Extent {
+  Batch* batch = nullptr;
+  uint8_t* mem = nullptr;    // the batch's memory for this extent (destination of a read, source of a write)
+  uint64_t offset = 0;       // on the device
+  uint64_t first_index = 0;  // position of the extent's first block in the batch
+  int64_t first_block = 0;
+  uint32_t len = 0;
+  uint16_t device = 0;
+  IoOp op = IoOp::read;
+  bool staged = false;       // goes through a staging slot (unaligned or non-host memory)
+};
+
+}  // namespace gpuio::detail

@@ -1,0 +1,203 @@
+#include "engine/worker.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "engine/engine_impl.hpp"
+#include "engine/futex.hpp"
+#include "gpuio/status.hpp"
+
+namespace gpuio::detail {
+
+Worker::Worker(EngineImpl& engine, uint32_t id) : engine_(engine), id_(id) {}
+
+Worker::~Worker() { stop(); }
+
+void Worker::start() {
+  std::promise<void> started;
+  std::future<void> ready = started.get_future();
+  thread_ = std::thread([this, &started] { run(started); });
+  try {
+    ready.get();
+  } catch (...) {
+    thread_.join();
+    throw;
+  }
+}
+
+void Worker::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  signal_.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&signal_);
+  thread_.join();
+}
+
+double Worker::cpu_seconds() const {
+  timespec ts{};
+  if (!cpu_clock_ok_.load(std::memory_order_acquire) || !thread_.joinable() || clock_gettime(cpu_clock_, &ts) != 0) {
+    return final_cpu_seconds_;
+  }
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void Worker::post(std::vector<Extent>& extents) {
+  {
+    std::lock_guard<std::mutex> g(inbox_mu_);
+    if (inbox_.empty()) {
+      inbox_.swap(extents);
+    } else {
+      inbox_.insert(inbox_.end(), extents.begin(), extents.end());
+    }
+    has_inbox_.store(true, std::memory_order_release);
+  }
+  extents.clear();
+  signal_.fetch_add(1, std::memory_order_release);
+  if (sleeping_.load(std::memory_order_acquire)) futex_wake_all(&signal_);
+}
+
+void Worker::take_inbox() {
+  if (!has_inbox_.load(std::memory_order_acquire)) return;
+  std::vector<Extent> got;
+  {
+    std::lock_guard<std::mutex> g(inbox_mu_);
+    got.swap(inbox_);
+    has_inbox_.store(false, std::memory_order_release);
+  }
+  for (Extent& e : got) pending_.push_back(e);
+}
+
+bool Worker::issue(uint32_t slot) {
+  Inflight& f = slots_[slot];
+  IoRequest r;
+  r.user_data = slot;
+  r.device = f.e.device;
+  r.op = f.e.op;
+  r.offset = f.e.offset + f.done;
+  r.len = f.e.len - f.done;
+  if (f.e.staged) {
+    r.buf = engine_.staging->slot(id_, static_cast<uint32_t>(f.staging)) + f.done;
+    r.buf_index = 0;  // this worker's whole slice is registered as fixed buffer 0
+  } else {
+    r.buf = f.e.mem + f.done;
+  }
+  if (queue_->prepare(r)) return true;
+  counters_.queue_full.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool Worker::prepare_pending() {
+  while (!retry_.empty()) {
+    if (!issue(retry_.back())) return false;
+    retry_.pop_back();
+  }
+  while (!pending_.empty()) {
+    if (free_slots_.empty()) {
+      counters_.queue_full.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    Extent& e = pending_.front();
+    int32_t staging = -1;
+    if (e.staged) {
+      if (free_staging_.empty()) {
+        counters_.staging_exhausted.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      staging = static_cast<int32_t>(free_staging_.back());
+      if (e.op == IoOp::write) std::memcpy(engine_.staging->slot(id_, staging), e.mem, e.len);
+    }
+    uint32_t slot = free_slots_.back();
+    slots_[slot] = Inflight{e, 0, staging};
+    if (!issue(slot)) return false;
+    free_slots_.pop_back();
+    if (staging >= 0) free_staging_.pop_back();
+    pending_.pop_front();
+  }
+  return true;
+}
+
+void Worker::finish(uint32_t slot, int err) {
+  Inflight& f = slots_[slot];
+  if (err == 0 && f.e.staged && f.e.op == IoOp::read) {
+    std::memcpy(f.e.mem, engine_.staging->slot(id_, static_cast<uint32_t>(f.staging)), f.e.len);
+  }
+  if (err != 0) {
+    uint32_t bs = engine_.opts.block_bytes;
+    uint64_t k = f.done / bs;  // blocks fully done before the failure
+    Location loc{f.e.device, f.e.offset + k * bs};
+    f.e.batch->record_failure({f.e.first_index + k, f.e.first_block + static_cast<int64_t>(k), loc.device,
+                               loc.offset, err});
+  }
+  if (f.staging >= 0) free_staging_.push_back(static_cast<uint32_t>(f.staging));
+  free_slots_.push_back(slot);
+  Batch* b = f.e.batch;
+  b->extent_finished();
+}
+
+void Worker::handle(const IoCompletion& c) {
+  uint32_t slot = static_cast<uint32_t>(c.user_data);
+  Inflight& f = slots_[slot];
+  counters_.ops.fetch_add(1, std::memory_order_relaxed);
+  if (c.res < 0) return finish(slot, -c.res);
+  counters_.bytes.fetch_add(static_cast<uint64_t>(c.res), std::memory_order_relaxed);
+  if (c.res == 0) return finish(slot, f.e.op == IoOp::read ? ENODATA : EIO);  // past the end: never silent
+  f.done += static_cast<uint32_t>(c.res);
+  if (f.done >= f.e.len) return finish(slot, 0);
+  counters_.short_transfers.fetch_add(1, std::memory_order_relaxed);
+  if (!issue(slot)) retry_.push_back(slot);
+}
+
+void Worker::sleep_until_posted() {
+  uint32_t seen = signal_.load(std::memory_order_acquire);
+  sleeping_.store(true, std::memory_order_seq_cst);
+  if (!has_inbox_.load(std::memory_order_seq_cst) && !stop_.load(std::memory_order_acquire)) {
+    futex_wait(&signal_, seen, 100000000);
+  }
+  sleeping_.store(false, std::memory_order_relaxed);
+}
+
+void Worker::run(std::promise<void>& started) {
+  cpu_clock_ok_.store(pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0, std::memory_order_release);
+  try {
+    uint32_t depth = engine_.opts.queue_depth;
+    queue_ = engine_.backend->create_queue(depth, {engine_.staging->slice_buffer(id_)});
+    slots_.resize(depth);
+    for (uint32_t i = depth; i-- > 0;) free_slots_.push_back(i);
+    for (uint32_t i = engine_.staging->slots_per_slice(); i-- > 0;) free_staging_.push_back(i);
+    started.set_value();
+  } catch (...) {
+    started.set_exception(std::current_exception());
+    return;
+  }
+  std::vector<IoCompletion> cqes(limits::reap_budget_max);
+  auto busy_since = Clock::now();
+  for (;;) {
+    take_inbox();
+    bool unblocked = prepare_pending();
+    int rc = queue_->submit();
+    GPUIO_ASSERT(rc >= 0 || rc == -EAGAIN || rc == -EBUSY || rc == -EINTR, "io queue submit failed");
+    if (queue_->inflight() > 0) {
+      // Block for a completion only when nothing else can be done meanwhile.
+      bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire);
+      int n = queue_->reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
+      GPUIO_ASSERT(n >= 0 || n == -EINTR || n == -EAGAIN || n == -ETIME, "io queue reap failed");
+      for (int i = 0; i < n; ++i) handle(cqes[i]);
+      continue;
+    }
+    if (!pending_.empty() || !retry_.empty()) continue;
+    if (stop_.load(std::memory_order_acquire) && !has_inbox_.load(std::memory_order_acquire)) break;
+    auto now = Clock::now();
+    counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count(),
+                                std::memory_order_relaxed);
+    sleep_until_posted();
+    busy_since = Clock::now();
+  }
+  counters_.busy_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - busy_since).count(),
+      std::memory_order_relaxed);
+  queue_.reset();
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) final_cpu_seconds_.store(ts.tv_sec + ts.tv_nsec * 1e-9);
+}
+
+}  // namespace gpuio::detail

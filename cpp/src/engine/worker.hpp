@@ -1,0 +1,78 @@
+// A worker thread owns one io queue (created on its own thread) and a slice of the staging pool.
+// Other threads only post() extents to its inbox; everything else is touched by the owner alone.
+#pragma once
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/extent.hpp"
+#include "gpuio/io.hpp"
+
+namespace gpuio::detail {
+
+class EngineImpl;
+
+struct WorkerCounters {
+  std::atomic<uint64_t> ops{0}, bytes{0}, queue_full{0}, staging_exhausted{0}, short_transfers{0};
+  std::atomic<uint64_t> busy_ns{0};
+};
+
+class Worker {
+ public:
+  Worker(EngineImpl& engine, uint32_t id);
+  ~Worker();
+  // Starts the thread and waits until its queue exists; rethrows the queue's creation error.
+  void start();
+  // Stops after every posted extent finished.
+  void stop();
+  void post(std::vector<Extent>& extents);  // any thread; moves the extents out
+  const WorkerCounters& counters() const { return counters_; }
+  double cpu_seconds() const;  // CPU time of the worker thread so far
+
+ private:
+  struct Inflight {
+    Extent e;
+    uint32_t done = 0;     // bytes already transferred (short transfers are resubmitted)
+    int32_t staging = -1;  // slot index in this worker's slice
+  };
+
+  void run(std::promise<void>& started);
+  void take_inbox();
+  bool prepare_pending();  // false when blocked on resources (queue full, staging exhausted)
+  bool issue(uint32_t slot);
+  void handle(const IoCompletion& c);
+  void finish(uint32_t slot, int err);
+  void sleep_until_posted();
+
+  EngineImpl& engine_;
+  uint32_t id_;
+  std::thread thread_;
+  clockid_t cpu_clock_{};
+  std::atomic<bool> cpu_clock_ok_{false};
+  std::atomic<double> final_cpu_seconds_{0};  // set as the thread ends
+  std::unique_ptr<IoQueue> queue_;
+  WorkerCounters counters_;
+
+  std::mutex inbox_mu_;
+  std::vector<Extent> inbox_;
+  std::atomic<uint32_t> signal_{0};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> has_inbox_{false};
+  std::atomic<bool> stop_{false};
+
+  std::deque<Extent> pending_;
+  std::vector<Inflight> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> retry_;  // slots whose remainder could not be re-queued yet
+  std::vector<uint32_t> free_staging_;
+};
+
+}  // namespace gpuio::detail

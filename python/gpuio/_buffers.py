@@ -1,0 +1,94 @@
+"""Turn user arrays into (address, byte count, owner) for the C++ core, with errors that name the value.
+
+Accepted: NumPy arrays, PyTorch tensors (CPU; CUDA where the CUDA layer is built), and objects with the
+buffer protocol (bytes for sources, bytearray/memoryview). The returned owner keeps the memory alive
+while a batch uses it. torch is imported only when a tensor is passed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+HOST, DEVICE = 0, 1
+
+
+@dataclass
+class Buffer:
+    ptr: int
+    nbytes: int
+    kind: int  # HOST or DEVICE
+    owner: Any
+    device_index: int = -1
+
+
+def is_tensor(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def block_ids(blocks: Any, name: str = "blocks") -> Buffer:
+    """int64 block ids, contiguous. CUDA tensors stay on the GPU (the GPU layer reads them there)."""
+    if is_tensor(blocks):
+        import torch
+
+        if blocks.dtype != torch.int64:
+            raise TypeError(f"{name} must be int64, got {blocks.dtype}")
+        if blocks.dim() != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(blocks.shape)}")
+        t = blocks.contiguous()
+        return Buffer(t.data_ptr(), t.numel() * 8, DEVICE if t.is_cuda else HOST, t,
+                      t.device.index if t.is_cuda else -1)
+    if isinstance(blocks, np.ndarray):
+        if blocks.dtype != np.int64:
+            raise TypeError(f"{name} must be int64, got {blocks.dtype}")
+        arr = blocks
+    elif isinstance(blocks, (list, tuple, range)):
+        arr = np.asarray(blocks, dtype=np.int64)
+    else:
+        raise TypeError(f"{name} must be an int64 NumPy array or tensor, got {type(blocks).__name__}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr)
+    return Buffer(arr.ctypes.data, arr.nbytes, HOST, arr)
+
+
+def data_buffer(buf: Any, nbytes: int, writable: bool, name: str) -> Buffer:
+    """A contiguous buffer of exactly nbytes. writable: it is the destination of a read."""
+    if is_tensor(buf):
+        if not buf.is_contiguous():
+            raise ValueError(f"{name} must be contiguous, got a tensor with strides {tuple(buf.stride())}")
+        size = buf.numel() * buf.element_size()
+        if size != nbytes:
+            raise ValueError(f"{name} holds {size} bytes, expected {nbytes} (len(blocks) * block_size)")
+        if buf.is_cuda:
+            return Buffer(buf.data_ptr(), size, DEVICE, buf, buf.device.index)
+        if buf.device.type != "cpu":
+            raise ValueError(f"{name} is on device {buf.device}, expected cpu or cuda")
+        return Buffer(buf.data_ptr(), size, HOST, buf)
+    if not isinstance(buf, np.ndarray):
+        try:
+            view = memoryview(buf)
+        except TypeError:
+            raise TypeError(f"{name} must be a NumPy array, a tensor or a buffer, got {type(buf).__name__}") from None
+        if writable and view.readonly:
+            raise ValueError(f"{name} is read-only ({type(buf).__name__}); a read needs a writable buffer")
+        if not view.c_contiguous:
+            raise ValueError(f"{name} must be contiguous")
+        buf = np.frombuffer(buf, dtype=np.uint8) if view.readonly else np.frombuffer(view, dtype=np.uint8)
+    if buf.dtype.hasobject:
+        raise TypeError(f"{name} has dtype {buf.dtype}, which holds Python objects, not data")
+    if not buf.flags.c_contiguous:
+        raise ValueError(f"{name} must be contiguous, got an array with strides {buf.strides}")
+    if writable and not buf.flags.writeable:
+        raise ValueError(f"{name} is read-only; a read needs a writable array")
+    if buf.nbytes != nbytes:
+        raise ValueError(f"{name} holds {buf.nbytes} bytes, expected {nbytes} (len(blocks) * block_size)")
+    return Buffer(buf.ctypes.data, buf.nbytes, HOST, buf)
+
+
+def aligned_empty(nbytes: int, align: int = 4096) -> np.ndarray:
+    """A uint8 array whose data starts at an `align` boundary (O_DIRECT reads land in it with no copy)."""
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes]

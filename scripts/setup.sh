@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Set up this checkout on a fresh Debian/Ubuntu machine:
+#   1. system packages (C++ toolchain, CMake, pkg-config, liburing-dev, GoogleTest): installed with apt-get
+#      when run as root, otherwise the exact missing packages are printed and the script stops;
+#   2. a virtual environment in .venv (sees the system's site-packages, so a preinstalled PyTorch is reused);
+#   3. gpuio installed into it, editable, the C++ built once under build/ (GoogleTest too with --test).
+# Usage: scripts/setup.sh [--test]     Environment: GPUIO_CUDA=AUTO|ON|OFF (default AUTO)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_tests=0
+[[ "${1:-}" == "--test" ]] && want_tests=1
+
+packages=(g++ cmake pkg-config liburing-dev python3-venv)
+((want_tests)) && packages+=(libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) == 0 ]]; then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing Debian packages: ${missing[*]}" >&2
+    echo "setup: run: sudo apt-get install -y ${missing[*]}   (then run this script again)" >&2
+    exit 1
+  fi
+fi
+
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "setup: Python >= 3.10 needed" >&2; exit 1; }
+[[ -x .venv/bin/python ]] || "$python" -m venv --system-site-packages .venv
+pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+.venv/bin/python -c 'import scikit_build_core, nanobind' 2>/dev/null || "${pip[@]}" "scikit-build-core>=0.10" "nanobind>=2.0"
+if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+  # The CPU build where the package index has it (CI); otherwise whatever torch the index offers.
+  "${pip[@]}" torch==2.13.0 2>/dev/null || "${pip[@]}" torch
+fi
+extras="torch,pyg,plot"
+((want_tests)) && extras="test"
+GPUIO_BUILD_TESTS=$([[ $want_tests == 1 ]] && echo ON || echo OFF) \
+  "${pip[@]}" --no-build-isolation -e ".[${extras}]"
+echo "setup: ok ($(.venv/bin/python -c 'import gpuio._core as c; print("CUDA layer built" if c.cuda_built else "CPU-only build")'))"

@@ -1,0 +1,176 @@
+// Engine: layout mapping, integrity over 1 and 3 striped devices, direct and staged paths, small limits
+// reaching queue-full and staging-exhausted, bad input touching nothing, the core-count controller.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "engine/controller.hpp"
+#include "engine/layout.hpp"
+#include "gpuio/engine.hpp"
+#include "test_util.hpp"
+
+using namespace gpuio;
+using namespace gpuio::test;
+
+TEST(Layout, Raid0MapsStripesRoundRobin) {
+  detail::Layout l({1 << 20, 1 << 20, 1 << 20}, 4096, 65536);  // 16 blocks per stripe
+  EXPECT_EQ(l.total_blocks(), 3u * 256);
+  EXPECT_EQ(l.map(0).device, 0u);
+  EXPECT_EQ(l.map(15).offset, 15u * 4096);
+  EXPECT_EQ(l.map(16).device, 1u);
+  EXPECT_EQ(l.map(16).offset, 0u);
+  EXPECT_EQ(l.map(48).device, 0u);
+  EXPECT_EQ(l.map(48).offset, 65536u);
+  EXPECT_EQ(l.contiguous_from(18), 14u);
+  detail::Layout one({1 << 20}, 512, 65536);
+  EXPECT_EQ(one.total_blocks(), 2048u);
+  EXPECT_EQ(one.contiguous_from(10), 2038u);
+  EXPECT_THROW(detail::Layout({1 << 20}, 4096, 6000), std::invalid_argument);
+  EXPECT_THROW(detail::Layout({1000, 1 << 20}, 4096, 65536), std::invalid_argument);
+}
+
+static void check_roundtrip(Engine& e, uint64_t seed, size_t n, size_t misalign) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> blocks(n);
+  std::uniform_int_distribution<int64_t> pick(0, static_cast<int64_t>(e.total_blocks()) - 1);
+  // Distinct ids (a write batch with duplicates has no defined winner), with some runs of neighbours.
+  std::vector<bool> used(e.total_blocks());
+  for (size_t i = 0; i < n; ++i) {
+    int64_t b = (i > 0 && rng() % 3 == 0 && blocks[i - 1] + 1 < static_cast<int64_t>(e.total_blocks()))
+                    ? blocks[i - 1] + 1
+                    : pick(rng);
+    while (used[b]) b = (b + 1) % static_cast<int64_t>(e.total_blocks());
+    used[b] = true;
+    blocks[i] = b;
+  }
+  uint32_t bs = e.options().block_bytes;
+  HostBuffer src(n * bs, misalign), dst(n * bs, misalign);
+  for (size_t i = 0; i < n * bs; ++i) src.ptr[i] = static_cast<uint8_t>(rng());
+  e.write(blocks.data(), n, src.ptr);
+  std::memset(dst.ptr, 0xEE, n * bs);
+  e.read(blocks.data(), n, dst.ptr);
+  ASSERT_EQ(std::memcmp(src.ptr, dst.ptr, n * bs), 0) << "seed " << seed;
+}
+
+TEST(Engine, RoundTripOneAndThreeDevicesDirectAndStaged) {
+  TempFile a("e1", 4 << 20, 1), b("e2", 4 << 20, 2), c("e3", 4 << 20, 3);
+  for (auto paths : {std::vector<std::string>{a.path()}, std::vector<std::string>{a.path(), b.path(), c.path()}}) {
+    for (const char* kind : {"uring", "posix"}) {
+      EngineOptions o;
+      o.paths = paths;
+      o.backend.kind = kind;
+      auto e = Engine::create(o);
+      check_roundtrip(*e, 11, 700, 0);   // aligned: straight into the buffer
+      check_roundtrip(*e, 12, 300, 64);  // unaligned: through staging
+      auto s = e->stats();
+      EXPECT_GT(s.bytes_direct, 0u);
+      EXPECT_GT(s.bytes_staged, 0u);
+      EXPECT_NE(s.data_path.find("staging"), std::string::npos);
+      EXPECT_EQ(s.blocks, 2u * 700 + 2u * 300);
+    }
+  }
+}
+
+TEST(Engine, ReadsPreexistingDataInPlace) {
+  TempFile a("p1", 1 << 20, 5), b("p2", 1 << 20, 6);
+  EngineOptions o;
+  o.paths = {a.path(), b.path()};
+  o.stripe_bytes = 8192;  // two blocks per stripe unit
+  auto e = Engine::create(o);
+  std::vector<int64_t> blocks = {0, 1, 2, 3, 7, 100};
+  HostBuffer out(blocks.size() * 4096);
+  e->read(blocks.data(), blocks.size(), out.ptr);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    uint64_t stripe = blocks[i] / 2, dev = stripe % 2, dev_block = (stripe / 2) * 2 + blocks[i] % 2;
+    for (int j = 0; j < 4096; j += 97) ASSERT_EQ(out.ptr[i * 4096 + j], pattern(5 + dev, dev_block, j)) << i;
+  }
+}
+
+TEST(Engine, SmallLimitsReachQueueFullAndStagingExhausted) {
+  TempFile f("small", 2 << 20, 9);
+  for (const char* kind : {"uring", "posix"}) {
+    auto e = Engine::create(small_limits({f.path()}, kind));
+    std::vector<int64_t> blocks(64);
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int64_t>((i * 37) % 512);
+    HostBuffer out(64 * 4096, 8);  // unaligned: every request needs one of the two staging slots
+    e->read(blocks.data(), blocks.size(), out.ptr);
+    for (size_t i = 0; i < blocks.size(); ++i) ASSERT_EQ(out.ptr[i * 4096 + 5], pattern(9, blocks[i], 5));
+    auto s = e->stats();
+    EXPECT_GT(s.staging_exhausted_events, 0u) << kind;
+    HostBuffer aligned(64 * 4096);
+    e->read(blocks.data(), blocks.size(), aligned.ptr);  // no staging: only the ring of 4 limits
+    EXPECT_GT(e->stats().queue_full_events, 0u) << kind;
+  }
+}
+
+TEST(Engine, BadInputIsNamedAndTouchesNothing) {
+  TempFile f("bad", 1 << 20, 4);
+  EngineOptions o;
+  o.paths = {f.path()};
+  auto e = Engine::create(o);
+  std::vector<int64_t> blocks = {1, 2, 256};  // 256 blocks in the file: 256 is out of range
+  HostBuffer out(3 * 4096);
+  std::memset(out.ptr, 0x5A, 3 * 4096);
+  try {
+    e->read(blocks.data(), 3, out.ptr);
+    FAIL();
+  } catch (const std::out_of_range& ex) {
+    EXPECT_NE(std::string(ex.what()).find("block 256 at index 2"), std::string::npos) << ex.what();
+  }
+  EXPECT_EQ(out.ptr[0], 0x5A) << "no block of a rejected batch may be read";
+  blocks[2] = -1;
+  EXPECT_THROW(e->read(blocks.data(), 3, out.ptr), std::out_of_range);
+  EngineOptions bad = o;
+  bad.block_bytes = 3000;
+  EXPECT_THROW(Engine::create(bad), std::invalid_argument);
+  bad = o;
+  bad.queue_depth = 0;
+  EXPECT_THROW(Engine::create(bad), std::invalid_argument);
+  e->close();
+  EXPECT_TRUE(e->closed());
+  EXPECT_THROW(e->read(blocks.data(), 1, out.ptr), std::invalid_argument);
+}
+
+TEST(Engine, EmptyBatchCompletesAndSeqGrows) {
+  TempFile f("empty", 64 << 10, 4);
+  EngineOptions o;
+  o.paths = {f.path()};
+  auto e = Engine::create(o);
+  auto h1 = e->submit(IoOp::read, nullptr, 0, nullptr);
+  EXPECT_TRUE(h1.done());
+  HostBuffer out(4096);
+  int64_t b = 3;
+  auto h2 = e->submit(IoOp::read, &b, 1, out.ptr);
+  h2.wait();
+  EXPECT_GT(h2.seq(), h1.seq());
+}
+
+TEST(Controller, MovesBetweenQuarterAndHalfOfDevices) {
+  detail::CoreController c(2, 4, false);  // 8 devices: ceil(8/4)=2 .. ceil(8/2)=4
+  EXPECT_EQ(c.active(), 4u);
+  for (int i = 0; i < 4 * detail::CoreController::window_batches; ++i) c.observe(0.001, 0.010);  // compute-bound
+  EXPECT_EQ(c.active(), 2u) << "never below ceil(N/4)";
+  for (int i = 0; i < 4 * detail::CoreController::window_batches; ++i) c.observe(0.010, 0.001);  // I/O-bound
+  EXPECT_EQ(c.active(), 4u) << "never above ceil(N/2)";
+  EXPECT_EQ(c.adjustments(), 4u);
+  detail::CoreController fixed(3, 3, true);
+  for (int i = 0; i < 32; ++i) fixed.observe(0.0, 1.0);
+  EXPECT_EQ(fixed.active(), 3u);
+}
+
+TEST(Engine, DynamicWorkersStartAtHalfTheDevices) {
+  std::vector<std::unique_ptr<TempFile>> files;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 5; ++i) {
+    files.push_back(std::make_unique<TempFile>("dyn" + std::to_string(i), 256 << 10, i));
+    paths.push_back(files.back()->path());
+  }
+  EngineOptions o;
+  o.paths = paths;
+  auto e = Engine::create(o);
+  auto s = e->stats();
+  EXPECT_EQ(s.workers, 3u);  // ceil(5/2)
+  EXPECT_EQ(s.active_workers, 3u);
+  check_roundtrip(*e, 5, 200, 0);
+}
