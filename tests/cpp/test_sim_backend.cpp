@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -113,4 +114,21 @@ TEST(SimBackend, RejectsBadOptions) {
   o.sim.device_bytes = 1000;
   EXPECT_THROW(gpuio::make_backend({"sim0"}, o), std::invalid_argument);
   EXPECT_THROW(gpuio::make_backend({"a/b"}, sim_opts(false)), std::invalid_argument);
+}
+
+TEST(SimBackend, EnvironmentOverridesAreAppliedAndReported) {
+  ::setenv("GPUIO_SIM", "preset=tlc,channels=2,paced=0", 1);
+  auto be = gpuio::make_backend({"sim0"}, sim_opts(true));
+  std::string d = be->describe();
+  EXPECT_NE(d.find("preset=tlc"), std::string::npos) << d;
+  EXPECT_NE(d.find("channels=2"), std::string::npos) << d;
+  EXPECT_NE(d.find("paced=off"), std::string::npos) << d;
+  ::setenv("GPUIO_SIM", "preset=tlc,speed=9", 1);
+  try {
+    gpuio::make_backend({"sim0"}, sim_opts(true));
+    ADD_FAILURE() << "unknown key accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("speed"), std::string::npos);
+  }
+  ::unsetenv("GPUIO_SIM");
 }

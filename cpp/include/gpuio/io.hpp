@@ -63,6 +63,9 @@ struct FixedBuffer {
 
 // The sim backend: each path names one emulated SSD ("sim0", "sim1", ...; no file is opened unless
 // backing_dir is set). Timing comes from the flash model (gpuio/sim.hpp).
+// Environment override, read in one place when the backend opens: GPUIO_SIM="preset=tlc,channels=1,
+// device_bytes=1073741824,paced=1,write_buffer_pages=-1,seed=1,backing_dir=/path" (any subset); the values
+// in effect are reported by describe().
 struct SimOptions {
   std::string preset = "znand";      // znand | tlc (gpuio::sim::preset_names())
   uint64_t device_bytes = 1ull << 30;  // capacity of each device

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -54,6 +55,40 @@ sim::SsdConfig model_config(const SimOptions& o) {
   return c;
 }
 
+// GPUIO_SIM overrides (see io.hpp). Throws std::invalid_argument naming the bad key or value.
+SimOptions with_env_overrides(SimOptions o) {
+  const char* env = std::getenv("GPUIO_SIM");
+  if (!env || !*env) return o;
+  std::string all(env);
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t end = all.find(',', pos);
+    if (end == std::string::npos) end = all.size();
+    std::string item = all.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    GPUIO_EXPECT(eq != std::string::npos, "GPUIO_SIM: '" + item + "' is not key=value");
+    std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    auto num = [&](void) -> long long {
+      char* e = nullptr;
+      long long x = std::strtoll(v.c_str(), &e, 10);
+      GPUIO_EXPECT(!v.empty() && *e == 0, "GPUIO_SIM: " + k + "='" + v + "' is not an integer");
+      return x;
+    };
+    if (k == "preset") o.preset = v;
+    else if (k == "channels") o.channels = static_cast<uint32_t>(num());
+    else if (k == "device_bytes") o.device_bytes = static_cast<uint64_t>(num());
+    else if (k == "paced") o.paced = num() != 0;
+    else if (k == "write_buffer_pages") o.write_buffer_pages = num();
+    else if (k == "seed") o.seed = static_cast<uint64_t>(num());
+    else if (k == "backing_dir") o.backing_dir = v;
+    else throw std::invalid_argument("GPUIO_SIM: unknown key '" + k + "' (known: preset, channels, device_bytes, "
+                                     "paced, write_buffer_pages, seed, backing_dir)");
+  }
+  return o;
+}
+
 class SimBackend;
 
 class SimQueue final : public IoQueue {
@@ -87,7 +122,8 @@ class SimQueue final : public IoQueue {
 
 class SimBackend final : public IoBackend {
  public:
-  SimBackend(const std::vector<std::string>& paths, const BackendOptions& o) : opts_(o.sim), t0_(Clock::now()) {
+  SimBackend(const std::vector<std::string>& paths, const BackendOptions& o)
+      : opts_(with_env_overrides(o.sim)), t0_(Clock::now()) {
     GPUIO_EXPECT(!paths.empty(), "sim backend: no devices given");
     GPUIO_EXPECT(paths.size() <= limits::devices_max, "sim backend: " + std::to_string(paths.size()) +
                  " devices exceed devices_max=" + std::to_string(limits::devices_max));
@@ -116,11 +152,16 @@ class SimBackend final : public IoBackend {
   }
   std::string describe() const override {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "sim(preset=%s paced=%s devices=%zu device_bytes=%llu channels=%u store=%s)",
+    std::snprintf(buf, sizeof buf,
+                  "sim(preset=%s paced=%s devices=%zu device_bytes=%llu channels=%u write_buffer_pages=%u store=%s%s)",
                   opts_.preset.c_str(), opts_.paced ? "on" : "off", devs_.size(),
                   static_cast<unsigned long long>(opts_.device_bytes), devs_[0]->model.config().geometry.channels,
-                  opts_.backing_dir.empty() ? "memory" : "file");
+                  devs_[0]->model.config().write_buffer_pages, opts_.backing_dir.empty() ? "memory" : "file",
+                  std::getenv("GPUIO_SIM") ? " env=GPUIO_SIM" : "");
     return buf;
+  }
+  void sync() override {
+    for (auto& d : devs_) d->store->sync();
   }
   SimDevice& dev(size_t i) { return *devs_[i]; }
   bool paced() const { return opts_.paced; }

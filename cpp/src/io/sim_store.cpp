@@ -32,6 +32,10 @@ SimStore::~SimStore() {
   for (uint64_t i = 0; i < nchunks_; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
 }
 
+void SimStore::sync() {
+  if (fd_ >= 0 && ::fsync(fd_) != 0) throw IoError(errno, "sim backend: fsync of backing file failed: " + errno_name(errno));
+}
+
 char* SimStore::chunk(uint64_t i, bool create) const {
   char* c = chunks_[i].load(std::memory_order_acquire);
   if (c || !create) return c;

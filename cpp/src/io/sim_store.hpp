@@ -20,6 +20,7 @@ class SimStore {
   int32_t read(void* dst, uint64_t offset, uint32_t len) const;
   int32_t write(const void* src, uint64_t offset, uint32_t len);
   uint64_t bytes() const { return bytes_; }
+  void sync();  // backing file: fsync (throws IoError); memory: nothing to do
 
  private:
   static constexpr uint64_t kChunk = 1ull << 20;
