@@ -7,6 +7,7 @@
 #include "gpuio/status.hpp"
 #include "sim/ftl.hpp"
 #include "sim/latency.hpp"
+#include "sim/timeline.hpp"
 
 namespace gpuio::sim {
 
@@ -19,8 +20,10 @@ struct Ssd::Impl {
 
   SsdConfig cfg;
   detail::Ftl ftl;
-  std::vector<uint64_t> plane_free, chan_free;
-  uint64_t host_free = 0;
+  std::vector<uint64_t> plane_free;
+  std::vector<detail::Timeline> chans;
+  detail::Timeline host;
+  uint64_t now = 0;  // issue time of the request being handled: intervals before it are history
   std::vector<std::vector<uint64_t>> queues;  // per host queue: min-heap of completion times
   std::vector<Slot> slots;                    // write buffer, a FIFO ring
   std::vector<uint32_t> slot_of;              // logical page -> buffer slot, or kNoSlot
@@ -32,7 +35,7 @@ struct Ssd::Impl {
   explicit Impl(const SsdConfig& c)
       : cfg((validate(c), c)), ftl(c.geometry, c.overprovision, c.gc_free_blocks_min) {
     plane_free.assign(c.geometry.planes(), 0);
-    chan_free.assign(c.geometry.channels, 0);
+    chans.resize(c.geometry.channels);
     queues.resize(c.host_queues);
     for (auto& q : queues) q.reserve(c.queue_depth);
     slots.resize(c.write_buffer_pages);
@@ -73,11 +76,9 @@ struct Ssd::Impl {
     // where a sequential fill would have put it.
     uint32_t plane = ppn == detail::Ftl::kUnmapped ? static_cast<uint32_t>(lpn % plane_free.size()) : ftl.plane_of(ppn);
     uint64_t& pf = plane_free[plane];
-    uint64_t& cf = chan_free[channel_of(plane)];
     uint64_t array_end = std::max(t, pf) + cfg.timings.read_ns;
-    uint64_t xfer_end = std::max(array_end, cf) + page_xfer_ns;
+    uint64_t xfer_end = chans[channel_of(plane)].reserve(array_end, page_xfer_ns, now);
     pf = xfer_end;  // the page register holds the data until the bus took it
-    cf = xfer_end;
     return xfer_end;
   }
 
@@ -88,13 +89,11 @@ struct Ssd::Impl {
     uint32_t ppn = ftl.write(lpn, gc);
     uint32_t plane = ftl.plane_of(ppn);
     uint64_t& pf = plane_free[plane];
-    uint64_t& cf = chan_free[channel_of(plane)];
     const Timings& tm = cfg.timings;
     if (gc.pages_moved || gc.blocks_erased)  // foreground GC: copyback and erase occupy the plane first
       pf = std::max(t, pf) + uint64_t{gc.pages_moved} * (tm.read_ns + tm.program_ns) +
            uint64_t{gc.blocks_erased} * tm.erase_ns;
-    uint64_t xfer_end = std::max({t, cf, pf}) + page_xfer_ns;
-    cf = xfer_end;
+    uint64_t xfer_end = chans[channel_of(plane)].reserve(std::max(t, pf), page_xfer_ns, now);
     program_end = xfer_end + tm.program_ns;
     pf = program_end;
     return xfer_end;
@@ -136,6 +135,7 @@ struct Ssd::Impl {
       q.pop_back();
     }
     last_issue = issue;
+    now = issue;
     const uint32_t pb = cfg.geometry.page_bytes;
     uint64_t cap = ftl.logical_pages() * pb, off = r.offset;
     if (off + r.bytes > cap) {
@@ -148,15 +148,14 @@ struct Ssd::Impl {
     uint64_t t = issue + tm.controller_ns, done = t;
     uint64_t host_ns = xfer_ns(r.bytes, tm.host_mb_s);
     if (r.write) {
-      host_free = std::max(host_free, t) + host_ns;  // data comes over the link first
-      for (uint64_t p = first; p <= last; ++p) done = std::max(done, write_page(p, host_free));
+      uint64_t arrived = host.reserve(t, host_ns, now);  // data comes over the link first
+      for (uint64_t p = first; p <= last; ++p) done = std::max(done, write_page(p, arrived));
       st.host_pages_written += last - first + 1;
       ++st.writes;
       st.bytes_written += r.bytes;
     } else {
       for (uint64_t p = first; p <= last; ++p) done = std::max(done, read_page(p, t));
-      host_free = std::max(host_free, done) + host_ns;
-      done = host_free;
+      done = host.reserve(done, host_ns, now);
       ++st.reads;
       st.bytes_read += r.bytes;
     }
@@ -171,12 +170,13 @@ struct Ssd::Impl {
     return done;
   }
 
-  uint64_t flush(uint64_t now) {
-    uint64_t end = now, program_end;
+  uint64_t flush(uint64_t at) {
+    now = at;
+    uint64_t end = at, program_end;
     for (size_t i = 0; i < slots.size(); ++i) {
       Slot& s = slots[(ring_head + i) % slots.size()];
       if (s.lpn == detail::Ftl::kUnmapped || !s.dirty) continue;
-      program_page(s.lpn, now, program_end);
+      program_page(s.lpn, at, program_end);
       s.dirty = false;
       end = std::max(end, program_end);
     }
