@@ -61,6 +61,21 @@ struct FixedBuffer {
   size_t bytes = 0;
 };
 
+// The sim backend: each path names one emulated SSD ("sim0", "sim1", ...; no file is opened unless
+// backing_dir is set). Timing comes from the flash model (gpuio/sim.hpp).
+// Environment override, read in one place when the backend opens: GPUIO_SIM="preset=tlc,channels=1,
+// device_bytes=1073741824,paced=1,write_buffer_pages=-1,seed=1,backing_dir=/path" (any subset); the values
+// in effect are reported by describe().
+struct SimOptions {
+  std::string preset = "znand";      // znand | tlc (gpuio::sim::preset_names())
+  uint64_t device_bytes = 1ull << 30;  // capacity of each device
+  bool paced = true;                 // completions wait for the model's time in real time; false: free-running
+  std::string backing_dir;           // empty: data in memory (sparse, zeros until written); else one file per device
+  uint32_t channels = 0;             // 0: the preset's; else fewer/more flash channels (a slower/faster device)
+  int64_t write_buffer_pages = -1;   // -1: the preset's DRAM write buffer; 0: none (writes wait for the program)
+  uint64_t seed = 1;
+};
+
 struct BackendOptions {
   std::string kind = "uring";    // uring | posix | sim | fault:<inner>
   bool direct = true;            // O_DIRECT
@@ -74,6 +89,7 @@ struct BackendOptions {
   bool lock = false;
   uint32_t lock_wait_ms = 10000;
   FaultOptions fault;            // used when kind is fault:<inner>
+  SimOptions sim;                // used when kind is sim
 };
 
 class IoBackend {
