@@ -5,6 +5,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sim = pytest.importorskip("gpuio.sim")
@@ -88,3 +89,21 @@ def test_zng_trace_file_round_trip(tmp_path):
     back = sim.zng_load_trace(p)
     assert len(back) == len(t)
     assert sim.zng_run(back, "zng") == sim.zng_run(t, "zng")
+
+
+def test_engine_over_simulated_devices_from_python():
+    import gpuio
+
+    opts = dict(preset="tlc", paced=False, device_bytes=16 << 20, seed=3)
+    with gpuio.Engine(["sim0", "sim1", "sim2"], backend="sim", sim=opts, workers=2) as eng:
+        assert eng.total_blocks == 3 * (16 << 20) // 4096
+        rng = np.random.default_rng(5)
+        blocks = rng.choice(eng.total_blocks, 300, replace=False).astype(np.int64)
+        src = rng.integers(0, 256, 300 * 4096, dtype=np.uint8)
+        eng.write(blocks, src)
+        out = np.zeros_like(src)
+        eng.read(blocks, out)
+        assert np.array_equal(out, src)
+        assert eng.stats()["backend"].startswith("sim")
+    with pytest.raises(ValueError, match="colour"):
+        gpuio.Engine(["sim0"], backend="sim", sim=dict(colour="red"))
