@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -75,16 +76,29 @@ class Thread {
   Thread(const RawOptions& o, uint32_t id, uint64_t blocks)
       : o_(o), off_{0x9E3779B97F4A7C15ull * (id + 1), (blocks / o.threads) * id, blocks, o.sequential} {}
 
-  uint64_t run(Clock::time_point end) {
-    Fd f;
-    f.fd = ::open(o_.path.c_str(), (o_.write ? O_RDWR : O_RDONLY) | (o_.direct ? O_DIRECT : 0) | O_CLOEXEC);
-    if (f.fd < 0) throw IoError(errno, "raw bench: cannot open '" + o_.path + "': " + std::strerror(errno));
+  // Opens the file and fills the buffers; then waits for the start gate so that setup (page faults of
+  // the buffers, ring creation) is neither timed nor counted as CPU per op.
+  void setup() {
+    f_.fd = ::open(o_.path.c_str(), (o_.write ? O_RDWR : O_RDONLY) | (o_.direct ? O_DIRECT : 0) | O_CLOEXEC);
+    if (f_.fd < 0) throw IoError(errno, "raw bench: cannot open '" + o_.path + "': " + std::strerror(errno));
     uint32_t slots = o_.uring ? o_.queue_depth : 1;
     void* p = nullptr;
     if (posix_memalign(&p, 4096, size_t(o_.block_bytes) * slots) != 0) throw std::bad_alloc();
-    std::unique_ptr<void, FreeDeleter> buf(p);
+    buf_.reset(p);
     std::memset(p, 0xab, size_t(o_.block_bytes) * slots);
-    return o_.uring ? run_uring(f.fd, static_cast<char*>(p), end) : run_psync(f.fd, static_cast<char*>(p), end);
+    if (o_.uring) {
+      int rc = io_uring_queue_init(o_.queue_depth, &ring_, 0);
+      if (rc < 0) throw IoError(-rc, std::string("raw bench: io_uring_queue_init: ") + std::strerror(-rc));
+      ring_ok_ = true;
+    }
+  }
+  ~Thread() {
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+  }
+
+  uint64_t run(Clock::time_point end) {
+    char* buf = static_cast<char*>(buf_.get());
+    return o_.uring ? run_uring(buf, end) : run_psync(f_.fd, buf, end);
   }
 
  private:
@@ -112,14 +126,10 @@ class Thread {
     return ops;
   }
 
-  uint64_t run_uring(int fd, char* buf, Clock::time_point end) {
-    io_uring ring{};
-    int rc = io_uring_queue_init(o_.queue_depth, &ring, 0);
-    if (rc < 0) throw IoError(-rc, std::string("raw bench: io_uring_queue_init: ") + std::strerror(-rc));
-    struct Exit {
-      io_uring* r;
-      ~Exit() { io_uring_queue_exit(r); }
-    } exit_ring{&ring};
+  uint64_t run_uring(char* buf, Clock::time_point end) {
+    io_uring& ring = ring_;
+    const int fd = f_.fd;
+    int rc = 0;
     const uint32_t bs = o_.block_bytes;
     uint32_t inflight = 0;
     uint64_t issued = 0, ops = 0;
@@ -168,6 +178,19 @@ class Thread {
 
   const RawOptions& o_;
   Offsets off_;
+  Fd f_;
+  std::unique_ptr<void, FreeDeleter> buf_;
+  io_uring ring_{};
+  bool ring_ok_ = false;
+};
+
+// Releases the threads together once all are set up (or one failed), and tells the caller when.
+struct StartGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t ready = 0;
+  bool open = false;
+  Clock::time_point end;
 };
 
 }  // namespace
@@ -186,20 +209,47 @@ RawResult run_raw(const RawOptions& o) {
   std::vector<uint64_t> ops(o.threads, 0);
   std::exception_ptr error;
   std::mutex error_mu;
+  StartGate gate;
   std::vector<std::thread> threads;
-  double cpu0 = process_cpu_seconds();
-  auto t0 = Clock::now();
-  auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   for (uint32_t i = 0; i < o.threads; ++i) {
     threads.emplace_back([&, i] {
+      Clock::time_point end;
+      std::unique_ptr<Thread> t;
       try {
-        ops[i] = Thread(o, i, blocks).run(end);
+        t = std::make_unique<Thread>(o, i, blocks);
+        t->setup();
+      } catch (...) {
+        std::lock_guard<std::mutex> g(error_mu);
+        if (!error) error = std::current_exception();
+        t.reset();
+      }
+      {
+        std::unique_lock<std::mutex> g(gate.mu);
+        ++gate.ready;
+        gate.cv.notify_all();
+        gate.cv.wait(g, [&] { return gate.open; });
+        end = gate.end;
+      }
+      if (!t) return;
+      try {
+        ops[i] = t->run(end);
       } catch (...) {
         std::lock_guard<std::mutex> g(error_mu);
         if (!error) error = std::current_exception();
       }
     });
   }
+  double cpu0;
+  Clock::time_point t0;
+  {
+    std::unique_lock<std::mutex> g(gate.mu);
+    gate.cv.wait(g, [&] { return gate.ready == o.threads; });
+    cpu0 = process_cpu_seconds();
+    t0 = Clock::now();
+    gate.end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
+    gate.open = true;
+  }
+  gate.cv.notify_all();
   for (auto& t : threads) t.join();
   RawResult r;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -25,8 +25,8 @@ struct RawOptions {
 struct RawResult {
   uint64_t ops = 0;          // requests completed, all threads
   uint64_t bytes = 0;        // bytes moved, all threads
-  double seconds = 0;        // wall time from the first thread's start to the last one's end
-  double cpu_seconds = 0;    // process CPU (user + system, getrusage delta) over the run
+  double seconds = 0;        // wall time from the start gate (every thread set up) to the last one's end
+  double cpu_seconds = 0;    // process CPU (user + system, getrusage delta) over the same span
 };
 
 // Throws gpuio::IoError (errno kept, path named) when the file cannot be opened or an I/O fails
