@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -236,3 +237,16 @@ def test_fault_backend_eio_names_block(tmp_path):
         assert "block 17" in str(ei.value)
     with pytest.raises(ValueError, match="fault"):
         gpuio.Engine(paths, backend="uring", fault=dict(seed=1))
+
+
+def test_busy_seconds_include_the_running_stretch(tmp_path):
+    # Busy time used to be added only when a worker went to sleep: a worker busy for the whole pass
+    # reported none of it. Each read below is held back 200 ms by the fault layer.
+    paths, _ = make_files(tmp_path, 1, 64 * BS)
+    with gpuio.Engine(paths, backend="fault:uring", workers=1,
+                      fault=dict(seed=1, latency_rate=1.0, latency_us=200000)) as e:
+        h = e.read_async(np.array([3], np.int64), aligned_empty(BS))
+        time.sleep(0.1)
+        busy = e.stats()["busy_worker_seconds"]
+        h.wait()
+        assert busy >= 0.05, f"busy_worker_seconds={busy} while the worker had been busy ~0.1 s"
