@@ -39,6 +39,7 @@ def test_json_has_every_workload_and_backend(quick_run):
             assert r["ratio"]["median"] > 0 and r["ratio"]["min"] <= r["ratio"]["max"]
             assert r["cpu_us_per_op"]["gpuio"] > 0 and r["cpu_us_per_op"]["raw"] > 0
             assert r["raw_best_config"].startswith("raw ")
+            assert r["gpuio_config"] in (f"gpuio {backend} QD32", f"gpuio {backend} QD128")
             assert r["workers"] == 2
             assert r["data_path"] == f"{backend}+direct"
 
@@ -61,6 +62,6 @@ def test_table_and_plot(quick_run):
 def test_samples_are_interleaved(quick_run):
     _, _, doc = quick_run
     for name, by_cfg in doc["samples"].items():
-        # engine uring + posix + the whole raw grid, each measured once in a quick run
-        assert len(by_cfg) == 2 + 6, name
+        # engine uring + posix at two ring depths + the whole raw grid, each measured once in a quick run
+        assert len(by_cfg) == 2 * 2 + 6, name
         assert all(len(v) == 1 and v[0]["bytes"] > 0 for v in by_cfg.values())

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._buffers import aligned_empty
 from ..engine import Engine
-from .workloads import RawConfig, Workload
+from .workloads import EngineConfig, RawConfig, Workload
 
 BLOCK_BYTES = 4096
 
@@ -54,8 +54,8 @@ class _BlockSource:
         return self.step + first
 
 
-def engine_pass(path: str, w: Workload, backend: str, workers: int, seconds: float, seed: int = 0) -> dict:
-    with Engine(path, backend=backend, workers=workers, direct=True) as eng:
+def engine_pass(path: str, w: Workload, cfg: EngineConfig, workers: int, seconds: float, seed: int = 0) -> dict:
+    with Engine(path, backend=cfg.backend, workers=workers, direct=True, queue_depth=cfg.queue_depth) as eng:
         src = _BlockSource(w, eng.total_blocks, seed)
         if src.requests < w.batch_requests:
             raise ValueError(f"data file too small for {w.name}: {src.requests} requests of "

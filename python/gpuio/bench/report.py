@@ -30,7 +30,10 @@ def summarize(workloads: list[Workload], samples: dict, backends) -> list[dict]:
         best = max(raw_median, key=raw_median.get)
         best_by_round = {s["round"]: s for s in raw[best]}
         for b in backends:
-            eng = by_cfg[f"gpuio {b}"]
+            mine = {k: v for k, v in by_cfg.items() if k.startswith(f"gpuio {b} ")}
+            eng_median = {k: statistics.median(_rate(s) for s in v) for k, v in mine.items()}
+            eng_best = max(eng_median, key=eng_median.get)
+            eng = mine[eng_best]
             ratios = [_rate(s) / _rate(best_by_round[s["round"]]) for s in eng if _rate(best_by_round[s["round"]]) > 0]
             cpu_eng = statistics.median(_cpu_us(s) for s in eng)
             cpu_raw = statistics.median(_cpu_us(s) for s in raw[best])
@@ -39,6 +42,7 @@ def summarize(workloads: list[Workload], samples: dict, backends) -> list[dict]:
                 "workload": w.name, "op": w.op, "request_bytes": w.request_bytes, "sequential": w.sequential,
                 "unit": w.unit, "backend": b, "data_path": last["data_path"], "backend_detail": last["backend_detail"],
                 "workers": last["workers"], "batch_requests": w.batch_requests,
+                "gpuio_config": eng_best, "gpuio_all": {k: w.figure(v) for k, v in eng_median.items()},
                 "batches_inflight": w.batches_inflight,
                 "gpuio": _stats([w.figure(_rate(s)) for s in eng]),
                 "raw_best_config": best,

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import cache, measure
-from .workloads import ENGINE_BACKENDS, RAW_GRID, RawConfig, Workload
+from .workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS, RAW_GRID, EngineConfig, RawConfig, Workload
 
 
 @dataclass
@@ -20,15 +20,17 @@ class Options:
     workers: int = 2
     cold: bool = False
     backends: tuple[str, ...] = ENGINE_BACKENDS
+    engine_queue_depths: tuple[int, ...] = ENGINE_QUEUE_DEPTHS
     raw_grid: list[RawConfig] = field(default_factory=lambda: list(RAW_GRID))
 
 
 def configs(o: Options) -> list[tuple[str, object]]:
-    return [("engine", b) for b in o.backends] + [("raw", c) for c in o.raw_grid]
+    return ([("engine", EngineConfig(b, qd)) for b in o.backends for qd in o.engine_queue_depths]
+            + [("raw", c) for c in o.raw_grid])
 
 
 def label(kind: str, cfg) -> str:
-    return f"gpuio {cfg}" if kind == "engine" else f"raw {cfg.label}"
+    return f"{'gpuio' if kind == 'engine' else 'raw'} {cfg.label}"
 
 
 def run(o: Options, on_pass=None) -> dict:

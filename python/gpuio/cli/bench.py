@@ -17,6 +17,8 @@ def bench(
     cold: bool = typer.Option(False, "--cold", help="sync + drop caches before each pass (needs root)."),
     workload: Optional[List[str]] = typer.Option(None, help="Only workloads whose name contains this (repeatable)."),
     backend: Optional[List[str]] = typer.Option(None, help="Engine backends (default: uring and posix)."),
+    engine_qd: Optional[List[int]] = typer.Option(None, "--engine-qd",
+                                                  help="Engine ring depths per worker to try (default: 32 and 128)."),
     json_path: str = typer.Option("gpuio-bench.json", "--json", help="Where the full results go."),
     plot: Optional[str] = typer.Option(None, help="Write a PNG of the ratios here (needs matplotlib)."),
     quick: bool = typer.Option(False, help="Tiny CI run: 64M file, 1 round, 0.05 s passes."),
@@ -26,9 +28,9 @@ def bench(
 
     from .. import bench as gb
     from ..bench import cache, meta, report
-    from ..bench.workloads import ENGINE_BACKENDS
+    from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS
 
-    console = Console(width=max(Console().width, 168))  # the table is wide; never wrap it into unreadable cells
+    console = Console(width=max(Console().width, 200))  # the table is wide; never wrap it into unreadable cells
     if quick:
         size, repeats, seconds = ("64M" if size == "1G" else size), 1, min(seconds, 0.05)
     try:
@@ -38,7 +40,8 @@ def bench(
         raise typer.BadParameter(str(e))
     path = os.path.abspath(file)
     o = gb.Options(path=path, size_bytes=nbytes, workloads=chosen, repeats=repeats, seconds=seconds,
-                   workers=workers, cold=cold, backends=tuple(backend or ENGINE_BACKENDS))
+                   workers=workers, cold=cold, backends=tuple(backend or ENGINE_BACKENDS),
+                   engine_queue_depths=tuple(engine_qd or ENGINE_QUEUE_DEPTHS))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         t = bar.add_task(f"writing {size} of data to {file}", total=nbytes)
@@ -71,12 +74,12 @@ def _table(rows, size, regime, info):
     from ..bench.report import fmt_figure
 
     t = Table(title=f"gpuio bench: {info['device']} on {info['host']}, {info['date']}, commit {info['commit']}")
-    for c in ("workload", "file", "cache", "data path x workers", "gpuio", "best raw (config)", "ratio [min-max]",
+    for c in ("workload", "file", "cache", "data path x workers QD", "gpuio", "best raw (config)", "ratio [min-max]",
               "CPU us/op gpuio / raw (ratio)", "workers busy"):
         t.add_column(c)
     for r in rows:
         g, w, ra, cpu = r["gpuio"], r["raw_best"], r["ratio"], r["cpu_us_per_op"]
-        t.add_row(r["workload"], size, regime, f"{r['data_path']} x{r['workers']}",
+        t.add_row(r["workload"], size, regime, f"{r['data_path']} x{r['workers']} {r['gpuio_config'].split()[-1]}",
                   fmt_figure(r["unit"], g["median"]) + (" IOPS" if r["unit"] == "IOPS" else ""),
                   f"{fmt_figure(r['unit'], w['median'])} ({r['raw_best_config'].removeprefix('raw ')})",
                   f"{ra['median']:.2f} [{ra['min']:.2f}-{ra['max']:.2f}]",
