@@ -190,12 +190,11 @@ void Worker::run(std::promise<void>& started) {
   for (;;) {
     take_inbox();
     bool unblocked = prepare_pending();
-    int rc = queue_->submit();
-    GPUIO_ASSERT(rc >= 0 || rc == -EAGAIN || rc == -EBUSY || rc == -EINTR, "io queue submit failed");
     if (queue_->inflight() > 0) {
-      // Block for a completion only when nothing else can be done meanwhile.
+      // Block for a completion only when nothing else can be done meanwhile; submitting and waiting
+      // is one system call where the backend allows it.
       bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire);
-      int n = queue_->reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
+      int n = queue_->submit_and_reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
       GPUIO_ASSERT(n >= 0 || n == -EINTR || n == -EAGAIN || n == -ETIME, "io queue reap failed");
       for (int i = 0; i < n; ++i) handle(cqes[i]);
       continue;
