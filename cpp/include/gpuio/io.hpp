@@ -5,6 +5,7 @@
 // callbacks, so the owner decides when to handle them.
 // An IoBackend owns the devices and is shared between threads; it creates one IoQueue per owner thread.
 #pragma once
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,14 @@ class IoQueue {
   // Move up to max completions into out; block until at least wait_min are available (0: never block).
   // Returns the number written or -errno. Never returns more than max.
   virtual int reap(IoCompletion* out, int max, int wait_min) = 0;
+  // submit() then reap(): backends that can do both in one system call (io_uring_submit_and_wait)
+  // override it. Returns completions written, or -errno from reaping; a submit error of -EAGAIN, -EBUSY
+  // or -EINTR leaves the requests prepared for the next call.
+  virtual int submit_and_reap(IoCompletion* out, int max, int wait_min) {
+    int rc = submit();
+    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR) return rc;
+    return reap(out, max, wait_min);
+  }
   virtual uint32_t depth() const = 0;
   virtual uint32_t inflight() const = 0;  // prepared or submitted, not yet reaped
 };

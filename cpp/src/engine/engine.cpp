@@ -175,7 +175,7 @@ void EngineImpl::on_batch_done(Batch& b) {
 
 EngineStats EngineImpl::stats() const {
   EngineStats s;
-  uint64_t busy_ns = 0;
+  double busy_seconds = 0;
   for (const auto& w : workers) {
     const WorkerCounters& c = w->counters();
     s.ops += c.ops.load(std::memory_order_relaxed);
@@ -183,10 +183,10 @@ EngineStats EngineImpl::stats() const {
     s.queue_full_events += c.queue_full.load(std::memory_order_relaxed);
     s.staging_exhausted_events += c.staging_exhausted.load(std::memory_order_relaxed);
     s.short_transfers += c.short_transfers.load(std::memory_order_relaxed);
-    busy_ns += c.busy_ns.load(std::memory_order_relaxed);
+    busy_seconds += w->busy_seconds();
     s.worker_cpu_seconds += w->cpu_seconds();
   }
-  s.busy_worker_seconds = busy_ns * 1e-9;
+  s.busy_worker_seconds = busy_seconds;
   s.batches = batches_.load(std::memory_order_relaxed);
   s.blocks = blocks_.load(std::memory_order_relaxed);
   s.bytes_direct = bytes_direct_.load(std::memory_order_relaxed);
