@@ -28,6 +28,10 @@ DEFAULTS = {
     "sqpoll": False,           # uring: kernel thread polls the submission queue
     "iopoll": False,           # uring: polled completions, only where the device supports it (reported)
     "posix_threads": 32,       # posix backend: pread/pwrite threads per worker queue
+    "lock": False,             # exclusive flock on every device (single writer; survives kill -9 safely)
+    "lock_wait_ms": 10000,     # how long to wait for another holder's lock before OSError(EWOULDBLOCK)
+    "sim": None,               # backend "sim" (paths are names like "sim0"): dict(preset, device_bytes, paced,
+                               #   backing_dir, channels, write_buffer_pages, seed); GPUIO_SIM env overrides
     "fault": None,             # fault:<backend>: dict(seed, eio_rate, short_rate, latency_rate, latency_us,
                                #   torn_write_rate, disappear_after, disappear_device, bytes_per_s)
 }

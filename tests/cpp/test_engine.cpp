@@ -174,3 +174,40 @@ TEST(Engine, DynamicWorkersStartAtHalfTheDevices) {
   EXPECT_EQ(s.active_workers, 3u);
   check_roundtrip(*e, 5, 200, 0);
 }
+
+TEST(Engine, ExclusiveLockIsBoundedNeverAHang) {
+  TempFile f("lock", 64 << 10, 1);
+  EngineOptions o;
+  o.paths = {f.path()};
+  o.backend.lock = true;
+  o.backend.lock_wait_ms = 50;
+  auto first = Engine::create(o);
+  try {
+    Engine::create(o);
+    FAIL() << "a second exclusive engine on the same device must be refused";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.error_code(), EWOULDBLOCK);
+    EXPECT_NE(std::string(e.what()).find(f.path()), std::string::npos);
+  }
+  first.reset();
+  EXPECT_NO_THROW(Engine::create(o)) << "released when the holder closes";
+}
+
+TEST(Engine, CloseReleasesDevicesButKeepsStats) {
+  TempFile f("close", 64 << 10, 1);
+  EngineOptions o;
+  o.paths = {f.path()};
+  o.backend.lock = true;
+  o.backend.lock_wait_ms = 50;
+  auto e = Engine::create(o);
+  HostBuffer out(4096);
+  int64_t b = 2;
+  e->read(&b, 1, out.ptr);
+  e->close();
+  EXPECT_NO_THROW(Engine::create(o)) << "close() must drop the device lock, not the destructor";
+  auto s = e->stats();
+  EXPECT_EQ(s.blocks, 1u);
+  EXPECT_NE(s.backend.find("uring"), std::string::npos);
+  EXPECT_EQ(e->device(0).path, f.path());
+  e->close();  // idempotent
+}

@@ -20,7 +20,7 @@ def run(path: str, log_path: str, seed: int, kill_after_s: float) -> None:
         os.write(log, (line + "\n").encode())
 
     rng = np.random.default_rng(seed)
-    st = open_small(path, backend=os.environ.get("GPUIO_CRASH_BACKEND", "posix"))
+    st = open_small(path, backend=os.environ.get("GPUIO_CRASH_BACKEND", "uring"))
     # The clock starts once the store is mounted, so that the kills land among the stream operations.
     threading.Timer(kill_after_s, os.kill, (os.getpid(), signal.SIGKILL)).start()
     n = 0

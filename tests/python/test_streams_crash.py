@@ -3,12 +3,10 @@ times; after each kill the store must pass check(), every closed stream must rea
 only difference from the log of completed operations may be the one operation that was cut.
 
 GPUIO_CRASH_TRIALS sets the number of trials (default 200: 20 stores x 10 kills).
-GPUIO_CRASH_BACKEND sets the children's engine backend (default posix). With uring, writes that a killed
-child had in flight can still land *after* it has been reaped (io_uring tears its ring down
-asynchronously), i.e. after the next process mounted the store: check() then reports the table on disk
-changing under it. The cure belongs in the engine (an exclusive flock on its device fds, which the kernel
-releases only once those requests have completed); until then the campaign runs the posix backend, whose
-synchronous O_DIRECT writes end before the process does."""
+GPUIO_CRASH_BACKEND sets the children's engine backend (default uring). Writes that a killed child had
+in flight can land after it has been reaped (io_uring tears its ring down asynchronously); the store's
+exclusive device lock (Engine option lock=True) makes the next mount wait until they have ended, which
+is what this campaign checks."""
 from __future__ import annotations
 
 import multiprocessing as mp

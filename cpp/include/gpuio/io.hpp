@@ -5,6 +5,7 @@
 // callbacks, so the owner decides when to handle them.
 // An IoBackend owns the devices and is shared between threads; it creates one IoQueue per owner thread.
 #pragma once
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,14 @@ class IoQueue {
   // Move up to max completions into out; block until at least wait_min are available (0: never block).
   // Returns the number written or -errno. Never returns more than max.
   virtual int reap(IoCompletion* out, int max, int wait_min) = 0;
+  // submit() then reap(): backends that can do both in one system call (io_uring_submit_and_wait)
+  // override it. Returns completions written, or -errno from reaping; a submit error of -EAGAIN, -EBUSY
+  // or -EINTR leaves the requests prepared for the next call.
+  virtual int submit_and_reap(IoCompletion* out, int max, int wait_min) {
+    int rc = submit();
+    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR) return rc;
+    return reap(out, max, wait_min);
+  }
   virtual uint32_t depth() const = 0;
   virtual uint32_t inflight() const = 0;  // prepared or submitted, not yet reaped
 };
@@ -61,6 +70,21 @@ struct FixedBuffer {
   size_t bytes = 0;
 };
 
+// The sim backend: each path names one emulated SSD ("sim0", "sim1", ...; no file is opened unless
+// backing_dir is set). Timing comes from the flash model (gpuio/sim.hpp).
+// Environment override, read in one place when the backend opens: GPUIO_SIM="preset=tlc,channels=1,
+// device_bytes=1073741824,paced=1,write_buffer_pages=-1,seed=1,backing_dir=/path" (any subset); the values
+// in effect are reported by describe().
+struct SimOptions {
+  std::string preset = "znand";      // znand | tlc (gpuio::sim::preset_names())
+  uint64_t device_bytes = 1ull << 30;  // capacity of each device
+  bool paced = true;                 // completions wait for the model's time in real time; false: free-running
+  std::string backing_dir;           // empty: data in memory (sparse, zeros until written); else one file per device
+  uint32_t channels = 0;             // 0: the preset's; else fewer/more flash channels (a slower/faster device)
+  int64_t write_buffer_pages = -1;   // -1: the preset's DRAM write buffer; 0: none (writes wait for the program)
+  uint64_t seed = 1;
+};
+
 struct BackendOptions {
   std::string kind = "uring";    // uring | posix | sim | fault:<inner>
   bool direct = true;            // O_DIRECT
@@ -68,7 +92,13 @@ struct BackendOptions {
   bool sqpoll = false;           // uring: kernel thread polls the submission queue
   bool iopoll = false;           // uring: busy-poll completions (only where the device supports it)
   uint32_t posix_threads = limits::posix_threads_default;
+  // Take an exclusive flock on every device, waiting up to lock_wait_ms. The kernel releases it only
+  // after the last request of the previous holder ended, even when that process was killed with
+  // requests in flight; so a store that restarts after kill -9 never sees old writes land late.
+  bool lock = false;
+  uint32_t lock_wait_ms = 10000;
   FaultOptions fault;            // used when kind is fault:<inner>
+  SimOptions sim;                // used when kind is sim
 };
 
 class IoBackend {

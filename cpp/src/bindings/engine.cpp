@@ -39,6 +39,21 @@ FaultOptions fault_options(nb::dict d) {
   return f;
 }
 
+SimOptions sim_options(nb::dict d) {
+  SimOptions s;
+  s.preset = take<std::string>(d, "preset", s.preset);
+  s.device_bytes = take<uint64_t>(d, "device_bytes", s.device_bytes);
+  s.paced = take<bool>(d, "paced", s.paced);
+  s.backing_dir = take<std::string>(d, "backing_dir", s.backing_dir);
+  s.channels = take<uint32_t>(d, "channels", s.channels);
+  s.write_buffer_pages = take<int64_t>(d, "write_buffer_pages", s.write_buffer_pages);
+  s.seed = take<uint64_t>(d, "seed", s.seed);
+  if (d.size() != 0) {
+    throw std::invalid_argument("unknown sim option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
+  }
+  return s;
+}
+
 // Options arrive as a dict so Python keeps the documented defaults in one place (gpuio/engine.py);
 // any key left over is a typo and is named in the error.
 EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
@@ -59,6 +74,13 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);
   o.backend.iopoll = take<bool>(d, "iopoll", o.backend.iopoll);
   o.backend.posix_threads = take<uint32_t>(d, "posix_threads", o.backend.posix_threads);
+  o.backend.lock = take<bool>(d, "lock", o.backend.lock);
+  o.backend.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", o.backend.lock_wait_ms);
+  if (d.contains("sim")) {
+    nb::object s = d["sim"];
+    nb::del(d["sim"]);
+    if (!s.is_none()) o.backend.sim = sim_options(nb::cast<nb::dict>(s.attr("copy")()));
+  }
   if (d.contains("fault")) {
     nb::object f = d["fault"];
     nb::del(d["fault"]);

@@ -29,7 +29,7 @@ void Batch::extent_finished() {
 
 std::string Batch::failure_message() const {
   const char* what = op == IoOp::read ? "read" : "write";
-  const std::string& path = engine->backend->device(failure.device).path;
+  const std::string& path = engine->devices[failure.device].path;
   return std::string(what) + " failed at block " + std::to_string(failure.block) + " (index " +
          std::to_string(failure.index) + " of batch " + std::to_string(seq) + "): device " +
          std::to_string(failure.device) + " '" + path + "' offset " + std::to_string(failure.offset) + ": " +

@@ -42,7 +42,9 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
       direct_align = std::max(direct_align, d.logical_block_bytes);
     }
     sizes.push_back(d.bytes);
+    devices.push_back(d);
   }
+  backend_name_ = backend->name();
   layout = std::make_unique<Layout>(sizes, bs, o.stripe_bytes);
   uint32_t n = static_cast<uint32_t>(backend->device_count());
   uint32_t lo = ceil_div(n, 4), hi = ceil_div(n, 2);
@@ -63,8 +65,15 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
 EngineImpl::~EngineImpl() { close(); }
 
 void EngineImpl::close() {
-  closed_.store(true);
-  for (auto& w : workers) w->stop();
+  {
+    std::lock_guard<std::mutex> g(submit_mu_);  // a submit either finished posting or sees closed_
+    if (closed_.exchange(true) && !backend) return;
+  }
+  for (auto& w : workers) w->stop();  // after the batches in flight ended
+  if (backend) {
+    backend_description_ = backend->describe();
+    backend.reset();  // closes the devices and drops their locks now, not when Python collects us
+  }
 }
 
 void EngineImpl::sync() {
@@ -132,6 +141,8 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
     return BatchHandle(b);
   }
   bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
+  std::lock_guard<std::mutex> g(submit_mu_);
+  GPUIO_EXPECT(!closed_.load(), "engine is closed");
   {
     std::lock_guard<std::mutex> g(timing_mu_);
     b->submitted = Clock::now();
@@ -142,7 +153,6 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   blocks_.fetch_add(n, std::memory_order_relaxed);
   (staged ? bytes_staged_ : bytes_direct_).fetch_add(n * opts.block_bytes, std::memory_order_relaxed);
   b->self = b;
-  std::lock_guard<std::mutex> g(submit_mu_);
   plan(*b, blocks, n, static_cast<uint8_t*>(buf), staged);
   for (size_t w = 0; w < outbox_.size(); ++w) {
     if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
@@ -165,7 +175,7 @@ void EngineImpl::on_batch_done(Batch& b) {
 
 EngineStats EngineImpl::stats() const {
   EngineStats s;
-  uint64_t busy_ns = 0;
+  double busy_seconds = 0;
   for (const auto& w : workers) {
     const WorkerCounters& c = w->counters();
     s.ops += c.ops.load(std::memory_order_relaxed);
@@ -173,10 +183,10 @@ EngineStats EngineImpl::stats() const {
     s.queue_full_events += c.queue_full.load(std::memory_order_relaxed);
     s.staging_exhausted_events += c.staging_exhausted.load(std::memory_order_relaxed);
     s.short_transfers += c.short_transfers.load(std::memory_order_relaxed);
-    busy_ns += c.busy_ns.load(std::memory_order_relaxed);
+    busy_seconds += w->busy_seconds();
     s.worker_cpu_seconds += w->cpu_seconds();
   }
-  s.busy_worker_seconds = busy_ns * 1e-9;
+  s.busy_worker_seconds = busy_seconds;
   s.batches = batches_.load(std::memory_order_relaxed);
   s.blocks = blocks_.load(std::memory_order_relaxed);
   s.bytes_direct = bytes_direct_.load(std::memory_order_relaxed);
@@ -184,10 +194,10 @@ EngineStats EngineImpl::stats() const {
   s.workers = static_cast<uint32_t>(workers.size());
   s.active_workers = controller->active();
   s.worker_adjustments = controller->adjustments();
-  std::string kind = backend->name();
+  const std::string& kind = backend_name_;
   if (s.bytes_direct > 0 || s.bytes_staged == 0) s.data_path = kind + (direct_align ? "+direct" : "+pagecache");
   if (s.bytes_staged > 0) s.data_path += (s.data_path.empty() ? "" : ",") + kind + "+staging";
-  s.backend = backend->describe();
+  s.backend = backend ? backend->describe() : backend_description_;
   return s;
 }
 
@@ -209,8 +219,8 @@ BatchHandle Engine::submit(IoOp op, const int64_t* blocks, size_t n, void* buf, 
 EngineStats Engine::stats() const { return impl_->stats(); }
 const EngineOptions& Engine::options() const { return impl_->opts; }
 uint64_t Engine::total_blocks() const { return impl_->layout->total_blocks(); }
-size_t Engine::device_count() const { return impl_->backend->device_count(); }
-const DeviceInfo& Engine::device(size_t i) const { return impl_->backend->device(i); }
+size_t Engine::device_count() const { return impl_->devices.size(); }
+const DeviceInfo& Engine::device(size_t i) const { return impl_->devices.at(i); }
 void Engine::close() { impl_->close(); }
 void Engine::set_device_mover(DeviceMover* m) { impl_->mover.store(m, std::memory_order_release); }
 FixedBuffer Engine::staging_region() const { return {impl_->staging->base(), impl_->staging->bytes()}; }

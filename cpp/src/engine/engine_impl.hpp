@@ -35,11 +35,13 @@ class EngineImpl {
   std::vector<std::unique_ptr<Worker>> workers;
   std::atomic<DeviceMover*> mover{nullptr};  // set by the CUDA layer for MemKind::device batches
   uint32_t direct_align = 0;  // memory alignment O_DIRECT needs (0: devices not direct)
+  std::vector<DeviceInfo> devices;  // kept after close(), which releases the backend (fds, locks)
 
  private:
   void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged);
   uint32_t pick_worker(uint32_t device, uint32_t active);
 
+  std::string backend_name_, backend_description_;
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<bool> closed_{false};
   std::mutex submit_mu_;  // serialises planning so per-worker vectors can be reused

@@ -1,5 +1,6 @@
 #include "engine/worker.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -39,6 +40,20 @@ double Worker::cpu_seconds() const {
     return final_cpu_seconds_;
   }
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+namespace {
+int64_t steady_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
+double Worker::busy_seconds() const {
+  // A worker that never sleeps would otherwise report no busy time at all until it stops.
+  int64_t since = counters_.busy_since_ns.load(std::memory_order_acquire);
+  uint64_t done = counters_.busy_ns.load(std::memory_order_acquire);
+  int64_t open = since < 0 ? 0 : std::max<int64_t>(0, steady_ns(Clock::now()) - since);
+  return (done + static_cast<uint64_t>(open)) * 1e-9;
 }
 
 void Worker::post(std::vector<Extent>& extents) {
@@ -214,16 +229,16 @@ void Worker::run(std::promise<void>& started) {
   }
   std::vector<IoCompletion> cqes(limits::reap_budget_max);
   auto busy_since = Clock::now();
+  counters_.busy_since_ns.store(steady_ns(busy_since), std::memory_order_release);
   for (;;) {
     bool copying = poll_copies();
     take_inbox();
     bool unblocked = prepare_pending();
-    int rc = queue_->submit();
-    GPUIO_ASSERT(rc >= 0 || rc == -EAGAIN || rc == -EBUSY || rc == -EINTR, "io queue submit failed");
     if (queue_->inflight() > 0) {
-      // Block for a completion only when nothing else can be done meanwhile (GPU copies are polled).
+      // Block for a completion only when nothing else can be done meanwhile (GPU copies are polled);
+      // submitting and waiting is one system call where the backend allows it.
       bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire) && !copying;
-      int n = queue_->reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
+      int n = queue_->submit_and_reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
       GPUIO_ASSERT(n >= 0 || n == -EINTR || n == -EAGAIN || n == -ETIME, "io queue reap failed");
       for (int i = 0; i < n; ++i) handle(cqes[i]);
       flush_copies();
@@ -234,11 +249,14 @@ void Worker::run(std::promise<void>& started) {
     if (!pending_.empty() || !retry_.empty()) continue;
     if (stop_.load(std::memory_order_acquire) && !has_inbox_.load(std::memory_order_acquire)) break;
     auto now = Clock::now();
+    counters_.busy_since_ns.store(-1, std::memory_order_release);
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count(),
-                                std::memory_order_relaxed);
+                                std::memory_order_release);
     sleep_until_posted();
     busy_since = Clock::now();
+    counters_.busy_since_ns.store(steady_ns(busy_since), std::memory_order_release);
   }
+  counters_.busy_since_ns.store(-1, std::memory_order_release);
   counters_.busy_ns.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - busy_since).count(),
       std::memory_order_relaxed);

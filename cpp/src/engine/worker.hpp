@@ -22,7 +22,8 @@ class EngineImpl;
 
 struct WorkerCounters {
   std::atomic<uint64_t> ops{0}, bytes{0}, queue_full{0}, staging_exhausted{0}, short_transfers{0};
-  std::atomic<uint64_t> busy_ns{0};
+  std::atomic<uint64_t> busy_ns{0};          // finished busy stretches
+  std::atomic<int64_t> busy_since_ns{-1};     // start of the current stretch (steady clock), -1 while asleep
 };
 
 class Worker {
@@ -36,6 +37,7 @@ class Worker {
   void post(std::vector<Extent>& extents);  // any thread; moves the extents out
   const WorkerCounters& counters() const { return counters_; }
   double cpu_seconds() const;  // CPU time of the worker thread so far
+  double busy_seconds() const;  // time spent with work so far, the current stretch included
 
  private:
   struct Inflight {

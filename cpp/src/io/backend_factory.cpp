@@ -15,7 +15,8 @@ std::unique_ptr<IoBackend> make_backend(const std::vector<std::string>& paths, c
   }
   if (kind == "uring") return detail::make_uring_backend(paths, opts);
   if (kind == "posix") return detail::make_posix_backend(paths, opts);
-  throw std::invalid_argument("unknown backend '" + kind + "': expected uring, posix or fault:<backend>");
+  if (kind == "sim") return detail::make_sim_backend(paths, opts);
+  throw std::invalid_argument("unknown backend '" + kind + "': expected uring, posix, sim or fault:<backend>");
 }
 
 }  // namespace gpuio

@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,9 +33,22 @@ bool direct_read_works(int fd, uint32_t align) {
   return r >= 0 || err != EINVAL;
 }
 
+// Exclusive flock, retried until wait_ms: bounded, so a live holder yields an error, never a hang.
+void lock_device(int fd, const std::string& path, uint32_t wait_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) fail(errno, path, "flock failed");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fail(EWOULDBLOCK, path, "locked by another engine for over " + std::to_string(wait_ms) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace
 
-DeviceSet::DeviceSet(const std::vector<std::string>& paths, bool direct, bool writable) {
+DeviceSet::DeviceSet(const std::vector<std::string>& paths, const BackendOptions& opts) {
+  const bool direct = opts.direct, writable = opts.writable;
   GPUIO_EXPECT(!paths.empty(), "at least one device path is needed, got an empty list");
   GPUIO_EXPECT(paths.size() <= limits::devices_max,
                "too many devices: " + std::to_string(paths.size()) + " > devices_max " +
@@ -53,6 +69,7 @@ DeviceSet::DeviceSet(const std::vector<std::string>& paths, bool direct, bool wr
       }
       if (fd < 0) fail(errno, path, "open failed");
       fds_.push_back(fd);
+      if (opts.lock) lock_device(fd, path, opts.lock_wait_ms);
       struct stat st {};
       if (fstat(fd, &st) != 0) fail(errno, path, "fstat failed");
       DeviceInfo info;

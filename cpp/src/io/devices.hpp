@@ -11,7 +11,7 @@ namespace gpuio::detail {
 class DeviceSet {
  public:
   // Throws IoError naming the path: unreadable, O_DIRECT unsupported (suggesting direct=False), ...
-  DeviceSet(const std::vector<std::string>& paths, bool direct, bool writable);
+  DeviceSet(const std::vector<std::string>& paths, const BackendOptions& opts);
   ~DeviceSet();
   DeviceSet(const DeviceSet&) = delete;
   DeviceSet& operator=(const DeviceSet&) = delete;

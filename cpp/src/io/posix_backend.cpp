@@ -104,7 +104,7 @@ class PosixQueue final : public IoQueue {
 class PosixBackend final : public IoBackend {
  public:
   PosixBackend(const std::vector<std::string>& paths, const BackendOptions& o)
-      : devs_(paths, o.direct, o.writable), threads_(o.posix_threads) {
+      : devs_(paths, o), threads_(o.posix_threads) {
     GPUIO_EXPECT(threads_ >= 1, "posix_threads must be >= 1, got 0");
   }
   const char* name() const override { return "posix"; }

@@ -99,6 +99,19 @@ class UringQueue final : public IoQueue {
     return n;
   }
 
+  // One io_uring_enter both submits and waits, where submit() followed by a blocking reap() took two.
+  int submit_and_reap(IoCompletion* out, int max, int wait_min) override {
+    if (prepared_ > 0 || wait_min > 0) {
+      int rc = wait_min > 0 ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit(&ring_);
+      if (rc >= 0) {
+        prepared_ = 0;
+      } else if (rc != -EAGAIN && rc != -EBUSY && rc != -EINTR && rc != -ETIME) {
+        return rc;
+      }
+    }
+    return reap(out, max, 0);  // what is there now; a wait cut short (EINTR) just loops in the caller
+  }
+
   uint32_t depth() const override { return depth_; }
   uint32_t inflight() const override { return inflight_; }
   bool fixed_buffers() const { return fixed_ok_; }
@@ -135,7 +148,7 @@ bool iopoll_supported(const DeviceSet& devs) {
 class UringBackend final : public IoBackend {
  public:
   UringBackend(const std::vector<std::string>& paths, const BackendOptions& o)
-      : devs_(paths, o.direct, o.writable), sqpoll_(o.sqpoll), iopoll_requested_(o.iopoll) {
+      : devs_(paths, o), sqpoll_(o.sqpoll), iopoll_requested_(o.iopoll) {
     iopoll_ = iopoll_requested_ && iopoll_supported(devs_);
   }
   const char* name() const override { return "uring"; }

@@ -9,6 +9,13 @@ import typer
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="gpuio: GPU storage stack (engine, GPU path, caches, streams, simulator).")
 
+
+@app.callback()
+def _group() -> None:
+    # Without a callback, typer runs a lone registered command as the whole program, so `gpuio bench`
+    # would fail with "unexpected extra argument" while bench is the only command module present.
+    pass
+
 # command name -> (module, attribute, help). A sub-app attribute (typer.Typer) becomes a command group.
 _COMMANDS = {
     "info": ("gpuio.cli.info", "info", "What this platform offers: io_uring features, GPU, data paths."),

@@ -91,6 +91,9 @@ class StreamStore:
         self._writers: dict[int, StreamHandle] = {}
         self._readers: dict[int, int] = {}       # stream id -> open readers
         self._consumers: set[StreamReader] = set()  # read_and_destroy readers: hold blocks off the table
+        # One store per device set: the exclusive lock also makes a restart after kill -9 wait until the
+        # killed process's in-flight writes have ended (the kernel drops the lock only then).
+        engine_options.setdefault("lock", True)
         self._engine = Engine(paths, block_size=block_size, **engine_options)
         try:
             self._sb = self._mount(streams_max)

@@ -1,0 +1,43 @@
+// gpuio._core.raw_bench: the in-tree raw-device reference (bench/raw.hpp) for `gpuio bench`.
+// Runs with the GIL released so Python threads (progress display) keep going.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "bench/raw.hpp"
+#include "bindings/registry.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+GPUIO_BIND(bench, 50) {
+  m.def(
+      "raw_bench",
+      [](const std::string& path, uint32_t block_bytes, uint32_t queue_depth, uint32_t threads, double seconds,
+         bool uring, bool sequential, bool write, bool direct, uint64_t ops_max) {
+        gpuio::bench::RawOptions o;
+        o.path = path;
+        o.block_bytes = block_bytes;
+        o.queue_depth = queue_depth;
+        o.threads = threads;
+        o.seconds = seconds;
+        o.uring = uring;
+        o.sequential = sequential;
+        o.write = write;
+        o.direct = direct;
+        o.ops_max = ops_max;
+        gpuio::bench::RawResult r;
+        {
+          nb::gil_scoped_release unlocked;
+          r = gpuio::bench::run_raw(o);
+        }
+        nb::dict d;
+        d["ops"] = r.ops;
+        d["bytes"] = r.bytes;
+        d["seconds"] = r.seconds;
+        d["cpu_seconds"] = r.cpu_seconds;
+        return d;
+      },
+      "path"_a, "block_bytes"_a = 4096, "queue_depth"_a = 32, "threads"_a = 1, "seconds"_a = 1.0, "uring"_a = true,
+      "sequential"_a = false, "write"_a = false, "direct"_a = true, "ops_max"_a = 0,
+      "Raw O_DIRECT reference (iobench algorithm). Returns dict(ops, bytes, seconds, cpu_seconds).");
+}

@@ -1,0 +1,238 @@
+// sim backend: N emulated SSDs. Data lives in a SimStore (memory or backing file) and moves at submit();
+// the flash model (gpuio/sim.hpp) says when each request completes. Paced: a completion is handed out by
+// reap() only once the wall clock since the backend started passes the model's completion time, so the
+// devices behave like real SSDs of the preset's speed. Free-running: completions are ready at once and
+// each queue's model time advances to the completions it reaps (for fast functional tests).
+// Threads: each device's model has its own mutex (held for the O(pages) model update only); a queue is
+// owned by one thread as the IoQueue contract says.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "gpuio/sim.hpp"
+#include "gpuio/status.hpp"
+#include "io/backends.hpp"
+#include "io/sim_store.hpp"
+
+namespace gpuio::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct SimDevice {
+  DeviceInfo info;
+  std::unique_ptr<SimStore> store;
+  std::mutex mu;
+  sim::Ssd model;
+  SimDevice(DeviceInfo i, std::unique_ptr<SimStore> s, const sim::SsdConfig& c)
+      : info(std::move(i)), store(std::move(s)), model(c) {}
+};
+
+// The preset, with as many blocks (or pages per block) as the device's capacity needs.
+sim::SsdConfig model_config(const SimOptions& o) {
+  sim::SsdConfig c = sim::preset(o.preset);
+  if (o.channels) c.geometry.channels = o.channels;
+  if (o.write_buffer_pages >= 0) c.write_buffer_pages = static_cast<uint32_t>(o.write_buffer_pages);
+  c.seed = o.seed;
+  c.host_queues = limits::workers_max;
+  c.queue_depth = limits::queue_depth_max;
+  sim::Geometry& g = c.geometry;
+  double usable = 1.0 - c.overprovision;
+  uint64_t row = g.planes() * g.page_bytes;  // bytes of one page in every plane
+  g.blocks_per_plane = 64;                   // enough blocks that the GC reserve fits in the spare area
+  uint64_t ppb = static_cast<uint64_t>(static_cast<double>(o.device_bytes) / usable / (row * 64)) + 1;
+  if (ppb <= g.pages_per_block) {
+    g.pages_per_block = static_cast<uint32_t>(ppb);
+  } else {
+    g.blocks_per_plane = static_cast<uint32_t>(o.device_bytes / usable / (row * g.pages_per_block)) + 1;
+  }
+  sim::validate(c);
+  return c;
+}
+
+// GPUIO_SIM overrides (see io.hpp). Throws std::invalid_argument naming the bad key or value.
+SimOptions with_env_overrides(SimOptions o) {
+  const char* env = std::getenv("GPUIO_SIM");
+  if (!env || !*env) return o;
+  std::string all(env);
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t end = all.find(',', pos);
+    if (end == std::string::npos) end = all.size();
+    std::string item = all.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    GPUIO_EXPECT(eq != std::string::npos, "GPUIO_SIM: '" + item + "' is not key=value");
+    std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    auto num = [&](void) -> long long {
+      char* e = nullptr;
+      long long x = std::strtoll(v.c_str(), &e, 10);
+      GPUIO_EXPECT(!v.empty() && *e == 0, "GPUIO_SIM: " + k + "='" + v + "' is not an integer");
+      return x;
+    };
+    if (k == "preset") o.preset = v;
+    else if (k == "channels") o.channels = static_cast<uint32_t>(num());
+    else if (k == "device_bytes") o.device_bytes = static_cast<uint64_t>(num());
+    else if (k == "paced") o.paced = num() != 0;
+    else if (k == "write_buffer_pages") o.write_buffer_pages = num();
+    else if (k == "seed") o.seed = static_cast<uint64_t>(num());
+    else if (k == "backing_dir") o.backing_dir = v;
+    else throw std::invalid_argument("GPUIO_SIM: unknown key '" + k + "' (known: preset, channels, device_bytes, "
+                                     "paced, write_buffer_pages, seed, backing_dir)");
+  }
+  return o;
+}
+
+class SimBackend;
+
+class SimQueue final : public IoQueue {
+ public:
+  SimQueue(SimBackend& be, uint32_t depth, uint32_t host_queue);
+  bool prepare(const IoRequest& r) override {
+    if (inflight_ >= depth_) return false;
+    prepared_.push_back(r);
+    ++inflight_;
+    return true;
+  }
+  int submit() override;
+  int reap(IoCompletion* out, int max, int wait_min) override;
+  uint32_t depth() const override { return depth_; }
+  uint32_t inflight() const override { return inflight_; }
+
+ private:
+  struct Pending {
+    uint64_t due_ns;
+    IoCompletion c;
+    bool operator>(const Pending& o) const { return due_ns > o.due_ns; }
+  };
+  int32_t execute(const IoRequest& r, uint64_t& due);
+
+  SimBackend& be_;
+  uint32_t depth_, host_queue_, inflight_ = 0;
+  uint64_t vnow_ = 0;  // free-running model time of this queue
+  std::vector<IoRequest> prepared_;
+  std::vector<Pending> pending_;  // min-heap by due_ns
+};
+
+class SimBackend final : public IoBackend {
+ public:
+  SimBackend(const std::vector<std::string>& paths, const BackendOptions& o)
+      : opts_(with_env_overrides(o.sim)), t0_(Clock::now()) {
+    GPUIO_EXPECT(!paths.empty(), "sim backend: no devices given");
+    GPUIO_EXPECT(paths.size() <= limits::devices_max, "sim backend: " + std::to_string(paths.size()) +
+                 " devices exceed devices_max=" + std::to_string(limits::devices_max));
+    GPUIO_EXPECT(opts_.device_bytes >= (1u << 20) && opts_.device_bytes % 4096 == 0,
+                 "sim backend: device_bytes=" + std::to_string(opts_.device_bytes) + " must be a multiple of 4096 and >= 1 MiB");
+    sim::SsdConfig cfg = model_config(opts_);
+    for (const std::string& p : paths) {
+      GPUIO_EXPECT(!p.empty() && p.find('/') == std::string::npos,
+                   "sim backend: device name '" + p + "' must be a plain name like sim0");
+      DeviceInfo info;
+      info.path = p;
+      info.bytes = opts_.device_bytes;
+      info.logical_block_bytes = 512;
+      std::string file = opts_.backing_dir.empty() ? "" : opts_.backing_dir + "/" + p + ".img";
+      devs_.push_back(std::make_unique<SimDevice>(info, std::make_unique<SimStore>(opts_.device_bytes, file), cfg));
+      GPUIO_ASSERT(devs_.back()->model.logical_bytes() >= opts_.device_bytes, "sim model smaller than the device");
+    }
+  }
+  const char* name() const override { return "sim"; }
+  size_t device_count() const override { return devs_.size(); }
+  const DeviceInfo& device(size_t i) const override { return devs_.at(i)->info; }
+  std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>&) override {
+    GPUIO_EXPECT(depth > 0 && depth <= limits::queue_depth_max,
+                 "sim backend: queue depth " + std::to_string(depth) + " must lie in [1, queue_depth_max]");
+    return std::make_unique<SimQueue>(*this, depth, queues_.fetch_add(1) % limits::workers_max);
+  }
+  std::string describe() const override {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "sim(preset=%s paced=%s devices=%zu device_bytes=%llu channels=%u write_buffer_pages=%u store=%s%s)",
+                  opts_.preset.c_str(), opts_.paced ? "on" : "off", devs_.size(),
+                  static_cast<unsigned long long>(opts_.device_bytes), devs_[0]->model.config().geometry.channels,
+                  devs_[0]->model.config().write_buffer_pages, opts_.backing_dir.empty() ? "memory" : "file",
+                  std::getenv("GPUIO_SIM") ? " env=GPUIO_SIM" : "");
+    return buf;
+  }
+  void sync() override {
+    for (auto& d : devs_) d->store->sync();
+  }
+  SimDevice& dev(size_t i) { return *devs_[i]; }
+  bool paced() const { return opts_.paced; }
+  uint64_t now_ns() const {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count());
+  }
+
+ private:
+  SimOptions opts_;
+  Clock::time_point t0_;
+  std::vector<std::unique_ptr<SimDevice>> devs_;
+  std::atomic<uint32_t> queues_{0};
+};
+
+SimQueue::SimQueue(SimBackend& be, uint32_t depth, uint32_t host_queue)
+    : be_(be), depth_(depth), host_queue_(host_queue) {
+  prepared_.reserve(depth);
+  pending_.reserve(depth);
+}
+
+int32_t SimQueue::execute(const IoRequest& r, uint64_t& due) {
+  due = be_.paced() ? be_.now_ns() : vnow_;
+  if (r.device >= be_.device_count()) return -ENODEV;
+  SimDevice& d = be_.dev(r.device);
+  if (r.len == 0 || r.offset + r.len > d.info.bytes) return -EINVAL;
+  if (!r.buf) return -EFAULT;
+  int32_t res = r.op == IoOp::read ? d.store->read(r.buf, r.offset, r.len) : d.store->write(r.buf, r.offset, r.len);
+  if (res < 0) return res;
+  std::lock_guard<std::mutex> g(d.mu);
+  uint64_t arrival = be_.paced() ? be_.now_ns() : vnow_;
+  due = d.model.submit(sim::Request{arrival, r.offset, r.len, r.op == IoOp::write, host_queue_});
+  return res;
+}
+
+int SimQueue::submit() {
+  int n = static_cast<int>(prepared_.size());
+  for (const IoRequest& r : prepared_) {
+    uint64_t due = 0;
+    int32_t res = execute(r, due);
+    pending_.push_back({due, {r.user_data, res}});
+    std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
+  }
+  prepared_.clear();
+  return n;
+}
+
+int SimQueue::reap(IoCompletion* out, int max, int wait_min) {
+  int n = 0;
+  wait_min = std::min(wait_min, max);
+  for (;;) {
+    uint64_t now = be_.paced() ? be_.now_ns() : UINT64_MAX;
+    while (n < max && !pending_.empty() && pending_.front().due_ns <= now) {
+      std::pop_heap(pending_.begin(), pending_.end(), std::greater<>());
+      out[n++] = pending_.back().c;
+      vnow_ = std::max(vnow_, pending_.back().due_ns);
+      pending_.pop_back();
+      --inflight_;
+    }
+    if (n >= wait_min || pending_.empty()) return n;
+    uint64_t wait = pending_.front().due_ns - now;  // > 0: the loop above took everything due
+    if (wait > 200000)
+      std::this_thread::sleep_for(std::chrono::nanoseconds(wait - 100000));
+    else
+      std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<IoBackend> make_sim_backend(const std::vector<std::string>& paths, const BackendOptions& o) {
+  return std::make_unique<SimBackend>(paths, o);
+}
+
+}  // namespace gpuio::detail

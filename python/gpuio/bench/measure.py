@@ -1,0 +1,96 @@
+"""One measured pass: the engine (through gpuio.Engine, as an application drives it) or the raw reference.
+
+Both return the same record: bytes moved, wall seconds, process CPU seconds (getrusage, so the
+engine's figure includes its workers, the submitting Python thread and any kernel io workers, and the
+raw figure all of its threads). Time-bound: requests keep being issued until `seconds` elapse.
+"""
+from __future__ import annotations
+
+import collections
+import resource
+import time
+
+import numpy as np
+
+from .._buffers import aligned_empty
+from ..engine import Engine
+from .workloads import EngineConfig, RawConfig, Workload
+
+BLOCK_BYTES = 4096
+
+
+def process_cpu_seconds() -> float:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+class _BlockSource:
+    """Batches of logical block ids: runs of request_bytes/4096 blocks, random or sequential.
+    Random batches come from a pre-drawn pool so drawing them costs nothing inside the timed loop."""
+
+    def __init__(self, w: Workload, total_blocks: int, seed: int, pool: int = 32):
+        self.per = w.request_bytes // BLOCK_BYTES
+        self.requests = total_blocks // self.per
+        self.n = w.batch_requests
+        self.sequential = w.sequential
+        self.cursor = 0
+        step = np.arange(self.per, dtype=np.int64)
+        if not self.sequential:
+            rng = np.random.default_rng(seed)
+            self.pool = [((rng.integers(0, self.requests, self.n, dtype=np.int64) * self.per)[:, None]
+                          + step).ravel() for _ in range(pool)]
+        else:
+            self.step = np.arange(self.n * self.per, dtype=np.int64)
+        self.i = 0
+
+    def next(self) -> np.ndarray:
+        self.i += 1
+        if not self.sequential:
+            return self.pool[self.i % len(self.pool)]
+        if self.cursor + self.n > self.requests:
+            self.cursor = 0
+        first = self.cursor * self.per
+        self.cursor += self.n
+        return self.step + first
+
+
+def engine_pass(path: str, w: Workload, cfg: EngineConfig, workers: int, seconds: float, seed: int = 0) -> dict:
+    with Engine(path, backend=cfg.backend, workers=workers, direct=True, queue_depth=cfg.queue_depth) as eng:
+        src = _BlockSource(w, eng.total_blocks, seed)
+        if src.requests < w.batch_requests:
+            raise ValueError(f"data file too small for {w.name}: {src.requests} requests of "
+                             f"{w.request_bytes} bytes, a batch needs {w.batch_requests}")
+        batch_bytes = w.batch_requests * w.request_bytes
+        bufs = [aligned_empty(batch_bytes) for _ in range(w.batches_inflight)]
+        for i, b in enumerate(bufs):  # touch every page before timing, as the raw reference does
+            b[:] = np.frombuffer(np.random.default_rng(seed + i).bytes(64), np.uint8).repeat(len(b) // 64)
+        submit = eng.read_async if w.op == "read" else eng.write_async
+        s0, cpu0, t0 = eng.stats(), process_cpu_seconds(), time.perf_counter()
+        end = t0 + seconds
+        inflight = collections.deque(submit(src.next(), b) for b in bufs)
+        batches = 0
+        while inflight:
+            h = inflight.popleft()
+            buf = h.wait()
+            batches += 1
+            if time.perf_counter() < end:
+                inflight.append(submit(src.next(), buf))
+        t1, cpu1, s1 = time.perf_counter(), process_cpu_seconds(), eng.stats()
+    nbytes = batches * batch_bytes
+    return {
+        "bytes": nbytes, "seconds": t1 - t0, "cpu_seconds": cpu1 - cpu0,
+        "requests": nbytes // w.request_bytes, "device_ops": s1["ops"] - s0["ops"],
+        "worker_cpu_seconds": s1["worker_cpu_seconds"] - s0["worker_cpu_seconds"],
+        "busy_worker_seconds": s1["busy_worker_seconds"] - s0["busy_worker_seconds"],
+        "workers": s1["workers"], "active_workers": s1["active_workers"],
+        "data_path": s1["data_path"], "backend_detail": s1["backend"],
+    }
+
+
+def raw_pass(path: str, w: Workload, cfg: RawConfig, seconds: float) -> dict:
+    from .. import _core
+
+    r = _core.raw_bench(path, block_bytes=w.request_bytes, queue_depth=cfg.queue_depth, threads=cfg.threads,
+                        seconds=seconds, uring=cfg.uring, sequential=w.sequential, write=w.op == "write",
+                        direct=True)
+    return {"bytes": r["bytes"], "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"], "requests": r["ops"]}

@@ -1,0 +1,88 @@
+"""`gpuio bench`: the engine against the raw device, side by side in one run (measurement logic lives in
+gpuio.bench; this file parses options and displays)."""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import typer
+
+
+def bench(
+    size: str = typer.Option("1G", help="Data file size (e.g. 512M, 8G); written with real data once, reused."),
+    file: str = typer.Option("gpuio-bench.dat", help="Data file (created in the current directory by default)."),
+    repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
+    seconds: float = typer.Option(1.0, min=0.01, help="Seconds per measured pass."),
+    workers: int = typer.Option(2, min=1, help="Engine worker threads (fixed)."),
+    cold: bool = typer.Option(False, "--cold", help="sync + drop caches before each pass (needs root)."),
+    workload: Optional[List[str]] = typer.Option(None, help="Only workloads whose name contains this (repeatable)."),
+    backend: Optional[List[str]] = typer.Option(None, help="Engine backends (default: uring and posix)."),
+    engine_qd: Optional[List[int]] = typer.Option(None, "--engine-qd",
+                                                  help="Engine ring depths per worker to try (default: 32 and 128)."),
+    json_path: str = typer.Option("gpuio-bench.json", "--json", help="Where the full results go."),
+    plot: Optional[str] = typer.Option(None, help="Write a PNG of the ratios here (needs matplotlib)."),
+    quick: bool = typer.Option(False, help="Tiny CI run: 64M file, 1 round, 0.05 s passes."),
+) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .. import bench as gb
+    from ..bench import cache, meta, report
+    from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS
+
+    console = Console(width=max(Console().width, 200))  # the table is wide; never wrap it into unreadable cells
+    if quick:
+        size, repeats, seconds = ("64M" if size == "1G" else size), 1, min(seconds, 0.05)
+    try:
+        nbytes = gb.parse_size(size)
+        chosen = gb.workloads.select(workload)
+    except ValueError as e:
+        raise typer.BadParameter(str(e))
+    path = os.path.abspath(file)
+    o = gb.Options(path=path, size_bytes=nbytes, workloads=chosen, repeats=repeats, seconds=seconds,
+                   workers=workers, cold=cold, backends=tuple(backend or ENGINE_BACKENDS),
+                   engine_queue_depths=tuple(engine_qd or ENGINE_QUEUE_DEPTHS))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        t = bar.add_task(f"writing {size} of data to {file}", total=nbytes)
+        wrote = gb.create_data_file(path, nbytes, progress=lambda d, _: bar.update(t, completed=d))
+        bar.remove_task(t)
+        t = bar.add_task("measuring", total=gb.runner.passes(o))
+
+        out = gb.run(o, on_pass=lambda desc, done: bar.update(t, description=desc, completed=done))
+    rows = gb.summarize(chosen, out["samples"], o.backends)
+    regime = cache.regime(cold, out["cache_failure"])
+    info = meta.collect(path)
+    info.update(file=path, size_bytes=nbytes, data_written_now=wrote, cache_regime=regime,
+                cache_note=out["cache_failure"], repeats=repeats, seconds_per_pass=seconds, workers=workers)
+    if cold and out["cache_failure"]:
+        console.print(f"[yellow]--cold: could not drop caches ({out['cache_failure']}); O_DIRECT still bypasses "
+                      "the page cache[/]")
+    elif not cold:
+        console.print("[dim]page cache not dropped (no --cold); every pass uses O_DIRECT, which bypasses it[/]")
+    console.print(_table(rows, size, regime, info))
+    report.write_json(json_path, report.document(info, rows, out["samples"]))
+    console.print(f"JSON: {json_path}")
+    if plot:
+        report.plot(plot, rows, f"gpuio / raw, {info['device']} ({info['host']}), {regime}, {size}")
+        console.print(f"plot: {plot}")
+
+
+def _table(rows, size, regime, info):
+    from rich.table import Table
+
+    from ..bench.report import fmt_figure
+
+    t = Table(title=f"gpuio bench: {info['device']} on {info['host']}, {info['date']}, commit {info['commit']}")
+    for c in ("workload", "file", "cache", "data path x workers QD", "gpuio", "best raw (config)", "ratio [min-max]",
+              "CPU us/op gpuio / raw (ratio)", "workers busy"):
+        t.add_column(c)
+    for r in rows:
+        g, w, ra, cpu = r["gpuio"], r["raw_best"], r["ratio"], r["cpu_us_per_op"]
+        t.add_row(r["workload"], size, regime, f"{r['data_path']} x{r['workers']} {r['gpuio_config'].split()[-1]}",
+                  fmt_figure(r["unit"], g["median"]) + (" IOPS" if r["unit"] == "IOPS" else ""),
+                  f"{fmt_figure(r['unit'], w['median'])} ({r['raw_best_config'].removeprefix('raw ')})",
+                  f"{ra['median']:.2f} [{ra['min']:.2f}-{ra['max']:.2f}]",
+                  f"{cpu['gpuio']:.2f} / {cpu['raw']:.2f} ({cpu['ratio']:.2f})",
+                  f"{r['workers_busy']:.2f}")
+    return t

@@ -1,0 +1,106 @@
+"""The flash simulator (DESIGN.md layer 8) from Python: SSD trace replay, synthetic workloads and the ZnG
+platform study. The models run in C++ (``gpuio._core``); results come back as plain dicts.
+
+    >>> import gpuio.sim as sim
+    >>> r = sim.replay("tpcc-small.trace", preset="znand")      # dict: iops, latency p50/p99/p99.9, waf, gc...
+    >>> rows = sim.zng_report("out/", scale=0.25)               # table + plots of the six platforms
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from gpuio import _core
+
+__all__ = ["presets", "load_trace", "synthesize", "replay", "ReplayResult", "zng_platforms", "zng_workloads",
+           "zng_generate", "zng_load_trace", "zng_run", "zng_report", "ORDERED_PLATFORMS"]
+
+# The ZnG paper's claimed bandwidth ordering among its own designs, checked by zng_report.
+ORDERED_PLATFORMS = ("zng", "zng-wropt", "zng-rdopt")
+
+
+def presets() -> list[str]:
+    return list(_core.sim_presets())
+
+
+def load_trace(path: str | os.PathLike, format: str = "auto"):
+    """Parse a DiskSim ASCII or blkparse text trace (format: auto | disksim | blkparse)."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"trace '{p}' does not exist")
+    return _core.sim_load_trace(p, format)
+
+
+def synthesize(preset: str = "znand", requests: int = 100_000, request_bytes: int = 4096, read_ratio: float = 1.0,
+               sequential: bool = False, span_bytes: int = 0, queues: int = 1, seed: int = 1):
+    """Closed-loop synthetic requests (all arrive at t=0; the queue depth given to replay() stays outstanding)."""
+    return _core.sim_synthesize(preset, requests, request_bytes, read_ratio, sequential, span_bytes, queues, seed)
+
+
+@dataclass
+class ReplayResult:
+    stats: dict               # the model's statistics (simulated time)
+    model_seconds: float      # wall time the model took (this thread), parsing excluded
+    requests: int
+    config: dict = field(default_factory=dict)
+
+    @property
+    def requests_per_second(self) -> float:
+        """Simulation speed: requests simulated per wall second on one core."""
+        return self.requests / self.model_seconds if self.model_seconds > 0 else math.inf
+
+
+def replay(trace, preset: str = "znand", queue_depth: int | None = None, host_queues: int | None = None,
+           prefill: float = 0.0, write_buffer_pages: int | None = None, channels: int | None = None,
+           blocks_per_plane: int | None = None, seed: int = 1, repeat: int = 1) -> ReplayResult:
+    """Replay a trace (a path or a loaded/synthesized trace) through a fresh simulated SSD.
+
+    queue_depth/host_queues/write_buffer_pages/channels/blocks_per_plane: None keeps the preset's value.
+    prefill: fraction of the drive mapped before the run (steady-state GC). repeat: replay the trace that many
+    times back to back (for speed measurements on short traces).
+    """
+    if isinstance(trace, (str, os.PathLike)):
+        trace = load_trace(trace)
+    text, secs = _core.sim_replay(trace, preset, queue_depth or 0, host_queues or 0, prefill,
+                                  -1 if write_buffer_pages is None else write_buffer_pages, channels or 0,
+                                  blocks_per_plane or 0, seed, repeat)
+    cfg = dict(preset=preset, queue_depth=queue_depth, host_queues=host_queues, prefill=prefill,
+               write_buffer_pages=write_buffer_pages, channels=channels, seed=seed, repeat=repeat)
+    return ReplayResult(json.loads(text), secs, len(trace) * repeat, cfg)
+
+
+def zng_platforms() -> list[str]:
+    return list(_core.zng_platforms())
+
+
+def zng_workloads() -> list[str]:
+    return list(_core.zng_workloads())
+
+
+def zng_generate(workload: str, scale: float = 1.0, seed: int = 1):
+    return _core.zng_generate(workload, scale, seed)
+
+
+def zng_load_trace(path: str | os.PathLike):
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"GPU trace '{p}' does not exist")
+    return _core.zng_load_trace(p)
+
+
+def zng_run(trace, platform: str = "zng", grouped_registers: bool | None = None, registers_per_plane: int = 0,
+            l2_bytes: int = 0) -> dict:
+    g = -1 if grouped_registers is None else int(bool(grouped_registers))
+    return json.loads(_core.zng_run(trace, platform, g, registers_per_plane, l2_bytes))
+
+
+
+def zng_report(out_dir: str | os.PathLike = ".", scale: float = 1.0, workloads: Sequence[str] | None = None,
+               seed: int = 1, traces: dict | None = None, plots: bool = True) -> dict:
+    """Run every platform on every workload; write zng_report.md, zng_report.json and (plots=True) PNG plots
+    into out_dir. traces: optional {name: ZngTrace} used instead of generated ones. Returns the report dict."""
+    from gpuio import _sim_report
+    return _sim_report.build(out_dir, scale, workloads, seed, traces, plots)
