@@ -2,11 +2,13 @@
 
 Issue 4 asks: "on a cache-missing gather, >= 0.85 x the raw device's 4 KiB random-read rate". This
 measures, on real-data files (random float32, O_DIRECT), interleaved, --repeats times, median:
+  ref        gpuio.bench's in-process raw reference: C++ io_uring, 2 threads x QD128 (where built)
   raw        n random 4 KiB blocks through gpuio.Engine (workers=--workers, 4 KiB-aligned buffers,
              --inflight async batches in flight at once)
   tf         TensorFile.gather of random rows (one row per distinct block), in calls of --batch rows
   fs         FeatureStore.gather of the same kind of rows, cache far smaller than the table (misses)
-for rows of 4096 B and 512 B. Prints rows/s, blocks/s and each one's ratio to raw blocks/s.
+for rows of 4096 B and 512 B. Prints rows/s, blocks/s, each one's ratio to the raw pass just before
+it, and to the reference of the same repeat ("vs ref": the judged ratio).
 
     .venv/bin/python benchmarks/gather_rate.py --workdir /tmp/gr --file-mib 512 --repeats 5
 Cache regime: O_DIRECT reads (the page cache is bypassed); the files are written once with real data.
@@ -85,6 +87,17 @@ def raw_rate(engine, base_block: int, nblocks: int, n: int, inflight: int, g: to
     return n / (time.perf_counter() - t0)
 
 
+def ref_rate(path: str, seconds: float, threads: int = 2, queue_depth: int = 128) -> float | None:
+    """IOPS of gpuio.bench's in-process raw reference (C++ io_uring, O_DIRECT, 4 KiB random reads; no
+    engine, no Python): what the device can do. None where this build has no raw_bench."""
+    from gpuio import _core
+    if not hasattr(_core, "raw_bench") or seconds <= 0:
+        return None
+    r = _core.raw_bench(path, block_bytes=4096, queue_depth=queue_depth, threads=threads, seconds=seconds,
+                        uring=True, sequential=False, write=False, direct=True)
+    return r["ops"] / r["seconds"]
+
+
 def batched_rate(gather, rows: torch.Tensor, batch: int, blocks_read) -> tuple[float, float, float]:
     """(rows/s, blocks/s, caller-thread CPU us per row) of gather() over `rows` in calls of `batch` rows.
     The CPU figure is the Python-side cost the engine's own threads do not pay; noise hardly moves it."""
@@ -124,19 +137,28 @@ def run(a) -> dict:
     base, nblocks = raw_tf.data_offset // raw_tf.block_size, raw_tf.nbytes // raw_tf.block_size
     runs: dict[str, list] = {"raw blocks/s": []}
     ratios: dict[str, list] = {}
+    ref_ratios: dict[str, list] = {}
+    ref = [None]
 
     def measure(name, gather, tf):
         # paired: a raw pass right before each measured pass, so the ratio sees the same machine load
         raw = raw_rate(raw_tf.engine, base, nblocks, a.rows, a.inflight, g)
         runs["raw blocks/s"].append(raw)
+        if ref[0]:
+            ref_ratios.setdefault("raw blocks/s", []).append(raw / ref[0])
         r, b, cpu = batched_rate(gather, one_row_per_block(tf, a.rows, g).to(a.device), a.batch,
                                  lambda: tf.stats()["blocks_read"])
         runs.setdefault(f"{name} cpu us/row", []).append(cpu)
         for unit, v in (("rows/s", r), ("blocks/s", b)):
             runs.setdefault(f"{name} {unit}", []).append(v)
             ratios.setdefault(f"{name} {unit}", []).append(v / raw)
+            if ref[0]:
+                ref_ratios.setdefault(f"{name} {unit}", []).append(v / ref[0])
 
     for rep in range(a.repeats):  # interleaved: every configuration once per repeat
+        ref[0] = ref_rate(raw_tf.path, a.ref_seconds)
+        if ref[0]:
+            runs.setdefault("ref IOPS (2x QD128)", []).append(ref[0])
         for rb, tf in tfs.items():
             measure(f"tf {rb} B", tf.gather, tf)
             fs = FeatureStore(tf, gpu_cache_bytes=a.cache_kib << 10, host_cache_rows=0, window=0,
@@ -145,25 +167,28 @@ def run(a) -> dict:
     a.data_path = tfs[4096].stats()["engine"].get("data_path", "?")
     for tf in tfs.values():
         tf.close()
-    return runs, ratios
+    return runs, ratios, ref_ratios
 
 
-def report(runs: dict, ratios: dict, a) -> dict:
+def report(runs: dict, ratios: dict, ref_ratios: dict, a) -> dict:
     """Table: median and spread of each rate; ratio = median over pairs of (measure / raw just before)."""
     med = {k: statistics.median(v) for k, v in runs.items()}
     rmed = {k: statistics.median(v) for k, v in ratios.items()}
+    fmed = {k: statistics.median(v) for k, v in ref_ratios.items() if v}
     print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} qd={a.queue_depth} "
           f"inflight={a.inflight} cache={a.cache_kib} KiB repeats={a.repeats} device={a.device} (O_DIRECT, "
           f"real data; data path {a.data_path})")
-    print(f"{'measure':<22}{'median':>10}{'spread':>10}{'ratio vs raw':>14}{'ratio spread':>14}")
+    print(f"{'measure':<22}{'median':>10}{'spread':>10}{'ratio vs raw':>14}{'ratio spread':>14}{'vs ref':>10}")
     for k, v in runs.items():
         if k.endswith("us/row"):
             print(f"{k:<22}{med[k]:>10.2f}{max(v) - min(v):>10.2f}")
             continue
         ratio = (f"{rmed[k]:>14.3f}{max(ratios[k]) - min(ratios[k]):>14.3f}" if k in ratios
-                 else f"{'1.000':>14}{'':>14}")
-        print(f"{k:<22}{med[k]:>10.0f}{max(v) - min(v):>10.0f}{ratio}")
-    return {"args": vars(a), "runs": runs, "ratios": ratios, "median": med, "ratio_median": rmed}
+                 else f"{'1.000' if k == 'raw blocks/s' else '':>14}{'':>14}")
+        vs_ref = f"{fmed[k]:>10.3f}" if k in fmed else f"{'1.000' if k.startswith('ref') else '':>10}"
+        print(f"{k:<22}{med[k]:>10.0f}{max(v) - min(v):>10.0f}{ratio}{vs_ref}")
+    return {"args": vars(a), "runs": runs, "ratios": ratios, "ref_ratios": ref_ratios, "median": med,
+            "ratio_median": rmed, "ref_ratio_median": fmed}
 
 
 def main(argv=None):
@@ -178,6 +203,8 @@ def main(argv=None):
     p.add_argument("--cache-kib", type=int, default=1024, help="FeatureStore page-cache budget")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ref-seconds", type=float, default=0.5,
+                   help="in-process raw reference (gpuio.bench's) pass per repeat; 0: skip")
     p.add_argument("--device", default="cpu", help="where rows are delivered (cpu or cuda)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
