@@ -11,22 +11,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 @app.callback()
-def _group() -> None:
-    # Without a callback, typer runs a lone registered command as the whole program, so `gpuio bench`
-    # would fail with "unexpected extra argument" while bench is the only command module present.
-    pass
-
-# command name -> (module, attribute, help). A sub-app attribute (typer.Typer) becomes a command group.
-_COMMANDS = {
-    "info": ("gpuio.cli.info", "info", "What this platform offers: io_uring features, GPU, data paths."),
-    "demo": ("gpuio.cli.demo", "demo", "Run the main job on a data file in the current directory."),
-    "bench": ("gpuio.cli.bench", "bench", "Engine vs raw device benchmark, side by side, ratios."),
-    "import": ("gpuio.cli.importer", "import_", "Convert .npy/.pt/raw files to a gpuio TensorFile."),
-    "sim": ("gpuio.cli.sim", "app", "Flash simulator: trace replay and ZnG studies."),
-}
-
-
-@app.callback()
 def _root() -> None:
     """Keeps `gpuio` a command group even when a build registers a single command."""
 
