@@ -10,6 +10,16 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="gpuio: GPU storage stack (engine, GPU path, caches, streams, simulator).")
 
 
+# command name -> (module, attribute, help). A sub-app attribute (typer.Typer) becomes a command group.
+_COMMANDS = {
+    "info": ("gpuio.cli.info", "info", "What this platform offers: io_uring features, GPU, data paths."),
+    "demo": ("gpuio.cli.demo", "demo", "Run the main job on a data file in the current directory."),
+    "bench": ("gpuio.cli.bench", "bench", "Engine vs raw device benchmark, side by side, ratios."),
+    "import": ("gpuio.cli.importer", "import_", "Convert .npy/.pt/raw files to a gpuio TensorFile."),
+    "sim": ("gpuio.cli.sim", "app", "Flash simulator: trace replay and ZnG studies."),
+}
+
+
 @app.callback()
 def _root() -> None:
     """Keeps `gpuio` a command group even when a build registers a single command."""
@@ -21,12 +31,7 @@ def _load(module: str, attr: str):
 
 def _register() -> None:
     for name, (module, attr, help_text) in _COMMANDS.items():
-        try:
-            target = _load(module, attr)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue  # that layer is not part of this build yet
+        target = _load(module, attr)
         if isinstance(target, typer.Typer):
             app.add_typer(target, name=name, help=help_text)
         else:
