@@ -65,8 +65,13 @@ step "gpuio info"
 python3 -c "from gpuio.cli.info import info; info(json_out=False)" 2>&1 | tee "$out/info.txt" || true
 
 step "GPU tests"
-timeout 170 python3 -m pytest -v -p no:cacheprovider --timeout 30 --timeout-method=thread tests/python/test_gpu*.py -rs 2>&1 | tail -40 | tee "$out/pytest.txt"
-grep -qE "passed" "$out/pytest.txt" && ! grep -qE "failed|error" "$out/pytest.txt" && note "pytest GPU: $(tail -1 "$out/pytest.txt")" \
+# -s: each test prints its name as it starts and a hang's faulthandler dump (test_gpu.py's watchdog,
+# TEST_GPU_TIMEOUT_S) reaches the log; the whole log goes to $OUT, its end to the console.
+TEST_GPU_TIMEOUT_S=40 timeout 200 python3 -m pytest -v -s -p no:cacheprovider tests/python/test_gpu*.py \
+  tests/python/test_examples_cam.py -rs > "$out/pytest.txt" 2>&1
+grep -E "^\[test_gpu\]|PASSED|FAILED|SKIPPED|ERROR|Timeout|File \"|Thread|passed|failed" "$out/pytest.txt" | tail -60
+grep -qE "[0-9]+ passed" "$out/pytest.txt" && ! grep -qE "[0-9]+ (failed|error)" "$out/pytest.txt" \
+  && note "pytest GPU: $(tail -1 "$out/pytest.txt")" \
   || { note "pytest GPU FAILED: $(tail -1 "$out/pytest.txt")"; status=1; }
 timeout 60 /tmp/test_device_api /tmp/device_api_test.bin 2>&1 | tail -3 | tee -a "$summary" || status=1
 
@@ -78,7 +83,8 @@ timeout 280 python3 benchmarks/gpu_bench.py "${bench_args[@]}" 2>&1 | tee "$out/
 CAM_DROP_CACHES=1 timeout 90 /tmp/cam_pipeline "$data" 1024 2>&1 | tee "$out/cam_pipeline.txt" | tail -3
 tail -2 "$out/cam_pipeline.txt" >> "$summary"
 if [[ -f examples/cam_pipeline.py ]]; then
-  python3 examples/cam_pipeline.py --file "$data" 2>&1 | tail -3 | tee -a "$summary"
+  timeout 150 python3 examples/cam_pipeline.py --file "$data" --limit-gib 2 --cold 2>&1 | tee "$out/cam_pipeline_py.txt" \
+    | tail -3 | tee -a "$summary"
 fi
 
 # Issue 2's engine-vs-raw numbers (host destinations), from the same call, once `gpuio bench` exists.
