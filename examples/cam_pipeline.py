@@ -168,7 +168,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"file {path} holds {chunks} chunks of {a.chunk_kib} KiB; the example needs >= 4 "
                          "(a file larger than its two buffers)")
     print(f"device {device}, file {path}: {chunks} chunks of {a.chunk_kib} KiB, 2 buffers "
-          f"({2 * chunk_bytes / 2**20:.0f} MiB) for {chunks * chunk_bytes / 2**30:.2f} GiB", flush=True)
+          f"({2 * chunk_bytes / 2**20:.1f} MiB) for {chunks * chunk_bytes / 2**30:.2f} GiB", flush=True)
     slot = min(1 << 20, chunk_bytes)  # device reads up to 1 MiB each through staging (GPU buffers)
     staging = max(32 << 20, 4 * chunk_bytes) // slot * slot
     with gpuio.Engine(path, workers=2, staging_bytes=staging, staging_slot_bytes=slot) as eng:
