@@ -79,10 +79,11 @@ step "GPU benchmarks (cold cache)"
 bench_args=(--file "$data" --gib "$data_gib" --iobench /tmp/iobench --out "$out/gpu_bench.json")
 python3 -c "import kvikio" 2>/dev/null && bench_args+=(--kvikio)
 ((quick)) && bench_args+=(--reads 65536)
+[[ -n ${GPUIO_BENCH_ONLY:-} ]] && bench_args+=(--only "$GPUIO_BENCH_ONLY")  # e.g. raw,rand,seq,latency
 timeout 330 python3 benchmarks/gpu_bench.py "${bench_args[@]}" 2>&1 | tee "$out/gpu_bench.txt" | grep -v "^|"
-CAM_DROP_CACHES=1 timeout 90 /tmp/cam_pipeline "$data" 1024 2>&1 | tee "$out/cam_pipeline.txt" | tail -3
+[[ ${GPUIO_SKIP_CAM:-0} == 1 ]] || CAM_DROP_CACHES=1 timeout 90 /tmp/cam_pipeline "$data" 1024 2>&1 | tee "$out/cam_pipeline.txt" | tail -3
 tail -2 "$out/cam_pipeline.txt" >> "$summary"
-if [[ -f examples/cam_pipeline.py ]]; then
+if [[ -f examples/cam_pipeline.py && ${GPUIO_SKIP_CAM:-0} != 1 ]]; then
   timeout 150 python3 examples/cam_pipeline.py --file "$data" --limit-gib 2 --cold 2>&1 | tee "$out/cam_pipeline_py.txt" \
     | tail -3 | tee -a "$summary"
 fi
