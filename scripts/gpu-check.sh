@@ -64,9 +64,32 @@ note "build: $(( $(date +%s) - t0 )) s"
 step "gpuio info"
 python3 -c "from gpuio.cli.info import info; info(json_out=False)" 2>&1 | tee "$out/info.txt" || true
 
+# GPUIO_STEPS picks what runs after the build (default "gpu host"):
+#   gpu   GPU tests, GPU benchmarks, CAM pipelines (issue 3)
+#   host  gpuio bench at full size, host destinations, cold cache (issue 2; "host-quick": CI-sized)
+#   apps  stream store benchmark + the stream cache example in a memory cgroup (issue 5), 8-device sim scaling (6)
+#   gnn   GNN epoch benchmark, memory-constrained (issue 4)
+steps=" ${GPUIO_STEPS:-gpu host} "
+want() { [[ $steps == *" $1 "* ]]; }
+# in_cgroup MEM CMD...: run CMD with its page cache limited by a cgroup v2 memory.max (BENCHMARKS.md).
+in_cgroup() {
+  local mem=$1 cg=/sys/fs/cgroup/gpuio-check-$$; shift
+  grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+  mkdir -p $cg && echo "$mem" > $cg/memory.max || { note "cgroup $mem: could not be made"; return 1; }
+  (echo $BASHPID > $cg/cgroup.procs && exec "$@"); local rc=$?
+  rmdir $cg 2>/dev/null; return $rc
+}
+gpuio_cli() { python3 -c "from gpuio.cli import main; main()" "$@"; }
+
+if want gpu; then
 step "GPU tests"
-timeout 170 python3 -m pytest -v -p no:cacheprovider --timeout 30 --timeout-method=thread tests/python/test_gpu*.py -rs 2>&1 | tail -40 | tee "$out/pytest.txt"
-grep -qE "passed" "$out/pytest.txt" && ! grep -qE "failed|error" "$out/pytest.txt" && note "pytest GPU: $(tail -1 "$out/pytest.txt")" \
+# -s: each test prints its name as it starts and a hang's faulthandler dump (test_gpu.py's watchdog,
+# TEST_GPU_TIMEOUT_S) reaches the log; the whole log goes to $OUT, its end to the console.
+TEST_GPU_TIMEOUT_S=40 timeout 200 python3 -m pytest -v -s -p no:cacheprovider tests/python/test_gpu*.py \
+  tests/python/test_examples_cam.py -rs > "$out/pytest.txt" 2>&1
+grep -E "^\[test_gpu\]|PASSED|FAILED|SKIPPED|ERROR|Timeout|File \"|Thread|passed|failed" "$out/pytest.txt" | tail -60
+grep -qE "[0-9]+ passed" "$out/pytest.txt" && ! grep -qE "[0-9]+ (failed|error)" "$out/pytest.txt" \
+  && note "pytest GPU: $(tail -1 "$out/pytest.txt")" \
   || { note "pytest GPU FAILED: $(tail -1 "$out/pytest.txt")"; status=1; }
 timeout 60 /tmp/test_device_api /tmp/device_api_test.bin 2>&1 | tail -3 | tee -a "$summary" || status=1
 
@@ -74,29 +97,50 @@ step "GPU benchmarks (cold cache)"
 bench_args=(--file "$data" --gib "$data_gib" --iobench /tmp/iobench --out "$out/gpu_bench.json")
 python3 -c "import kvikio" 2>/dev/null && bench_args+=(--kvikio)
 ((quick)) && bench_args+=(--reads 65536)
-timeout 280 python3 benchmarks/gpu_bench.py "${bench_args[@]}" 2>&1 | tee "$out/gpu_bench.txt" | grep -v "^|"
-CAM_DROP_CACHES=1 timeout 90 /tmp/cam_pipeline "$data" 1024 2>&1 | tee "$out/cam_pipeline.txt" | tail -3
+[[ -n ${GPUIO_BENCH_ONLY:-} ]] && bench_args+=(--only "$GPUIO_BENCH_ONLY")  # e.g. raw,rand,seq,latency
+timeout 330 python3 benchmarks/gpu_bench.py "${bench_args[@]}" 2>&1 | tee "$out/gpu_bench.txt" | grep -v "^|"
+[[ ${GPUIO_SKIP_CAM:-0} == 1 ]] || CAM_DROP_CACHES=1 timeout 90 /tmp/cam_pipeline "$data" 1024 2>&1 | tee "$out/cam_pipeline.txt" | tail -3
 tail -2 "$out/cam_pipeline.txt" >> "$summary"
-if [[ -f examples/cam_pipeline.py ]]; then
-  python3 examples/cam_pipeline.py --file "$data" 2>&1 | tail -3 | tee -a "$summary"
+if [[ -f examples/cam_pipeline.py && ${GPUIO_SKIP_CAM:-0} != 1 ]]; then
+  timeout 150 python3 examples/cam_pipeline.py --file "$data" --limit-gib 2 --cold 2>&1 | tee "$out/cam_pipeline_py.txt" \
+    | tail -3 | tee -a "$summary"
 fi
 
-# Issue 2's engine-vs-raw numbers (host destinations), from the same call, once `gpuio bench` exists.
-if [[ -f python/gpuio/cli/bench.py ]]; then
+fi  # gpu
+
+# Issue 2: engine vs raw reference, host destinations, on the virtio disk (the checkout's file system).
+if want host || want host-quick; then
   step "gpuio bench (issue 2: host destinations, uring and posix, cold cache)"
-  (cd /tmp && python3 -m gpuio.cli bench --quick --json "$out/gpuio_bench.json" 2>&1 | tail -25 | tee "$out/gpuio_bench.txt")
+  size=(--size "${GPUIO_BENCH_SIZE:-8G}" --repeats 3 --seconds 1.5 --workload read)
+  want host-quick && size=(--quick)
+  timeout 420 gpuio_cli bench "${size[@]}" --cold --json "$out/gpuio_bench.json" --plot "$out/gpuio_bench.png" \
+    > "$out/gpuio_bench.txt" 2>&1 || { note "gpuio bench FAILED"; status=1; }
+  tail -16 "$out/gpuio_bench.txt"
+  python3 -m gpuio.bench.markdown "$out/gpuio_bench.json" >> "$summary" 2>&1 || true
 fi
-# OPTIONAL steps (other engineers' benchmarks): with GPUIO_OPTIONAL=1, run when their files exist.
-if [[ ${GPUIO_OPTIONAL:-0} == 1 && -f benchmarks/gnn_epoch.py ]]; then
-  step "OPTIONAL: benchmarks/gnn_epoch.py"
-  timeout 240 python3 benchmarks/gnn_epoch.py 2>&1 | tail -15 | tee "$out/gnn_epoch.txt"
+
+if want apps; then
+  step "streams (issue 5): stream vs raw sequential, cold; stream cache example under a 1.5 GiB cgroup"
+  timeout 200 python3 benchmarks/streams_bench.py --bytes 4G --dir "$repo" --json "$out/streams_bench.json" 2>&1 \
+    | tee "$out/streams_bench.txt" | tail -12
+  tail -6 "$out/streams_bench.txt" >> "$summary"
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  in_cgroup 1536M timeout 300 python3 examples/stream_cache.py --dataset 4G --epochs 2 --dir "$repo" 2>&1 \
+    | tee "$out/stream_cache.txt" | tail -12
+  tail -8 "$out/stream_cache.txt" >> "$summary"
+  step "sim scaling (issue 6): 8 emulated devices vs 8 x one, <= 4 workers"
+  timeout 120 python3 benchmarks/sim_scaling.py 2>&1 | tee "$out/sim_scaling.txt" | tail -12
+  tail -6 "$out/sim_scaling.txt" >> "$summary"
 fi
-if [[ ${GPUIO_OPTIONAL:-0} == 1 && -f benchmarks/streams_bench.py ]]; then
-  step "OPTIONAL: benchmarks/streams_bench.py"
-  timeout 240 python3 benchmarks/streams_bench.py 2>&1 | tail -15 | tee "$out/streams_bench.txt"
+
+if want gnn; then
+  step "GNN epoch (issue 4): memory-constrained, feature table >= 4 x GPU cache"
+  timeout 500 python3 benchmarks/gnn_epoch.py --cgroup-mem 4G --drop-caches --workdir "$repo" \
+    --json "$out/gnn_epoch.json" 2>&1 | tee "$out/gnn_epoch.txt" | tail -25
+  tail -12 "$out/gnn_epoch.txt" >> "$summary"
 fi
 
 step "summary"
 cat "$summary"
-grep "^|" "$out/gpu_bench.txt"
+[[ -f "$out/gpu_bench.txt" ]] && grep "^|" "$out/gpu_bench.txt"
 exit $status

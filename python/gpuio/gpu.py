@@ -8,7 +8,10 @@
 Block ids already on the GPU (after GPU sampling, say) never cross to the host on the caller's side: a
 one-thread kernel publishes the request into a host-mapped ring that the engine's control plane polls,
 and the stream waits for the completion word (stream_wait="kernel": that kernel keeps polling, one
-thread; "hostfn": a CUDA host function waits, no SM). Data moves SSD -> pinned staging (io_uring fixed
+thread; "wait_value": cuStreamWaitValue32 on the request's host-mapped flag, no SM). There is no host-function
+wait: CUDA forbids a host function waiting on work not ordered before it (the engine's copies run on other
+streams), and one deadlocked on the H200. Host-side waits are bounded: StreamHandle.wait raises
+OSError(ETIMEDOUT) naming the request instead of hanging. Data moves SSD -> pinned staging (io_uring fixed
 buffers, CUDA-mapped) -> GPU by copy engine. engine.stats()["data_path"] says which path ran.
 """
 from __future__ import annotations
@@ -17,6 +20,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 from . import _buffers
@@ -26,10 +30,14 @@ DEFAULTS = {
     "queues": 8,             # device-API queues (a queue per thread block keeps blocks from serialising)
     "copy": "auto",          # staging->GPU: auto (measured at start) | batch | kernel | percopy
     "stream_wait": "auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32
-                             # release, else kernel | kernel: 1-thread poll kernel | hostfn: host function
+                             # release, else kernel | kernel: 1-thread poll kernel | wait_value
     "device": -1,            # CUDA device; -1: the current one
     "poll_spin_us": 200,     # control plane spins this long after the last request before napping
+    "wait_timeout_s": 90.0,  # StreamHandle.wait() bound (above the engine's io_timeout_ms, so an I/O
+                             # failure reports itself first); then OSError(ETIMEDOUT) naming the request
 }
+STREAM_WAITS = ("auto", "kernel", "wait_value")
+_PY_ONLY = ("wait_timeout_s",)  # options the Python layer keeps to itself
 
 _selftest: str | None = None
 
@@ -113,12 +121,13 @@ def empty(shape: Any, dtype: Any = None, device: Any = "cuda"):
 
 class StreamHandle:
     """A stream-ordered request: an event recorded on the stream after the request's wait. done() polls,
-    wait() synchronises on the event and raises the request's error (OSError/IndexError naming the block)."""
+    wait() blocks (bounded) and raises the request's error (OSError/IndexError naming the block)."""
 
-    __slots__ = ("_gpu", "_event", "_before", "_result", "_keep")
+    __slots__ = ("_gpu", "_event", "_before", "_result", "_keep", "_what")
 
-    def __init__(self, gpu: "GpuPath", event, before: int, result, keep):
+    def __init__(self, gpu: "GpuPath", event, before: int, result, keep, what: str):
         self._gpu, self._event, self._before, self._result, self._keep = gpu, event, before, result, keep
+        self._what = what
 
     def _check(self) -> None:
         if self._gpu._rt.failures() != self._before:
@@ -134,9 +143,25 @@ class StreamHandle:
         return True
 
     def wait(self, timeout: float | None = None):
-        """Block the host until the stream passed this request (timeout: unused, the engine's io_timeout_ms
-        bounds every request). Returns the destination."""
-        self._event.synchronize()
+        """Block the host until the stream passed this request, at most timeout seconds (None: the GPU
+        option wait_timeout_s), then raise OSError(ETIMEDOUT) naming the request. Returns the destination.
+        The event is polled rather than synchronized on, so no wait can hang the caller."""
+        limit = self._gpu.options["wait_timeout_s"] if timeout is None else float(timeout)
+        if limit <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        t0 = time.monotonic()
+        spin_until, deadline, nap = t0 + 0.002, t0 + limit, 20e-6
+        while not self._event.query():
+            now = time.monotonic()
+            if now >= deadline:
+                s = self._gpu._rt.stats()
+                raise OSError(errno.ETIMEDOUT,
+                              f"{self._what} not complete after {limit:g} s (the stream is stuck at or before it; "
+                              f"GPU requests taken so far {s['gpu_requests']}, failures {s['gpu_failures']}, "
+                              f"last error {s['gpu_last_error']!r})")
+            if now >= spin_until:  # first 2 ms: spin (latency); then short naps growing to 1 ms
+                time.sleep(nap)
+                nap = min(nap * 2, 1e-3)
         self._check()
         return self._result
 
@@ -153,6 +178,14 @@ class GpuPath:
         unknown = set(options) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown GPU option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        wait = options.get("stream_wait", DEFAULTS["stream_wait"])
+        if wait not in STREAM_WAITS:
+            why = (" (hostfn was removed: CUDA forbids a host function waiting on the engine's copies, which "
+                   "are not ordered before it; it deadlocked on the H200)" if wait == "hostfn" else "")
+            raise ValueError(f"stream_wait={wait!r} is not one of {', '.join(STREAM_WAITS)}{why}")
+        t = options.get("wait_timeout_s", DEFAULTS["wait_timeout_s"])
+        if not isinstance(t, (int, float)) or t <= 0:
+            raise ValueError(f"wait_timeout_s must be a positive number of seconds, got {t!r}")
         core = _core()
         if not core.cuda_built:
             raise RuntimeError(probe()["error"])
@@ -163,10 +196,11 @@ class GpuPath:
             opts["device"] = torch.cuda.current_device()
         self.engine = engine
         self.options = opts
+        self._submitted = 0
         self.stream_wait_selftest = stream_wait_selftest()
         if opts["stream_wait"] == "auto":
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
-        self._rt = core.GpuRuntime(engine._core._address, opts)
+        self._rt = core.GpuRuntime(engine._core._address, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
     def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
         import numpy as np
@@ -185,7 +219,10 @@ class GpuPath:
         before = self._rt.stream_submit(stream.cuda_stream, op, ids.ptr, n, data.ptr, data.kind)
         event = torch.cuda.Event()
         event.record(stream)
-        return StreamHandle(self, event, before, buf, keep)
+        self._submitted += 1
+        what = (f"stream-ordered {'read' if op == 0 else 'write'} of {n} blocks (call {self._submitted} of this "
+                f"engine, stream {stream.cuda_stream:#x})")
+        return StreamHandle(self, event, before, buf, keep, what)
 
     def queue(self, i: int) -> tuple[int, int, int]:
         """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""

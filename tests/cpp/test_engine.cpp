@@ -190,6 +190,7 @@ TEST(Engine, ExclusiveLockIsBoundedNeverAHang) {
     EXPECT_NE(std::string(e.what()).find(f.path()), std::string::npos);
   }
   first.reset();
+  o.backend.lock_wait_ms = 5000;  // the kernel tears an io_uring down asynchronously: the lock goes soon after
   EXPECT_NO_THROW(Engine::create(o)) << "released when the holder closes";
 }
 
@@ -204,6 +205,7 @@ TEST(Engine, CloseReleasesDevicesButKeepsStats) {
   int64_t b = 2;
   e->read(&b, 1, out.ptr);
   e->close();
+  o.backend.lock_wait_ms = 5000;  // the ring's teardown (asynchronous in the kernel) drops the last reference
   EXPECT_NO_THROW(Engine::create(o)) << "close() must drop the device lock, not the destructor";
   auto s = e->stats();
   EXPECT_EQ(s.blocks, 1u);

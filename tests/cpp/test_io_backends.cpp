@@ -12,11 +12,25 @@ using namespace gpuio::test;
 
 class Backends : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(Backends, ReadsKnownDataAndReportsQueueFull) {
-  TempFile f("backend", 1 << 20, 7);
+// The file under test as the backend's one device. For sim the device is named (sim devices are names, not
+// paths) and the file, "<dir>/<name>.img", is its backing store: the emulated SSD serves the file's bytes.
+std::unique_ptr<IoBackend> open_backend(const char* kind, const TempFile& f, uint64_t bytes) {
   BackendOptions o;
-  o.kind = GetParam();
-  auto be = make_backend({f.path()}, o);
+  o.kind = kind;
+  std::string k = o.kind;
+  if (k != "sim" && k != "fault:sim") return make_backend({f.path()}, o);
+  const std::string& p = f.path();
+  size_t slash = p.rfind('/');
+  std::string name = p.substr(slash + 1);
+  EXPECT_EQ(name.substr(name.size() - 4), ".img");
+  o.sim.backing_dir = p.substr(0, slash);
+  o.sim.device_bytes = bytes;
+  return make_backend({name.substr(0, name.size() - 4)}, o);
+}
+
+TEST_P(Backends, ReadsKnownDataAndReportsQueueFull) {
+  TempFile f("backend.img", 1 << 20, 7);
+  auto be = open_backend(GetParam(), f, 1 << 20);
   ASSERT_EQ(be->device_count(), 1u);
   EXPECT_EQ(be->device(0).bytes, 1u << 20);
   HostBuffer buf(4 * 4096);
@@ -57,10 +71,8 @@ TEST_P(Backends, ReadsKnownDataAndReportsQueueFull) {
 }
 
 TEST_P(Backends, WriteThenReadBack) {
-  TempFile f("backend_w", 256 << 10, 3);
-  BackendOptions o;
-  o.kind = GetParam();
-  auto be = make_backend({f.path()}, o);
+  TempFile f("backend_w.img", 1 << 20, 3);  // 1 MiB: the smallest sim device
+  auto be = open_backend(GetParam(), f, 1 << 20);
   HostBuffer w(8192), r(8192);
   for (int j = 0; j < 8192; ++j) w.ptr[j] = static_cast<uint8_t>(j * 7 + 1);
   auto q = be->create_queue(2, {});
@@ -84,7 +96,8 @@ TEST_P(Backends, WriteThenReadBack) {
   EXPECT_EQ(std::memcmp(w.ptr, r.ptr, 8192), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Backends, ::testing::Values("uring", "posix", "fault:uring", "fault:posix"));
+INSTANTIATE_TEST_SUITE_P(All, Backends, ::testing::Values("uring", "posix", "fault:uring", "fault:posix", "sim",
+                                                                "fault:sim"));
 
 TEST(Backends, UnknownKindAndMissingPathAreNamed) {
   BackendOptions o;

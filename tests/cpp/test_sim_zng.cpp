@@ -124,3 +124,54 @@ TEST(SimZng, PrefetchTurnsMissesIntoHitsOnStreams) {
   EXPECT_GT(rd.l2_hits, base.l2_hits);
   EXPECT_EQ(rd.accesses, base.accesses);
 }
+
+TEST(SimZngPredictor, UsedPrefetchesCountUpUnusedCountDown) {
+  gz::Predictor p;
+  const uint32_t pc = 0x50;
+  for (int i = 0; i < 13; ++i) p.feedback(pc, true);
+  EXPECT_EQ(p.counter(pc), 13);
+  EXPECT_TRUE(p.predict(pc));
+  for (int i = 0; i < 5; ++i) p.feedback(pc, true);
+  EXPECT_EQ(p.counter(pc), 15);  // saturates
+  p.feedback(pc, false);
+  EXPECT_EQ(p.counter(pc), 14);
+  for (int i = 0; i < 20; ++i) p.feedback(pc, false);
+  EXPECT_EQ(p.counter(pc), 0);   // never below zero
+  EXPECT_FALSE(p.predict(pc));
+  EXPECT_EQ(p.prefetch_used(), 18u);
+  EXPECT_EQ(p.prefetch_unused(), 21u);
+  EXPECT_DOUBLE_EQ(p.prefetch_accuracy(), 18.0 / 39.0);
+  EXPECT_EQ(p.decisions(), 0u);  // feedback is not a miss decision
+}
+
+TEST(SimZng, PrefetchAccuracyIsHighOnRegularKernelsAndGathersDoNotPrefetch) {
+  // Scale 0.25: the streams outgrow L2. Regular kernels prefetch lines they use.
+  for (const char* w : {"vecadd", "stencil", "gemm"}) {
+    auto r = gz::run(gz::platform_config(gz::Platform::zng), gz::generate(w, 0.25, 1));
+    EXPECT_GT(r.prefetches, 0u) << w;
+    EXPECT_EQ(r.prefetch_used_lines + r.prefetch_wasted_lines, r.prefetched_lines) << w;
+    EXPECT_GE(r.predictor_accuracy, 0.85) << w;
+  }
+  // Random gathers over 1 GiB from one load instruction: its counter never climbs, so it never prefetches.
+  std::vector<gz::Access> g;
+  uint64_t x = 88172645463325252ull;
+  for (uint32_t i = 0; i < 20000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    g.push_back({i, i % 8, 0x60, (x % (1ull << 30)) & ~127ull, 128, false});
+  }
+  auto b = gz::run(gz::platform_config(gz::Platform::zng_rdopt), g);
+  EXPECT_GT(b.l2_misses, 19000u);
+  EXPECT_EQ(b.prefetches, 0u);
+  EXPECT_GE(b.predictor_decision_accuracy, 0.99);
+}
+
+TEST(SimZng, HitOnALineStillBeingFilledWaitsForTheFill) {
+  // Two warps load the same line at the same time: the second hits L2 but cannot finish before the flash read.
+  std::vector<gz::Access> t = {{0, 0, 1, 0, 128, false}, {0, 1, 1, 0, 128, false}};
+  auto r = gz::run(gz::platform_config(gz::Platform::zng_base), t);
+  EXPECT_EQ(r.l2_hits, 1u);
+  EXPECT_GE(r.runtime_ns, 3000u);  // one Z-NAND read
+  auto c = gz::platform_config(gz::Platform::zng_base);
+  std::vector<gz::Access> one = {{0, 0, 1, 0, 128, false}};
+  EXPECT_EQ(r.runtime_ns, gz::run(c, one).runtime_ns);
+}

@@ -65,7 +65,8 @@ struct GpuOptions {
   uint32_t queues = 8;               // device-API queues (one per thread block avoids serialising)
   std::string copy = "auto";         // staging->GPU copies: auto (measured at start) | batch | kernel | percopy
   // stream-ordered wait: kernel (1-thread poll kernel) | wait_value (cuStreamWaitValue32 on the request's
-  // host-mapped flag: no SM; only where the start-up self-test saw it release) | hostfn (host function)
+  // host-mapped flag: no SM; only where the start-up self-test saw it release). No host-function wait: CUDA
+  // forbids a host function waiting on work not ordered before it, and it deadlocked on the H200.
   std::string stream_wait = "kernel";
   int device = -1;                   // CUDA device; -1: the current one
   uint32_t poll_spin_us = 200;       // control plane spins this long after the last request, then naps
@@ -74,7 +75,7 @@ struct GpuOptions {
 struct GpuStats {
   std::string copy_mode;        // staging->GPU copy method that runs
   std::string copy_choice;      // how it was chosen, with the measured times
-  std::string stream_wait;      // kernel | hostfn
+  std::string stream_wait;      // kernel | wait_value
   std::string device_name;
   uint64_t gpu_requests = 0;    // requests taken from GPU rings (device API + stream path)
   uint64_t gpu_failures = 0;
@@ -100,7 +101,7 @@ class GpuRuntime {
 
   // Stream-ordered request on `stream` (a cudaStream_t): ids (device or host-mapped memory, n int64) are
   // read when the stream reaches the call; mem (device or host) is the destination/source. The stream waits
-  // for completion spending no SM (hostfn) or one polling thread (kernel). Returns the number of failures
+  // for completion spending no SM (wait_value) or one polling thread (kernel). Returns the number of failures
   // seen before the call, to compare with failures() after the stream passed it.
   uint32_t stream_submit(void* stream, GpuOp op, const int64_t* ids, uint32_t n, void* mem, MemKind kind);
   uint32_t failures() const;

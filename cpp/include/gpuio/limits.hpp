@@ -19,6 +19,13 @@ constexpr uint32_t block_bytes_max = 1u << 20;
 constexpr uint32_t reap_budget_max = 256;         // completions handled per poller pass
 constexpr uint32_t posix_threads_default = 32;    // pread/pwrite threads per posix queue
 constexpr uint32_t io_timeout_ms_default = 60000; // a batch not done by then fails with ETIMEDOUT
+// Staging->device copies (GPU destinations) are gathered over several worker passes and started together:
+// one launch per group, not per completion. A group starts once it is this old, this large, or the worker
+// has no device I/O left in flight (so a lone read is never held back).
+constexpr uint32_t copy_group_wait_us = 50;
+constexpr uint32_t copy_group_runs_max = 512;
+constexpr uint64_t copy_group_bytes_max = 8ull << 20;
+constexpr uint32_t worker_spin_us = 50;           // an idle worker polls its inbox this long before sleeping
 
 static_assert(queue_depth_default <= queue_depth_max);
 static_assert(staging_slot_bytes_default <= io_bytes_max);

@@ -47,9 +47,15 @@ std::vector<Access> generate(const std::string& workload, double scale, uint64_t
 std::vector<std::string> workload_names();
 
 // PC-indexed prefetch predictor: 512 entries of 4-bit saturating counters; predicts "prefetch" above 12.
-// A miss is regular when it lies within reach_bytes (the prefetch window plus one flash page) of one of the
-// last 16 misses of that entry: warps running the same instruction interleave, so a single "last address"
-// would call a streaming PC irregular, and with prefetch on a stream misses once per window.
+// The counter of a PC tracks the spatial locality of that instruction's loads, trained two ways:
+//  - observe(): each L2 miss of the PC counts up when it lies within reach_bytes (the prefetch window plus
+//    one flash page) of one of the last 16 misses of that entry, down otherwise (warps running the same
+//    instruction interleave, so a single "last address" would call a streaming PC irregular);
+//  - feedback(): each line the PC prefetched counts up when a later access uses it, down when L2 evicts it
+//    unused. Once a streaming PC prefetches, most of its loads hit and its few remaining misses (one per
+//    window, from whichever warp gets there first) say little; whether its prefetches were used says it all.
+// Two scores: decision accuracy (observe's prediction vs what the miss turned out to be) and prefetch
+// accuracy (lines used / lines prefetched and resolved, the usual prefetcher accuracy).
 class Predictor {
  public:
   static constexpr uint32_t kEntries = 512;
@@ -57,10 +63,15 @@ class Predictor {
   bool predict(uint32_t pc) const { return counter_[pc % kEntries] > kThreshold; }
   // Scores the prediction against what the access turned out to be, then trains. Returns the prediction.
   bool observe(uint32_t pc, uint64_t addr, uint64_t reach_bytes);
+  // A line prefetched for pc was used (true) or evicted unused (false).
+  void feedback(uint32_t pc, bool used);
   uint8_t counter(uint32_t pc) const { return counter_[pc % kEntries]; }
   uint64_t decisions() const { return decisions_; }
   uint64_t correct() const { return correct_; }
   double accuracy() const { return decisions_ ? static_cast<double>(correct_) / decisions_ : 0.0; }
+  uint64_t prefetch_used() const { return used_; }
+  uint64_t prefetch_unused() const { return unused_; }
+  double prefetch_accuracy() const { return used_ + unused_ ? static_cast<double>(used_) / (used_ + unused_) : 0.0; }
 
  private:
   uint8_t counter_[kEntries] = {};
@@ -68,7 +79,7 @@ class Predictor {
   uint64_t last_addr_[kEntries][kHistory] = {};
   uint8_t seen_[kEntries] = {};  // history entries filled (<= kHistory)
   uint8_t head_[kEntries] = {};
-  uint64_t decisions_ = 0, correct_ = 0;
+  uint64_t decisions_ = 0, correct_ = 0, used_ = 0, unused_ = 0;
 };
 
 // Access monitor: over each epoch of prefetched lines, waste = lines evicted from L2 unused / lines
@@ -132,7 +143,8 @@ struct ZngResult {
   uint64_t register_write_hits = 0, register_evictions = 0, thrash_events = 0, pinned_lines_peak = 0;
   uint64_t gc_runs = 0, gc_pages_moved = 0;
   uint64_t prefetches = 0, prefetched_lines = 0, prefetch_used_lines = 0, prefetch_wasted_lines = 0;
-  double predictor_accuracy = 0;
+  double predictor_accuracy = 0;      // prefetch accuracy: prefetched lines used / prefetched lines
+  double predictor_decision_accuracy = 0;  // miss classifications (regular or not) the counter got right
   uint64_t monitor_halvings = 0, monitor_growths = 0;
   uint32_t prefetch_bytes_final = 0;
   uint64_t dram_hits = 0, dram_misses = 0;

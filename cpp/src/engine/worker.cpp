@@ -150,7 +150,9 @@ void Worker::finish(uint32_t slot, int err) {
     uint8_t* stage = engine_.staging->slot(id_, static_cast<uint32_t>(f.staging));
     if (f.e.batch->kind == MemKind::device) {
       engine_.mover.load(std::memory_order_acquire)->stage_out(id_, f.e.mem, stage, f.e.len);
+      if (copy_gather_.empty()) copy_gather_since_ = std::chrono::steady_clock::now();
       copy_gather_.push_back(f);
+      copy_gather_bytes_ += f.e.len;
       return;
     }
     std::memcpy(f.e.mem, stage, f.e.len);
@@ -158,11 +160,20 @@ void Worker::finish(uint32_t slot, int err) {
   complete(f, err);
 }
 
-void Worker::flush_copies() {
+void Worker::flush_copies(bool force) {
   if (copy_gather_.empty()) return;
+  // Launch cost is per group (a kernel launch or batched-copy call plus an event, several microseconds of this
+  // thread): at full rate a pass reaps one or two 4 KiB completions, so a group per pass made the copies, not
+  // the device, bound a worker. The staging slots held meanwhile are few (rate x copy_group_wait_us).
+  if (!force && queue_->inflight() > 0 && copy_gather_.size() < limits::copy_group_runs_max &&
+      copy_gather_bytes_ < limits::copy_group_bytes_max &&
+      std::chrono::steady_clock::now() - copy_gather_since_ < std::chrono::microseconds(limits::copy_group_wait_us)) {
+    return;
+  }
   uint64_t ticket = engine_.mover.load(std::memory_order_acquire)->flush(id_);
   copy_groups_.push_back({ticket, std::move(copy_gather_)});
   copy_gather_.clear();
+  copy_gather_bytes_ = 0;
 }
 
 bool Worker::poll_copies() {
@@ -205,6 +216,19 @@ void Worker::handle(const IoCompletion& c) {
   if (!issue(slot)) retry_.push_back(slot);
 }
 
+bool Worker::spin_for_inbox() {
+  // A futex wake of a sleeping vCPU costs tens of microseconds on the GPU machine's VM: a short poll first
+  // keeps back-to-back small requests (GPU-initiated one-block reads) off that path.
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(limits::worker_spin_us);
+  while (std::chrono::steady_clock::now() < until) {
+    if (has_inbox_.load(std::memory_order_acquire) || stop_.load(std::memory_order_acquire)) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  return false;
+}
+
 void Worker::sleep_until_posted() {
   uint32_t seen = signal_.load(std::memory_order_acquire);
   sleeping_.store(true, std::memory_order_seq_cst);
@@ -237,17 +261,19 @@ void Worker::run(std::promise<void>& started) {
     if (queue_->inflight() > 0) {
       // Block for a completion only when nothing else can be done meanwhile (GPU copies are polled);
       // submitting and waiting is one system call where the backend allows it.
-      bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire) && !copying;
+      bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire) && !copying &&
+                  copy_gather_.empty();
       int n = queue_->submit_and_reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
       GPUIO_ASSERT(n >= 0 || n == -EINTR || n == -EAGAIN || n == -ETIME, "io queue reap failed");
       for (int i = 0; i < n; ++i) handle(cqes[i]);
-      flush_copies();
+      flush_copies(false);
       continue;
     }
-    flush_copies();
+    flush_copies(true);
     if (copying || !copy_groups_.empty()) continue;
     if (!pending_.empty() || !retry_.empty()) continue;
     if (stop_.load(std::memory_order_acquire) && !has_inbox_.load(std::memory_order_acquire)) break;
+    if (spin_for_inbox()) continue;
     auto now = Clock::now();
     counters_.busy_since_ns.store(-1, std::memory_order_release);
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count(),

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <future>
@@ -53,8 +54,9 @@ class Worker {
   void handle(const IoCompletion& c);
   void finish(uint32_t slot, int err);
   void complete(Inflight& f, int err);  // the extent is done (or failed): staging back, batch told
-  void flush_copies();                  // start the staging->device copies gathered in this pass
+  void flush_copies(bool force);        // start the gathered staging->device copies (see copy_group_*)
   bool poll_copies();                   // finish extents whose copies landed; true if any are still pending
+  bool spin_for_inbox();  // true when work arrived within limits::worker_spin_us
   void sleep_until_posted();
 
   EngineImpl& engine_;
@@ -87,6 +89,8 @@ class Worker {
     std::vector<Inflight> extents;
   };
   std::vector<Inflight> copy_gather_;
+  uint64_t copy_gather_bytes_ = 0;
+  std::chrono::steady_clock::time_point copy_gather_since_{};  // when the oldest gathered copy was queued
   std::deque<CopyGroup> copy_groups_;
 };
 

@@ -13,6 +13,7 @@ namespace gpuio::detail {
 namespace {
 
 constexpr uint32_t kernel_runs_max = 1024;  // runs per gather launch (descriptor buffer size)
+constexpr uint32_t large_run_bytes = 64u << 10;  // groups averaging this per run go by copy engine
 
 // One thread block per run; 16-byte accesses (runs are multiples of the 512-byte block, staging and
 // cudaMalloc memory are 256-byte aligned, so every run is 16-byte aligned).
@@ -104,7 +105,15 @@ void CudaMover::stage_out(uint32_t worker, void* dst, const void* staging, uint3
 cudaError_t CudaMover::launch(PerWorker& w) {
   const size_t n = w.runs.size();
   copies_.fetch_add(n, std::memory_order_relaxed);
-  switch (mode_.load(std::memory_order_relaxed)) {
+  CopyMode mode = mode_.load(std::memory_order_relaxed);
+  if (mode == CopyMode::kernel) {
+    // The gather kernel gives one thread block per run and reads over PCIe at a few GB/s per block: fine for
+    // 4 KiB runs, a bottleneck (and SM time) for large ones, which the copy engine moves at full link speed.
+    uint64_t bytes = 0;
+    for (const CopyRun& r : w.runs) bytes += r.len;
+    if (bytes >= uint64_t{large_run_bytes} * n) mode = CopyMode::percopy;
+  }
+  switch (mode) {
     case CopyMode::batch: {
       w.dsts.resize(n);
       w.srcs.resize(n);

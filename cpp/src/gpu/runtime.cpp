@@ -12,29 +12,18 @@
 
 namespace gpuio {
 
-namespace {
-
-
-void CUDART_CB wait_hostfn(void* p) {
-  const uint32_t* flag = static_cast<const GpuRuntime::Impl::HostWait*>(p)->cell;
-  int spins = 0;
-  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 1) {
-    if (++spins < 20000) {
-      __builtin_ia32_pause();
-    } else {
-      std::this_thread::yield();
-    }
-  }
-}
-
-}  // namespace
 
 void GpuRuntime::Impl::start() {
   GPUIO_EXPECT(opts.queues >= 1 && opts.queues <= gpu_limits::queues_max,
                "queues=" + std::to_string(opts.queues) + " must lie in [1, " +
                    std::to_string(gpu_limits::queues_max) + "]");
-  GPUIO_EXPECT(opts.stream_wait == "kernel" || opts.stream_wait == "hostfn" || opts.stream_wait == "wait_value",
-               "stream_wait='" + opts.stream_wait + "' is not one of kernel, wait_value, hostfn");
+  // No host-function wait: CUDA forbids a host function waiting on work not ordered before it (the engine's
+  // staging->GPU copies run on other streams), and such a wait deadlocked on the H200 (issue 3).
+  GPUIO_EXPECT(opts.stream_wait == "kernel" || opts.stream_wait == "wait_value",
+               "stream_wait='" + opts.stream_wait + "' is not one of kernel, wait_value" +
+                   (opts.stream_wait == "hostfn" ? " (hostfn was removed: a host function may not wait on the "
+                                                   "engine's copies, which CUDA does not order before it)"
+                                                 : ""));
   if (opts.stream_wait == "wait_value") {
     wait_value_fn = detail::driver_entry_point("cuStreamWaitValue32");
     if (!wait_value_fn) throw std::runtime_error("stream_wait='wait_value' but the driver has no cuStreamWaitValue32");
@@ -76,8 +65,12 @@ void GpuRuntime::Impl::start() {
     }
     if (best < 0) throw std::runtime_error("every staging->GPU copy method failed: " + copy_choice);
     mover->set_mode(modes[best]);
+    if (modes[best] == detail::CopyMode::kernel) {
+      copy_choice += "; groups averaging >= 64 KiB per run go by copy engine (percopy)";
+    }
   } else {
     copy_choice = "set by option copy='" + opts.copy + "'";
+    if (opts.copy == "kernel") copy_choice += "; groups averaging >= 64 KiB per run go by copy engine (percopy)";
   }
 
   const uint32_t nq = total_queues();
@@ -95,7 +88,6 @@ void GpuRuntime::Impl::start() {
   GPUIO_CUDA(cudaStreamCreateWithFlags(&control_stream, cudaStreamNonBlocking));
   GPUIO_CUDA(cudaDeviceSynchronize());
   qstate.resize(nq);
-  host_waits.resize(gpu_limits::stream_cells_max);
   engine.set_device_mover(mover.get());
   poller = std::thread([this] { run_poller(); });
 }
@@ -164,13 +156,6 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, u
                                                            reinterpret_cast<CUdeviceptr>(m.cells_dev + idx), 1,
                                                            CU_STREAM_WAIT_VALUE_EQ);
     if (r != CUDA_SUCCESS) throw std::runtime_error("cuStreamWaitValue32 failed: CUresult " + std::to_string(int(r)));
-  } else if (m.opts.stream_wait == "hostfn") {
-    uint32_t idx = m.next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
-    Impl::HostWait& w = m.host_waits[idx];
-    w.shared = m.shared_host + m.opts.queues;
-    w.cell = m.cells_host + idx;
-    GPUIO_CUDA(detail::launch_publish(s, q, op, ids, n, mem, kind, m.cells_dev + idx, false));
-    GPUIO_CUDA(cudaLaunchHostFunc(s, wait_hostfn, &w));
   } else {
     GPUIO_CUDA(detail::launch_publish(s, q, op, ids, n, mem, kind, nullptr, true));
   }

@@ -32,11 +32,6 @@ struct GpuRuntime::Impl {
   uint32_t* cells_host = nullptr;  // stream path: per-call words receiving the request's seq
   uint32_t* cells_dev = nullptr;
   std::atomic<uint32_t> next_cell{0};
-  struct HostWait {  // hostfn mode: what the host function reads, one per cell
-    const GpuQueueShared* shared;
-    const uint32_t* cell;
-  };
-  std::vector<HostWait> host_waits;
   void* wait_value_fn = nullptr;  // cuStreamWaitValue32 (wait_value mode)
   int64_t* ids_pinned = nullptr;   // control plane: ids copied from GPU requests
   cudaStream_t control_stream = nullptr;

@@ -1,7 +1,7 @@
 // Stream-ordered requests: a one-thread kernel publishes the request (sequence number taken on the GPU, so
 // CUDA-graph replays publish fresh requests) and, in "kernel" wait mode, polls the host-mapped completion
-// word with __nanosleep between reads: one resident thread, no other SM work. In "hostfn" mode the kernel
-// returns at once and a host function (no SM at all) holds the stream until the request is done.
+// word with __nanosleep between reads: one resident thread, no other SM work. In "wait_value" mode the kernel
+// returns at once and cuStreamWaitValue32 on the request's host-mapped flag holds the stream (no SM).
 #include "gpu/runtime_impl.hpp"
 #include "gpuio/device.cuh"
 

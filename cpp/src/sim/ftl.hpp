@@ -24,6 +24,13 @@ class Ftl {
 
   uint64_t logical_pages() const { return logical_pages_; }
   uint32_t lookup(uint64_t lpn) const { return l2p_[lpn]; }
+  // Cache hints for a write of lpn that comes soon: its l2p entry, and (once that is cached) the reverse
+  // entry of the physical page it will invalidate. No effect on the model.
+  void prefetch_map(uint64_t lpn) const { __builtin_prefetch(&l2p_[lpn], 1); }
+  void prefetch_old(uint64_t lpn) const {
+    uint32_t old = l2p_[lpn];
+    if (old != kUnmapped) __builtin_prefetch(&p2l_[old], 1);
+  }
   // Map lpn to a fresh physical page (invalidating the old one). GC work on the chosen plane goes to gc.
   uint32_t write(uint64_t lpn, GcWork& gc);
   uint32_t plane_of(uint32_t ppn) const { return ppn / pages_per_plane_; }
@@ -51,6 +58,7 @@ class Ftl {
   uint64_t pages_per_plane_;
   std::vector<uint32_t> l2p_, p2l_;
   std::vector<uint32_t> valid_;    // valid pages per block
+  std::vector<uint32_t> moving_;   // GC: the victim's live logical pages (pages_per_block entries)
   std::vector<uint8_t> state_;     // per block: 0 free, 1 active, 2 closed
   std::vector<Plane> planes_;
   uint32_t next_plane_ = 0;

@@ -111,8 +111,15 @@ struct Ssd::Impl {
       slots[s].dirty = true;
       return t + cfg.timings.buffer_ns;
     }
-    uint32_t h = ring_head;
-    ring_head = (ring_head + 1) % static_cast<uint32_t>(slots.size());
+    uint32_t h = ring_head, n = static_cast<uint32_t>(slots.size());
+    ring_head = (ring_head + 1) % n;
+    // The FIFO says which pages the next evictions will program: start their map lookups now, so the
+    // cache misses of a large drive's tables overlap instead of queueing one after another.
+    if (n > 16) {
+      uint32_t far = slots[(h + 16) % n].lpn, near = slots[(h + 8) % n].lpn;
+      if (far != detail::Ftl::kUnmapped) ftl.prefetch_map(far), __builtin_prefetch(&slot_of[far], 1);
+      if (near != detail::Ftl::kUnmapped) ftl.prefetch_old(near);
+    }
     Slot& slot = slots[h];
     uint64_t ready = t;
     if (slot.lpn != detail::Ftl::kUnmapped) {

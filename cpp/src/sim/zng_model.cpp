@@ -37,14 +37,15 @@ class Model {
 
   void finish(uint64_t t) {
     l2_.for_each_valid([&](detail::CacheLine& l) {
-      if (l.prefetched) ++r_.prefetch_wasted_lines;
+      if (l.prefetched) ++r_.prefetch_wasted_lines, predictor_.feedback(l.pc, false);
       if (l.dirty) write_back(l.tag * c_.l2_line_bytes, t);
     });
     if (dram_) dram_->for_each_valid([&](detail::CacheLine& p) {
       if (p.dirty) flash_.program_page(p.tag, true, t), r_.written_back_bytes += c_.page_bytes;
     });
     flash_.flush(t);
-    r_.predictor_accuracy = predictor_.accuracy();
+    r_.predictor_accuracy = predictor_.prefetch_accuracy();
+    r_.predictor_decision_accuracy = predictor_.accuracy();
     r_.monitor_halvings = monitor_.halvings();
     r_.monitor_growths = monitor_.growths();
     r_.prefetch_bytes_final = c_.read_prefetch ? monitor_.prefetch_bytes() : 0;
@@ -58,9 +59,10 @@ class Model {
     } else {
       ++r_.l2_misses;  // write-allocate without a fetch: GPU L2 keeps per-sector valid bits
       l = fill(line, t);
+      l->ready = t;
     }
     l->dirty = true;
-    if (l->prefetched) l->prefetched = false, ++r_.prefetch_used_lines;
+    if (l->prefetched) used_prefetch(*l);
     if (!l->pinned && pinned_ < c_.pin_lines_max && flash_.thrashing() && flash_.recently_evicted(flash_.page_of(line))) {
       l->pinned = true;
       r_.pinned_lines_peak = std::max<uint64_t>(r_.pinned_lines_peak, ++pinned_);
@@ -70,39 +72,59 @@ class Model {
 
   uint64_t load(uint64_t line, uint32_t pc, uint64_t t) {
     if (detail::CacheLine* l = l2_.find(line)) {
-      ++r_.l2_hits;
-      if (l->prefetched) l->prefetched = false, ++r_.prefetch_used_lines;
-      return t + c_.l2_hit_ns;
+      ++r_.l2_hits;  // a line still being filled is a hit on its miss entry: it waits for the fill
+      if (l->prefetched) used_prefetch(*l);
+      return std::max(t, l->ready) + c_.l2_hit_ns;
     }
     ++r_.l2_misses;
     const uint32_t lb = c_.l2_line_bytes;
     if (c_.read_prefetch && predictor_.observe(pc, line, uint64_t{monitor_.prefetch_bytes()} + c_.page_bytes)) {
-      uint32_t win = std::max(monitor_.prefetch_bytes(), lb);
-      uint64_t start = line / win * win;
-      uint64_t done = memory_read(start, win, t);
-      uint32_t fetched = 0;
-      for (uint64_t a = start; a < start + win; a += lb) {
-        if (a == line) continue;
-        if (l2_.find(a)) continue;
-        fill(a, t, true)->prefetched = true;
-        ++fetched;
+      // The window: whole lines, aligned to its size in lines (the monitor's sizes need not be powers of two).
+      uint64_t win_lines = std::max<uint64_t>(1, (monitor_.prefetch_bytes() + lb - 1) / lb), win = win_lines * lb;
+      uint64_t start = line / win * win, end = start + win, pb = c_.page_bytes;
+      // Page by page, the demanded line's page first; each line is ready when its page has arrived.
+      uint64_t dp = line / pb * pb, d0 = std::max(start, dp), d1 = std::min(end, dp + pb);
+      uint64_t done = memory_read(d0, static_cast<uint32_t>(d1 - d0), t);
+      uint32_t fetched = prefetch_fill(d0, d1, line, pc, t, done);
+      for (uint64_t p0 = start; p0 < end;) {
+        uint64_t p1 = std::min(end, (p0 / pb + 1) * pb);
+        if (p0 != d0) fetched += prefetch_fill(p0, p1, line, pc, t, memory_read(p0, static_cast<uint32_t>(p1 - p0), t));
+        p0 = p1;
       }
       ++r_.prefetches;
       r_.prefetched_lines += fetched;
       monitor_.prefetched(fetched);
-      fill(line, t);
+      fill(line, t)->ready = done;
       return done + c_.l2_hit_ns;
     }
     uint64_t done = memory_read(line, lb, t);
-    fill(line, t);
+    fill(line, t)->ready = done;
     return done + c_.l2_hit_ns;
+  }
+
+  // Lines of [from, to) other than the demanded one and those L2 already holds, ready at `ready`.
+  uint32_t prefetch_fill(uint64_t from, uint64_t to, uint64_t demanded, uint32_t pc, uint64_t t, uint64_t ready) {
+    uint32_t n = 0;
+    for (uint64_t a = from; a < to; a += c_.l2_line_bytes) {
+      if (a == demanded || l2_.find(a)) continue;
+      detail::CacheLine* p = fill(a, t);  // normal LRU position: only the predictor gates prefetches
+      p->prefetched = true, p->pc = pc, p->ready = ready;
+      ++n;
+    }
+    return n;
+  }
+
+  void used_prefetch(detail::CacheLine& l) {
+    l.prefetched = false;
+    ++r_.prefetch_used_lines;
+    predictor_.feedback(l.pc, true);
   }
 
   detail::CacheLine* fill(uint64_t line, uint64_t t, bool prefetch = false) {
     detail::CacheLine victim;
     detail::CacheLine* l = l2_.insert(line, victim, prefetch);
     if (victim.valid) {
-      if (victim.prefetched) ++r_.prefetch_wasted_lines, monitor_.wasted(1);
+      if (victim.prefetched) ++r_.prefetch_wasted_lines, monitor_.wasted(1), predictor_.feedback(victim.pc, false);
       if (victim.pinned) --pinned_;
       if (victim.dirty) write_back(victim.tag * c_.l2_line_bytes, t);
     }

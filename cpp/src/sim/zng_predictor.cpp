@@ -26,6 +26,17 @@ bool Predictor::observe(uint32_t pc, uint64_t addr, uint64_t reach_bytes) {
   return predicted;
 }
 
+void Predictor::feedback(uint32_t pc, bool used) {
+  uint8_t& c = counter_[pc % kEntries];
+  if (used) {
+    ++used_;
+    if (c < kMax) ++c;
+  } else {
+    ++unused_;
+    if (c > 0) --c;
+  }
+}
+
 AccessMonitor::AccessMonitor(uint32_t initial_bytes, uint32_t min_bytes, uint32_t max_bytes, uint32_t epoch_lines)
     : bytes_(initial_bytes), min_(min_bytes), max_(max_bytes), epoch_(epoch_lines) {
   if (!(min_bytes > 0 && min_bytes <= initial_bytes && initial_bytes <= max_bytes) || epoch_lines == 0)

@@ -26,7 +26,7 @@ std::string ZngResult::to_json() const {
   u("gc_runs", gc_runs), u("gc_pages_moved", gc_pages_moved);
   u("prefetches", prefetches), u("prefetched_lines", prefetched_lines);
   u("prefetch_used_lines", prefetch_used_lines), u("prefetch_wasted_lines", prefetch_wasted_lines);
-  d("predictor_accuracy", predictor_accuracy);
+  d("predictor_accuracy", predictor_accuracy), d("predictor_decision_accuracy", predictor_decision_accuracy);
   u("monitor_halvings", monitor_halvings), u("monitor_growths", monitor_growths);
   u("prefetch_bytes_final", prefetch_bytes_final);
   u("dram_hits", dram_hits), u("dram_misses", dram_misses);

@@ -10,12 +10,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="gpuio: GPU storage stack (engine, GPU path, caches, streams, simulator).")
 
 
-@app.callback()
-def _group() -> None:
-    # Without a callback, typer runs a lone registered command as the whole program, so `gpuio bench`
-    # would fail with "unexpected extra argument" while bench is the only command module present.
-    pass
-
 # command name -> (module, attribute, help). A sub-app attribute (typer.Typer) becomes a command group.
 _COMMANDS = {
     "info": ("gpuio.cli.info", "info", "What this platform offers: io_uring features, GPU, data paths."),
@@ -37,12 +31,7 @@ def _load(module: str, attr: str):
 
 def _register() -> None:
     for name, (module, attr, help_text) in _COMMANDS.items():
-        try:
-            target = _load(module, attr)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue  # that layer is not part of this build yet
+        target = _load(module, attr)
         if isinstance(target, typer.Typer):
             app.add_typer(target, name=name, help=help_text)
         else:
