@@ -29,20 +29,21 @@ import torch
 ROW_SIZES = (4096, 512)
 
 
-def make_table(path: str, row_bytes: int, file_mib: int, workers, queue_depth: int = 128):
+def make_table(path: str, row_bytes: int, file_mib: int, workers, queue_depth: int = 128,
+               host_read: str = "staged"):
     """A TensorFile of random float32 rows, about file_mib MiB; reused when it exists with that shape."""
     from gpuio import TensorFile
     rows = (file_mib << 20) // row_bytes
     shape = (rows, row_bytes // 4)
     if os.path.exists(path):
         try:
-            tf = TensorFile.open(path, workers=workers, queue_depth=queue_depth)
+            tf = TensorFile.open(path, workers=workers, queue_depth=queue_depth, host_read=host_read)
             if tf.shape == shape:
                 return tf
             tf.close()
         except ValueError:
             pass
-    tf = TensorFile.create(path, shape, "float32", workers=workers, queue_depth=queue_depth)
+    tf = TensorFile.create(path, shape, "float32", workers=workers, queue_depth=queue_depth, host_read=host_read)
     rng = np.random.default_rng(0)
     chunk_rows = max(1, (16 << 20) // row_bytes)
     with open(path, "r+b") as f:
@@ -128,7 +129,7 @@ def run(a) -> dict:
     from gpuio.cache import FeatureStore
     os.makedirs(a.workdir, exist_ok=True)
     tfs = {rb: make_table(os.path.join(a.workdir, f"gather_rate_{rb}.npy"), rb, a.file_mib,
-                          a.workers or None, a.queue_depth)
+                          a.workers or None, a.queue_depth, a.host_read)
            for rb in ROW_SIZES}
     g = torch.Generator().manual_seed(a.seed)
     for rb, tf in tfs.items():
@@ -175,7 +176,8 @@ def report(runs: dict, ratios: dict, ref_ratios: dict, a) -> dict:
     med = {k: statistics.median(v) for k, v in runs.items()}
     rmed = {k: statistics.median(v) for k, v in ratios.items()}
     fmed = {k: statistics.median(v) for k, v in ref_ratios.items() if v}
-    print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} qd={a.queue_depth} "
+    print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} "
+          f"qd={a.queue_depth} host_read={a.host_read} "
           f"inflight={a.inflight} cache={a.cache_kib} KiB repeats={a.repeats} device={a.device} (O_DIRECT, "
           f"real data; data path {a.data_path})")
     print(f"{'measure':<22}{'median':>10}{'spread':>10}{'ratio vs raw':>14}{'ratio spread':>14}{'vs ref':>10}")
@@ -199,6 +201,8 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=4096, help="rows per gather call")
     p.add_argument("--inflight", type=int, default=8, help="raw: async batches in flight")
     p.add_argument("--workers", type=int, default=2, help="engine workers (raw and tables); 0: engine default")
+    p.add_argument("--host-read", default="staged", choices=["staged", "direct"],
+                   help="TensorFile host_read: reads via the engine's staging, or O_DIRECT into the result")
     p.add_argument("--queue-depth", type=int, default=128, help="engine ring entries per worker")
     p.add_argument("--cache-kib", type=int, default=1024, help="FeatureStore page-cache budget")
     p.add_argument("--repeats", type=int, default=5)

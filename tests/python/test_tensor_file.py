@@ -105,3 +105,19 @@ def test_bad_input_raises(tmp_path):
         TensorFile.create(tmp_path / "x.npy", (3, 3), "float32", block_size=1000)
     with pytest.raises(TypeError, match="object"):
         TensorFile.create(tmp_path / "x.npy", (3, 3), object)
+
+
+@pytest.mark.parametrize("host_read", ["staged", "direct"])
+def test_host_read_paths_agree(tmp_path, rng, host_read):
+    ref = rng.standard_normal((600, 1024)).astype("float32")  # 4 KiB rows (read in place) ...
+    small = rng.standard_normal((4000, 100)).astype("float32")  # ... and packed rows (cut from blocks)
+    for name, data in (("a.npy", ref), ("b.npy", small)):
+        with TensorFile.create(tmp_path / name, data.shape, "float32", host_read=host_read) as tf:
+            tf.scatter(np.arange(data.shape[0]), data)
+            idx = rng.permutation(data.shape[0])[:300]
+            np.testing.assert_array_equal(tf.gather(torch.from_numpy(idx)).numpy(), data[idx])
+            path = tf.stats()["engine"]["data_path"]
+            if tf.direct:  # the engine says which way the blocks came
+                assert ("staging" in path) == (host_read == "staged"), path
+    with pytest.raises(ValueError, match="host_read"):
+        TensorFile.create(tmp_path / "c.npy", (4, 4), "float32", host_read="mmap")
