@@ -13,7 +13,7 @@ pc=$uring/usr/lib/x86_64-linux-gnu/pkgconfig
 sed -i "s|=/usr|=$uring/usr|" $pc/liburing*.pc
 export PKG_CONFIG_PATH=$pc LD_LIBRARY_PATH=$uring/usr/lib/x86_64-linux-gnu
 gcc -O2 -o /tmp/iobench .carry/iobench.c -I$uring/usr/include -L$uring/usr/lib/x86_64-linux-gnu -luring -lpthread
-build=/tmp/gpuio-build site=/tmp/gpuio-site
+build=/tmp/gather-rate-build site=/tmp/gather-rate-site  # not gpu-check.sh's dirs: both may run on one machine
 rm -rf $build $site
 cmake -S . -B $build -G Ninja -DGPUIO_CUDA=ON -DGPUIO_BUILD_PYTHON=ON -DGPUIO_BUILD_TESTS=OFF \
   -DPython_EXECUTABLE="$(command -v python3)" > "$out/build.log" 2>&1 && cmake --build $build -j16 >> "$out/build.log" 2>&1 \
