@@ -7,7 +7,7 @@ reserved and its effective size is, unless it turns out to be the last one, that
 therefore writes sblock i at once, claiming a full successor, and keeps ``prefetch_depth`` such writes in
 flight while it fills the next slot. At close, if the last sblock is partial, the claim in its
 predecessor's trailer is corrected by rewriting that one block (its copy is kept aside, ``bb`` bytes) after
-the predecessor's write has completed and before the data sync: the stream is not published yet, so no
+the predecessor's write has completed (alongside the last sblock's write) and before the data sync: the stream is not published yet, so no
 reader or restart can see the claim in between.
 
 Disk space for an object is reserved *before* any of its bytes are copied, so a full device fails the
@@ -75,12 +75,13 @@ class StreamWriter:
         cur.nblocks = used
         if cur.index == 0:
             self.first = (cur.start, eff)
+        if self._claim is not None and eff != claimed:
+            self._drain()  # the predecessor's write must land before its corrected block does
+            self._correct_claim(eff)
+        self._claim = None
         self._write(cur, 0, 0, FLAG_END)
         self._cur = None
         self._drain()
-        if self._claim is not None and eff != claimed:
-            self._correct_claim(eff)
-        self._claim = None
         self.store._sync_data()
         return entry_pack(*self.first)
 
@@ -153,7 +154,7 @@ class StreamWriter:
         bb = self.store.block_bytes
         Trailer(t.flags, t.uuid, t.stream_id, t.index, t.payload_bytes, t.payload_crc, t.next_start, eff) \
             .pack_into(self._tail, bb - TRAILER_BYTES)
-        self.store._engine.write(np.array([block], dtype=np.int64), self._tail)
+        self._inflight.append((self.store._engine.write_async(np.array([block], dtype=np.int64), self._tail), None))
 
     def _take_slot(self) -> int:
         while not self._free_slots:
@@ -182,4 +183,5 @@ class StreamWriter:
         while self._inflight:
             h, slot = self._inflight.popleft()
             h.wait()
-            self._free_slots.append(slot)
+            if slot is not None:  # None: the trailer correction, written from _tail
+                self._free_slots.append(slot)
