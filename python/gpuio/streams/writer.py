@@ -47,7 +47,7 @@ class StreamWriter:
         self._extents = []                     # every run this stream holds, for abort
         self._inflight = collections.deque()   # (handle, slot) of async writes
         self._claim = None                     # (trailer, block) of the last written sblock, whose trailer
-        self._tail = aligned_empty(store.block_bytes)  # claims a full successor; _tail: copy of that block
+        self._tail = None                      # claims a full successor; _tail: copy of that block
         self.first = None                      # (start, eff) of sblock 0, known once it is sealed
         self.bytes_written = 0
         start, n = self._reserve_one()
@@ -144,6 +144,8 @@ class StreamWriter:
         start, n = self._ready.popleft()
         trailer = self._write(sealed, start, n * bb, 0)
         last = sealed.nblocks - 1  # a full sblock's trailer lies in its last block
+        if self._tail is None:     # only streams longer than one sblock need it
+            self._tail = aligned_empty(bb)
         self._tail[:] = self.store._buffers.view(sealed.slot)[last * bb:(last + 1) * bb]
         self._claim = (trailer, sealed.start + last)
         self._cur = _Sblock(self._take_slot(), start, n, sealed.index + 1)
