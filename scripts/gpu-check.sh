@@ -43,6 +43,7 @@ build=/tmp/gpuio-build
 site=/tmp/gpuio-site
 t0=$(date +%s)
 # A warm machine keeps the last build: ninja rebuilds what changed (liburing is unpacked to the same path).
+grep -qs "CMAKE_HOME_DIRECTORY:INTERNAL=$repo$" $build/CMakeCache.txt || rm -rf $build  # another tree's build
 cmake -S . -B $build -G Ninja -DGPUIO_CUDA=ON -DGPUIO_BUILD_PYTHON=ON -DGPUIO_BUILD_TESTS=OFF \
   -DPython_EXECUTABLE="$(command -v python3)" > "$out/build.log" 2>&1 && cmake --build $build -j16 >> "$out/build.log" 2>&1
 rc=$?
@@ -81,6 +82,17 @@ in_cgroup() {
 }
 gpuio_cli() { python3 -c "from gpuio.cli import main; main()" "$@"; }
 
+# Issue 2: engine vs raw reference, host destinations, on the virtio disk (the checkout's file system).
+if want host || want host-quick; then
+  step "gpuio bench (issue 2: host destinations, uring and posix, cold cache)"
+  size=(--size "${GPUIO_BENCH_SIZE:-4G}" --repeats 3 --seconds 1.5 --workload read)
+  want host-quick && size=(--quick)
+  timeout 420 gpuio_cli bench "${size[@]}" --cold --json "$out/gpuio_bench.json" --plot "$out/gpuio_bench.png" \
+    > "$out/gpuio_bench.txt" 2>&1 || { note "gpuio bench FAILED"; status=1; }
+  tail -16 "$out/gpuio_bench.txt"
+  python3 -m gpuio.bench.markdown "$out/gpuio_bench.json" >> "$summary" 2>&1 || true
+fi
+
 if want gpu; then
 step "GPU tests"
 # -s: each test prints its name as it starts and a hang's faulthandler dump (test_gpu.py's watchdog,
@@ -107,17 +119,6 @@ if [[ -f examples/cam_pipeline.py && ${GPUIO_SKIP_CAM:-0} != 1 ]]; then
 fi
 
 fi  # gpu
-
-# Issue 2: engine vs raw reference, host destinations, on the virtio disk (the checkout's file system).
-if want host || want host-quick; then
-  step "gpuio bench (issue 2: host destinations, uring and posix, cold cache)"
-  size=(--size "${GPUIO_BENCH_SIZE:-4G}" --repeats 3 --seconds 1.5 --workload read)
-  want host-quick && size=(--quick)
-  timeout 420 gpuio_cli bench "${size[@]}" --cold --json "$out/gpuio_bench.json" --plot "$out/gpuio_bench.png" \
-    > "$out/gpuio_bench.txt" 2>&1 || { note "gpuio bench FAILED"; status=1; }
-  tail -16 "$out/gpuio_bench.txt"
-  python3 -m gpuio.bench.markdown "$out/gpuio_bench.json" >> "$summary" 2>&1 || true
-fi
 
 if want apps; then
   step "streams (issue 5): stream vs raw sequential, cold; stream cache example under a 1.5 GiB cgroup"
