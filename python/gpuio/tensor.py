@@ -48,10 +48,20 @@ def _header(dtype: np.dtype, shape: tuple, data_offset: int) -> bytes:
     return _MAGIC + bytes([version, 0]) + size + text
 
 
-def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
-    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce)."""
-    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=pin)
-    skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES
+HOST_READS = ("staged", "direct")
+# Host destinations of reads, measured (benchmarks/RESULTS.md, "Gather rate"): on the GPU machine (H200 VM,
+# virtio disk) 4 KiB random reads landing in the engine's registered staging buffers and copied out ran at
+# 0.93 of the raw reference, O_DIRECT straight into the caller's memory at 0.67 (each request pins a fresh
+# user page there); on the 2-core dev box both were within noise (0.83 vs 0.87). So "staged" is the default.
+HOST_READ_DEFAULT = "staged"
+_STAGED_SKEW = 64  # bytes off the device's logical block alignment: the engine then reads via its staging
+
+
+def _aligned_bytes(nbytes: int, pin: bool, skew: int = 0) -> torch.Tensor:
+    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce), plus
+    `skew` bytes (a skewed buffer makes the engine read through its registered staging buffers)."""
+    raw = torch.empty(nbytes + DATA_ALIGN_BYTES + skew, dtype=torch.uint8, pin_memory=pin)
+    skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES + skew
     return raw[skip:skip + nbytes]
 
 
@@ -89,6 +99,10 @@ class TensorFile:
         self.row_bytes = self.row_elems * self.dtype.itemsize
         self.nbytes = self.shape[0] * self.row_bytes
         self._base_block = data_offset // block_size
+        self.gpu_direct = None  # None: read CUDA destinations through the engine's GPU path if built
+        self.host_read = engine_options.pop("host_read", HOST_READ_DEFAULT)
+        if self.host_read not in HOST_READS:
+            raise ValueError(f"host_read must be one of {HOST_READS}, got {self.host_read!r}")
         self._counters = dict(gathers=0, rows_gathered=0, blocks_read=0, scatters=0, rows_scattered=0,
                               blocks_written=0)
         self.direct, self.engine = self._open_engine(engine_options)
@@ -101,7 +115,9 @@ class TensorFile:
 
     @classmethod
     def create(cls, path, shape, dtype="float32", block_size: int = 4096, **engine_options) -> "TensorFile":
-        """New zero-filled file (overwrites `path`). engine_options go to `gpuio.Engine` (direct=...)."""
+        """New zero-filled file (overwrites `path`). engine_options go to `gpuio.Engine` (direct=...), except
+        host_read: where reads bound for host memory land ("staged", the default, or "direct"; see
+        HOST_READ_DEFAULT)."""
         cls._check_block_size(block_size)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if not shape or any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
@@ -203,6 +219,13 @@ class TensorFile:
         bs, rb = self.block_size, self.row_bytes
         start = rows.cpu() * rb
         first = start // bs
+        if bs % max(rb, 1) == 0:  # rows never straddle blocks: the block list is unique(first)
+            blocks, inv = torch.unique(first, return_inverse=True)
+            return blocks, (inv * bs + start % bs) // self.dtype.itemsize
+        if rb % bs == 0:  # whole-block rows: the rows' distinct ids give the blocks
+            k = rb // bs
+            uniq, inv = torch.unique(rows.cpu(), return_inverse=True)
+            return (uniq[:, None] * k + torch.arange(k)).flatten(), inv * (rb // self.dtype.itemsize)
         span = (start + max(rb, 1) - 1) // bs - first + 1
         k = int(span.max())
         cand = first[:, None] + torch.arange(k)
@@ -228,7 +251,7 @@ class TensorFile:
         return covered >= need
 
     def _extract(self, staging: torch.Tensor, pos: torch.Tensor, device) -> torch.Tensor:
-        staging = staging.to(device, non_blocking=True)
+        staging = staging.to(device, non_blocking=True)  # no-op where blocks were read onto the device
         elems = staging.view(self.torch_dtype)
         c = max(self.row_elems, 1)
         windows = elems.as_strided((elems.numel() - c + 1, c), (1, 1))  # row j = elements [j, j + c)
@@ -236,15 +259,40 @@ class TensorFile:
         return out.reshape((pos.numel(), *self.shape[1:]))
 
     # -- I/O -----------------------------------------------------------------------------------------
-    def _read_blocks(self, blocks: torch.Tensor, pin: bool):
-        staging = _aligned_bytes(blocks.numel() * self.block_size, pin)
+    def _buffer(self, nbytes: int, device: torch.device) -> torch.Tensor:
+        """Where blocks land: GPU memory when the engine's CUDA path exists (workers copy each extent from
+        their registered staging to the GPU as it completes: no host staging here and no .to(device)
+        after the last block); else host memory (pinned for a CUDA destination): 4 KiB-aligned, which
+        O_DIRECT fills directly (host_read="direct"), or skewed so the engine reads into its registered
+        staging buffers and copies out (host_read="staged", the default: see HOST_READ_DEFAULT)."""
+        if device.type == "cuda" and self._gpu_direct():
+            return torch.empty(nbytes, dtype=torch.uint8, device=device)
+        skew = _STAGED_SKEW if self.host_read == "staged" else 0
+        return _aligned_bytes(nbytes, pin=device.type == "cuda", skew=skew)
+
+    def _gpu_direct(self) -> bool:
+        if self.gpu_direct is None:
+            try:
+                from gpuio import _core
+                self.gpu_direct = bool(_core.cuda_built)
+            except ImportError:
+                self.gpu_direct = False
+        return self.gpu_direct
+
+    def _read_into(self, blocks: torch.Tensor, buf: torch.Tensor) -> list:
+        """Start reading data-relative `blocks` (in this order) into consecutive block-sized slots of buf."""
         ids = (blocks + self._base_block).numpy()
         handles = []
-        for lo in range(0, blocks.numel(), READ_BLOCKS_MAX):
-            hi = min(lo + READ_BLOCKS_MAX, blocks.numel())
-            handles.append(self.engine.read_async(ids[lo:hi], staging[lo * self.block_size:hi * self.block_size]))
-        self._counters["blocks_read"] += blocks.numel()
-        return staging, handles
+        for lo in range(0, ids.size, READ_BLOCKS_MAX):
+            hi = min(lo + READ_BLOCKS_MAX, ids.size)
+            handles.append(self.engine.read_async(ids[lo:hi], buf[lo * self.block_size:hi * self.block_size]))
+        self._counters["blocks_read"] += ids.size
+        return handles
+
+    def _read_blocks(self, blocks: torch.Tensor, pin: bool, device=None):
+        device = torch.device(device) if device is not None else torch.device("cuda" if pin else "cpu")
+        staging = self._buffer(blocks.numel() * self.block_size, device)
+        return staging, self._read_into(blocks, staging)
 
     def prefetch(self, idx) -> Prefetch:
         """Start reading rows `idx`; the handle's wait() returns them on idx.device."""
@@ -255,8 +303,18 @@ class TensorFile:
         if rows.numel() == 0 or self.row_bytes == 0:
             empty = torch.zeros((rows.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
             return Prefetch(lambda: empty, [])
+        rows = rows.cpu()
+        if self.row_bytes % self.block_size == 0:
+            k = self.row_bytes // self.block_size
+            blocks = (rows[:, None] * k + torch.arange(k)).flatten()
+            if torch.unique(rows).numel() == rows.numel():
+                # Distinct whole-block rows: read them in request order straight into the result.
+                out = self._buffer(rows.numel() * self.row_bytes, device)
+                handles = self._read_into(blocks, out)
+                shape = (rows.numel(), *self.shape[1:])
+                return Prefetch(lambda: out.view(self.torch_dtype).view(shape), handles)
         blocks, pos = self._plan(rows)
-        staging, handles = self._read_blocks(blocks, pin=device.type == "cuda")
+        staging, handles = self._read_blocks(blocks, pin=device.type == "cuda", device=device)
         return Prefetch(lambda: self._extract(staging, pos, device), handles)
 
     def pages_are_blocks(self, page_rows: int) -> bool:
@@ -283,7 +341,7 @@ class TensorFile:
         self._counters["rows_gathered"] += pages.numel() * page_rows
         if pages.numel() == 0:
             return torch.zeros((0, page_rows, *self.shape[1:]), dtype=self.torch_dtype, device=device)
-        staging, handles = self._read_blocks(pages.cpu(), pin=device.type == "cuda")
+        staging, handles = self._read_blocks(pages.cpu(), pin=device.type == "cuda", device=device)
         for h in handles:
             h.wait()
         return staging.to(device, non_blocking=True).view(self.torch_dtype).view(

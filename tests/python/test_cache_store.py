@@ -128,3 +128,23 @@ def test_bad_arguments(table):
         fs.gather(torch.tensor([2000]))
     with pytest.raises(TypeError, match="float"):
         fs.gather(torch.tensor([0.5]))
+
+
+def test_block_sized_rows_all_miss_hit_and_mixed(tmp_path):
+    """4 KiB rows (one row per page): distinct all-miss batches are read in place; hits, duplicates,
+    host rows and bypassed pages still return the table's rows."""
+    g = torch.Generator().manual_seed(SEED)
+    table = torch.randn(300, 1024, generator=g)
+    with TensorFile.create(tmp_path / "b.npy", (300, 1024), "float32") as tf:
+        tf.scatter(torch.arange(300), table)
+        fs = FeatureStore(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=10, hot_scores=torch.arange(300.0),
+                          window=0, device="cpu")
+        first = torch.randperm(250, generator=g)[:40]  # distinct, none hot, none cached: all miss
+        batches = [first, first[:8], torch.cat([first[:4], first[30:]]), torch.tensor([299, 5, 5, 7]),
+                   torch.empty(0, dtype=torch.long)]
+        for idx in batches:
+            assert torch.equal(fs.gather(idx), table[idx])
+            fs.cache.check_invariants()
+        s = fs.stats()
+        assert s["rows_host"] == 1 and s["pages_bypass"] >= 32 and s["rows_gpu_cache"] > 0
+        assert s["rows_host"] + s["rows_gpu_cache"] + s["rows_device"] == s["rows_requested"]

@@ -15,4 +15,5 @@ def test_gnn_epoch_benchmark_tiny(tmp_path):
     assert len(ratios) == 3 and all(v > 0 for v in ratios.values())
     saved = json.loads(out.read_text())
     assert set(saved["median"]) == {"gpuio", "mmap", "features_alone", "compute_alone", "gather_rows_s",
-                                    "raw_blocks_s"}
+                                    "raw_blocks_s", "ref_iops"}
+    assert saved["median"]["ref_iops"] > 0  # the raw device's rate comes from the in-process reference

@@ -18,6 +18,8 @@ def rng():
 
 CASES = [((1000, 37), "float32", 4096),  # rows straddle block boundaries
          ((257, 1024), "float32", 4096),  # exactly one block per row
+         ((90, 2, 1024), "float32", 4096),  # two whole blocks per row (read straight into the result)
+         ((70, 256), "float64", 512),  # four whole 512 B blocks per row
          ((300, 2000), "float64", 512),  # rows span many small blocks
          ((5000,), "int16", 4096),  # 1-D: 2048 rows per block
          ((64, 3, 5), "uint8", 1024),
@@ -38,6 +40,8 @@ def test_gather_scatter_match_numpy(tmp_path, rng, shape, dtype, bs):
             assert got.dtype == torch.from_numpy(ref[:0]).dtype
             assert tuple(got.shape) == (n, *shape[1:])
             np.testing.assert_array_equal(got.numpy(), ref[idx])
+        perm = rng.permutation(shape[0])[:60]  # distinct, unsorted (whole-block rows: read in place)
+        np.testing.assert_array_equal(tf.gather(torch.from_numpy(perm)).numpy(), ref[perm])
         # partial rewrite with duplicate ids: the last occurrence wins
         idx = rng.integers(0, shape[0], 50)
         idx[-1] = idx[0]
@@ -101,3 +105,19 @@ def test_bad_input_raises(tmp_path):
         TensorFile.create(tmp_path / "x.npy", (3, 3), "float32", block_size=1000)
     with pytest.raises(TypeError, match="object"):
         TensorFile.create(tmp_path / "x.npy", (3, 3), object)
+
+
+@pytest.mark.parametrize("host_read", ["staged", "direct"])
+def test_host_read_paths_agree(tmp_path, rng, host_read):
+    ref = rng.standard_normal((600, 1024)).astype("float32")  # 4 KiB rows (read in place) ...
+    small = rng.standard_normal((4000, 100)).astype("float32")  # ... and packed rows (cut from blocks)
+    for name, data in (("a.npy", ref), ("b.npy", small)):
+        with TensorFile.create(tmp_path / name, data.shape, "float32", host_read=host_read) as tf:
+            tf.scatter(np.arange(data.shape[0]), data)
+            idx = rng.permutation(data.shape[0])[:300]
+            np.testing.assert_array_equal(tf.gather(torch.from_numpy(idx)).numpy(), data[idx])
+            path = tf.stats()["engine"]["data_path"]
+            if tf.direct:  # the engine says which way the blocks came
+                assert ("staging" in path) == (host_read == "staged"), path
+    with pytest.raises(ValueError, match="host_read"):
+        TensorFile.create(tmp_path / "c.npy", (4, 4), "float32", host_read="mmap")

@@ -24,6 +24,18 @@ from gpuio.cache.sources import _check_idx
 from gpuio.cache.window import WindowBuffer
 
 
+def _put(dst: torch.Tensor, pos, src: torch.Tensor, idx=None) -> None:
+    """dst[pos] = src[idx] on flat [rows, elems] views; pos None: every row of dst, written in place.
+    idx None: src already holds the rows in order."""
+    if pos is None:
+        if idx is None:
+            dst.copy_(src)
+        else:
+            torch.index_select(src, 0, idx, out=dst)
+    else:
+        dst.index_copy_(0, pos, src if idx is None else src.index_select(0, idx))
+
+
 class Ticket:
     """A submitted batch; `wait()` returns its rows (flushing the accumulator if it still holds it)."""
 
@@ -61,7 +73,8 @@ class FeatureStore:
         self.row_shape = tuple(tf.shape[1:])
         self.dtype = tf.torch_dtype
         itemsize = torch.empty(0, dtype=self.dtype).element_size()
-        self.row_bytes = max(1, math.prod(self.row_shape) * itemsize)
+        self.row_elems = math.prod(self.row_shape)
+        self.row_bytes = max(1, self.row_elems * itemsize)
         # A page is as many whole rows as fit in one storage block (at least one row): a miss then costs
         # about one block read, the unit the device is fast at.
         self.page_rows = max(1, getattr(tf, "block_size", 4096) // self.row_bytes)
@@ -135,37 +148,65 @@ class FeatureStore:
         return int((self.cache.lookup(pages) < 0).sum())
 
     def _serve(self, tickets: list) -> None:
-        rows = torch.cat([t.rows for t in tickets])
-        out = torch.empty((rows.numel(), *self.row_shape), dtype=self.dtype, device=self.device)
-        host_slot = self.host.lookup(rows) if self.host is not None else torch.full_like(rows, -1)
-        in_host = host_slot >= 0
-        if bool(in_host.any()):
-            out[in_host] = self.host.read(host_slot[in_host], self.device)
-        cold = (~in_host).nonzero().flatten()
-        crow = rows[cold]
+        """Copies use flat row indices (index_select / index_copy_: one memcpy per row) rather than
+        boolean masks and 2-D advanced indexing, which cost several times more per row on the CPU
+        (benchmarks/RESULTS.md, "Gather rate"); a part that covers the whole batch is written in place.
+        When every row is a distinct missing one-row page (the cache-missing gather of block-sized rows)
+        the pages are read in request order and the read buffer is the result: no copy at all."""
+        rows = torch.cat([t.rows for t in tickets]) if len(tickets) > 1 else tickets[0].rows
+        n = rows.numel()
+        out = flat = None
+        in_host = None
+        cold, crow = None, rows  # cold: positions of rows not in the host buffer (None: all of them)
+        if self.host is not None:
+            host_slot = self.host.lookup(rows)
+            in_host = host_slot >= 0
+            hpos = in_host.nonzero().flatten()
+            if hpos.numel():
+                out = torch.empty((n, *self.row_shape), dtype=self.dtype, device=self.device)
+                flat = out.view(n, self.row_elems)
+                _put(flat, hpos, self.host.read(host_slot[hpos], self.device).reshape(hpos.numel(), -1))
+                cold = (~in_host).nonzero().flatten()
+                crow = rows[cold]
         pages, inv = torch.unique(crow // self.page_rows, return_inverse=True)
         slots = self.cache.lookup(pages)
         hit = slots >= 0
-        self.cache.touch(slots[hit])
-        miss_pages = pages[~hit]
+        slots_hit = slots[hit]
+        self.cache.touch(slots_hit)
+        n_hit = int(slots_hit.numel())
+        in_order = self.page_rows == 1 and cold is None and n_hit == 0 and pages.numel() == n
+        miss_pages = crow if in_order else pages[~hit]
         # Victims: never a page this group reads (hits) nor one an announced batch needs.
         pinned = self.window.protected_slots(self.cache.slot_page)
-        pinned[slots[hit]] = True
+        pinned[slots_hit] = True
         victims = self.cache.choose_victims(miss_pages.numel(), pinned)
         fetched = self._read_pages(miss_pages)
         n_in = victims.numel()
         self.cache.install(miss_pages[:n_in], victims, fetched[:n_in])
-        # Where each page's rows are now: a cache slot, or (bypassed) a position in `fetched`.
-        miss_pos = torch.full_like(pages, -1)
-        miss_pos[~hit] = torch.arange(miss_pages.numel(), device=self.device)
-        page_slot = slots.clone()
-        page_slot[~hit] = torch.cat([victims, torch.full((miss_pages.numel() - n_in,), -1,
-                                                         dtype=torch.long, device=self.device)])
-        r_slot, r_off = page_slot[inv], crow % self.page_rows
-        cached = r_slot >= 0
-        out[cold[cached]] = self.cache.data[r_slot[cached], r_off[cached]]
-        out[cold[~cached]] = fetched[miss_pos[inv[~cached]], r_off[~cached]]
-        self._count(tickets, rows, in_host, hit[inv], pages, miss_pages, n_in)
+        # Rows on hit pages come from the cache, rows on missed pages from `fetched` (installed or not).
+        row_hit = hit[inv]
+        if in_order:
+            out = fetched.view(n, *self.row_shape)
+        elif out is None:
+            out = torch.empty((n, *self.row_shape), dtype=self.dtype, device=self.device)
+            flat = out.view(n, self.row_elems)
+        if crow.numel() and not in_order:
+            r_off = crow % self.page_rows
+            miss_idx = torch.cumsum(~hit, 0) - 1  # page -> its position among the missed pages
+            src_hit = slots * self.page_rows  # flat row index of each page's first row in the cache
+            src_miss = miss_idx * self.page_rows
+            pos = torch.arange(crow.numel(), device=self.device) if cold is None else cold
+            if n_hit == pages.numel():
+                _put(flat, cold, self._flat(self.cache.data), src_hit[inv] + r_off)
+            elif n_hit == 0:
+                _put(flat, cold, self._flat(fetched), src_miss[inv] + r_off)
+            else:
+                h = row_hit.nonzero().flatten()
+                m = (~row_hit).nonzero().flatten()
+                _put(flat, pos[h], self._flat(self.cache.data), src_hit[inv[h]] + r_off[h])
+                _put(flat, pos[m], self._flat(fetched), src_miss[inv[m]] + r_off[m])
+        self._count(tickets, n, int(in_host.sum()) if in_host is not None else 0, int(row_hit.sum()),
+                    pages, miss_pages, n_in)
         for t, part in zip(tickets, torch.split(out, [t.rows.numel() for t in tickets])):
             t.result = part
             self.window.release_oldest()
@@ -187,14 +228,18 @@ class FeatureStore:
         self._counters["bytes_from_device"] += rows_read * self.row_bytes
         return buf
 
-    def _count(self, tickets, rows, in_host, row_hit, pages, miss_pages, n_installed) -> None:
+    def _flat(self, pages: torch.Tensor) -> torch.Tensor:
+        """[pages, page_rows, *row] -> [pages * page_rows, row elements] (a view)."""
+        return pages.view(pages.shape[0] * self.page_rows, self.row_elems)
+
+    def _count(self, tickets, n_rows, n_host, n_hit, pages, miss_pages, n_installed) -> None:
         c = self._counters
         c["batches"] += len(tickets)
         c["flushes"] += 1
-        c["rows_requested"] += rows.numel()
-        c["rows_host"] += int(in_host.sum())
-        c["rows_gpu_cache"] += int(row_hit.sum())
-        c["rows_device"] += int(rows.numel() - in_host.sum() - row_hit.sum())
+        c["rows_requested"] += n_rows
+        c["rows_host"] += n_host
+        c["rows_gpu_cache"] += n_hit
+        c["rows_device"] += n_rows - n_host - n_hit
         c["pages_hit"] += int(pages.numel() - miss_pages.numel())
         c["pages_miss"] += int(miss_pages.numel())
         c["pages_bypass"] += int(miss_pages.numel() - n_installed)

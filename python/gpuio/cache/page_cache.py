@@ -124,7 +124,7 @@ class PageCache:
         self.page_slot[evicted] = -1
         self.page_slot[pages] = slots.to(torch.int32)
         self.slot_page[slots] = pages
-        self.data[slots] = rows.to(self.data.dtype)
+        self.data.index_copy_(0, slots, rows.to(self.data.dtype))  # one memcpy per page
         self.ref[slots] = True
         self.stamp[slots] = self.tick
 
