@@ -84,7 +84,7 @@ in_cgroup() {
 # Issue 2: engine vs raw reference, host destinations, on the virtio disk (the checkout's file system).
 if want host || want host-quick; then
   step "gpuio bench (issue 2: host destinations, uring and posix, cold cache)"
-  size=(--size "${GPUIO_BENCH_SIZE:-4G}" --repeats "${GPUIO_BENCH_REPEATS:-3}" --seconds "${GPUIO_BENCH_SECONDS:-1.5}" --workload read)
+  size=(--size "${GPUIO_BENCH_SIZE:-4G}" --repeats "${GPUIO_BENCH_REPEATS:-3}" --seconds "${GPUIO_BENCH_SECONDS:-1.5}" --workload read ${GPUIO_BENCH_EXTRA:-})
   want host-quick && size=(--quick)
   timeout 420 python3 -c "from gpuio.cli import main; main()" bench "${size[@]}" --cold --json "$out/gpuio_bench.json" --plot "$out/gpuio_bench.png" \
     > "$out/gpuio_bench.txt" 2>&1 || { note "gpuio bench FAILED"; status=1; }
