@@ -24,7 +24,9 @@ DEFAULTS = {
     "staging_bytes": 32 << 20,  # fixed staging pool (unaligned/GPU buffers go through it)
     "staging_slot_bytes": 128 << 10,
     "io_bytes_max": 1 << 20,   # contiguous runs are merged up to this many bytes per device request
-    "io_timeout_ms": 60000,    # a batch not complete by then raises OSError(ETIMEDOUT)
+    "io_timeout_ms": 60000,
+    "direct_min_bytes": 16 << 10,  # O_DIRECT runs shorter than this go through registered staging (cheaper
+                                   #   than pinning a fresh page per small request on virtual disks); 0: never    # a batch not complete by then raises OSError(ETIMEDOUT)
     "sqpoll": False,           # uring: kernel thread polls the submission queue
     "iopoll": False,           # uring: polled completions, only where the device supports it (reported)
     "posix_threads": 32,       # posix backend: pread/pwrite threads per worker queue

@@ -159,7 +159,11 @@ class StreamHandle:
                               f"{self._what} not complete after {limit:g} s (the stream is stuck at or before it; "
                               f"GPU requests taken so far {s['gpu_requests']}, failures {s['gpu_failures']}, "
                               f"last error {s['gpu_last_error']!r})")
-            if now >= spin_until:  # first 2 ms: spin (latency); then short naps growing to 1 ms
+            # First 2 ms: poll, dropping the GIL between polls (sleep(0)) so threads launching GPU work are
+            # not held up; then naps growing to 1 ms.
+            if now < spin_until:
+                time.sleep(0)
+            else:
                 time.sleep(nap)
                 nap = min(nap * 2, 1e-3)
         self._check()

@@ -213,3 +213,28 @@ TEST(Engine, CloseReleasesDevicesButKeepsStats) {
   EXPECT_EQ(e->device(0).path, f.path());
   e->close();  // idempotent
 }
+
+TEST(Engine, SmallDirectRunsGoThroughStagingLargeOnesZeroCopy) {
+  TempFile f("policy", 4 << 20, 6);
+  for (uint32_t min_bytes : {16384u, 0u}) {
+    EngineOptions o;
+    o.paths = {f.path()};
+    o.direct_min_bytes = min_bytes;
+    auto e = Engine::create(o);
+    std::vector<int64_t> isolated = {3, 50, 97, 400};  // four 4 KiB runs
+    std::vector<int64_t> run;                           // one 256 KiB run
+    for (int64_t b = 600; b < 664; ++b) run.push_back(b);
+    HostBuffer a(isolated.size() * 4096), r(run.size() * 4096);
+    e->read(isolated.data(), isolated.size(), a.ptr);
+    e->read(run.data(), run.size(), r.ptr);
+    for (size_t i = 0; i < isolated.size(); ++i) ASSERT_EQ(a.ptr[i * 4096 + 9], pattern(6, isolated[i], 9));
+    for (size_t i = 0; i < run.size(); ++i) ASSERT_EQ(r.ptr[i * 4096 + 9], pattern(6, run[i], 9));
+    auto s = e->stats();
+    EXPECT_EQ(s.bytes_staged, min_bytes ? 4u * 4096 : 0u) << min_bytes;
+    EXPECT_EQ(s.bytes_direct, min_bytes ? 64u * 4096 : 68u * 4096) << min_bytes;
+  }
+  EngineOptions bad;
+  bad.paths = {f.path()};
+  bad.direct_min_bytes = 1 << 20;  // larger than a staging slot
+  EXPECT_THROW(Engine::create(bad), std::invalid_argument);
+}

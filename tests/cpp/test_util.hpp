@@ -50,6 +50,7 @@ inline EngineOptions small_limits(std::vector<std::string> paths, const std::str
   o.backend.kind = backend;
   o.queue_depth = 4;
   o.staging_slot_bytes = 8192;
+  o.direct_min_bytes = 0;  // aligned buffers go zero-copy, so the ring alone limits them
   o.staging_bytes = 2 * 8192;
   o.io_bytes_max = 16384;
   o.workers = 1;

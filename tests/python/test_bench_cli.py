@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuio.bench import WORKLOADS
+from gpuio.engine import DEFAULTS
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,9 @@ def test_json_has_every_workload_and_backend(quick_run):
             assert r["raw_best_config"].startswith("raw ")
             assert r["gpuio_config"] in (f"gpuio {backend} QD32", f"gpuio {backend} QD128")
             assert r["workers"] == 2
-            assert r["data_path"] == f"{backend}+direct"
+            # Engine policy (direct_min_bytes, 16 KiB): small O_DIRECT requests go through registered staging.
+            path = "staging" if w.request_bytes < DEFAULTS["direct_min_bytes"] else "direct"
+            assert r["data_path"] == f"{backend}+{path}", (w.name, backend)
 
 
 def test_data_file_is_real_data(quick_run):

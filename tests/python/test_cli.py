@@ -1,9 +1,9 @@
 """The installed `gpuio` command: every documented subcommand is registered and answers --help."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,8 +11,9 @@ COMMANDS = ["info", "demo", "bench", "import", "sim"]
 
 
 def _gpuio() -> list[str]:
-    exe = shutil.which("gpuio")
-    return [exe] if exe else [sys.executable, "-c", "from gpuio.cli import main; main()"]
+    # The script installed beside this interpreter (a venv's bin/), not whichever `gpuio` PATH finds first.
+    exe = Path(sys.executable).with_name("gpuio")
+    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from gpuio.cli import main; main()"]
 
 
 def test_top_level_help_lists_every_command():

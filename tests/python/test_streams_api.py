@@ -167,14 +167,14 @@ def test_bad_options(tmp_path):
 
 
 def test_buffer_pool_exhaustion_names_the_stream(tmp_path):
-    with open_small(tmp_path / "s.bin", buffer_pool_bytes=16384 * 5) as st:
-        a = st.create_stream()   # takes prefetch_depth = 3 slots
+    with open_small(tmp_path / "s.bin", buffer_pool_bytes=16384 * 6) as st:
+        a = st.create_stream()   # takes prefetch_depth + 1 = 4 slots (3 writes in flight, 1 filling)
         b = st.create_stream()   # takes the 2 left (a writer needs 2)
-        with pytest.raises(RuntimeError, match=r"buffer pool exhausted: new stream 2 needs 2 .* 0 of 5 are free"):
+        with pytest.raises(RuntimeError, match=r"buffer pool exhausted: new stream 2 needs 2 .* 0 of 6 are free"):
             st.create_stream()
         st.close_stream(a)
         st.close_stream(b)
-        assert st.stats()["buffer_slots_free"] == 5
+        assert st.stats()["buffer_slots_free"] == 6
 
 
 @pytest.mark.parametrize("nbytes", [4047, 4016, 4080, 4095])
@@ -190,3 +190,25 @@ def test_trailer_straddling_a_block_boundary(tmp_path, nbytes):
         assert read_all(st, sd.stream_id) == [b"y" * nbytes]
         st.destroy_stream(sd.stream_id)
         st.check()
+
+
+@pytest.mark.parametrize("tail", [False, True])
+@pytest.mark.parametrize("nbytes", [16320 - 16, 32640 - 16, 32640 - 15, 20000, 3 * 16320])
+def test_last_sblock_sizes_after_full_ones(tmp_path, nbytes, tail):
+    # The writer writes each full sblock at once, its trailer claiming a full successor; a partial last
+    # sblock makes close() correct that claim. Streams ending exactly full (16 B record header + payload
+    # = k * 16320), one byte over, mid-sblock: mount walks the chain by the trailers, check() compares
+    # every size with the trailer it finds.
+    path = tmp_path / "s.bin"
+    payload = bytes(range(256)) * (nbytes // 256) + b"z" * (nbytes % 256)
+    objs = [payload, b"tail"] if tail else [payload]
+    with open_small(path) as st:
+        sd = st.create_stream()
+        for o in objs:
+            st.write_stream(sd, o)
+        st.close_stream(sd)
+    with open_small(path) as st:
+        st.check()
+        assert read_all(st, sd.stream_id) == objs
+        st.destroy_stream(sd.stream_id)
+        assert st.check()["streams"] == 0

@@ -30,3 +30,11 @@ def test_stream_cache_example_tiny(tmp_path, capsys):
     out = capsys.readouterr().out
     assert set(res) == {"gpuio", "npy", "pickle", "recompute"}
     assert "identical centroids" in out
+
+
+def test_streams_small_ops_tiny(tmp_path, capsys):
+    rows = _load("benchmarks/streams_small_ops.py").main(["--streams", "50", "--rounds", "1", "--dir", str(tmp_path)])
+    assert "store us/stream" in capsys.readouterr().out
+    # a small stream costs two engine calls: its one sblock, then the table page that publishes it
+    assert rows[0]["engine_calls"] == 2 * 50
+    assert rows[0]["us_per_stream"] > rows[0]["store_us_per_stream"] > 0

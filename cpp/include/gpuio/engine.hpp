@@ -24,6 +24,7 @@ struct EngineOptions {
   uint32_t staging_slot_bytes = limits::staging_slot_bytes_default;
   uint32_t io_bytes_max = limits::io_bytes_max;  // merged runs are split at this size
   uint32_t io_timeout_ms = limits::io_timeout_ms_default;
+  uint32_t direct_min_bytes = limits::direct_min_bytes_default;  // shorter direct extents are staged; 0: never
 };
 
 // Where a batch's data goes to (read) or comes from (write).

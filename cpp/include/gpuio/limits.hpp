@@ -16,6 +16,10 @@ constexpr uint32_t staging_slot_bytes_default = 128u << 10;
 constexpr uint64_t staging_bytes_max = 16ull << 30;
 constexpr uint32_t block_bytes_min = 512;
 constexpr uint32_t block_bytes_max = 1u << 20;
+// Direct-device extents shorter than this go through the registered staging pool: on a virtualised disk
+// pinning a fresh user page per small O_DIRECT request cost more than copying 4 KiB out of a fixed buffer
+// (H200 VM: 4 KiB random reads at 0.67 of the raw reference zero-copy vs 0.93 staged).
+constexpr uint32_t direct_min_bytes_default = 16u << 10;
 constexpr uint32_t reap_budget_max = 256;         // completions handled per poller pass
 constexpr uint32_t posix_threads_default = 32;    // pread/pwrite threads per posix queue
 constexpr uint32_t io_timeout_ms_default = 60000; // a batch not done by then fails with ETIMEDOUT

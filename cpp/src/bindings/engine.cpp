@@ -69,6 +69,7 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.staging_slot_bytes = take<uint32_t>(d, "staging_slot_bytes", o.staging_slot_bytes);
   o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max);
   o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms);
+  o.direct_min_bytes = take<uint32_t>(d, "direct_min_bytes", o.direct_min_bytes);
   o.backend.direct = take<bool>(d, "direct", o.backend.direct);
   o.backend.writable = take<bool>(d, "writable", o.backend.writable);
   o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);

@@ -29,6 +29,9 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   GPUIO_EXPECT(o.io_bytes_max >= bs && o.io_bytes_max <= limits::io_bytes_max,
                "io_bytes_max=" + std::to_string(o.io_bytes_max) + " must lie in [block_size, " +
                    std::to_string(limits::io_bytes_max) + "]");
+  GPUIO_EXPECT(o.direct_min_bytes <= o.staging_slot_bytes,
+               "direct_min_bytes=" + std::to_string(o.direct_min_bytes) + " exceeds staging_slot_bytes=" +
+                   std::to_string(o.staging_slot_bytes) + " (a staged extent must fit one slot)");
   GPUIO_EXPECT(o.staging_slot_bytes >= bs, "staging_slot_bytes=" + std::to_string(o.staging_slot_bytes) +
                                                " is smaller than block_size=" + std::to_string(bs));
   backend = make_backend(o.paths, o.backend);
@@ -92,7 +95,9 @@ void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, b
   const uint32_t bs = opts.block_bytes;
   const uint64_t run_max = (staged ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
   const uint32_t active = controller->active();
+  const uint64_t small = direct_align != 0 ? opts.direct_min_bytes : 0;  // see limits::direct_min_bytes_default
   uint32_t extents = 0;
+  uint64_t staged_bytes = 0;
   for (size_t i = 0; i < n;) {
     uint64_t first = static_cast<uint64_t>(blocks[i]);
     uint64_t limit = std::min<uint64_t>(run_max, layout->contiguous_from(first));
@@ -108,11 +113,14 @@ void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, b
     e.len = static_cast<uint32_t>(run * bs);
     e.device = static_cast<uint16_t>(loc.device);
     e.op = b.op;
-    e.staged = staged;
+    e.staged = staged || e.len < small;
+    if (e.staged) staged_bytes += e.len;
     outbox_[pick_worker(loc.device, active)].push_back(e);
     ++extents;
     i += run;
   }
+  bytes_staged_.fetch_add(staged_bytes, std::memory_order_relaxed);
+  bytes_direct_.fetch_add(n * bs - staged_bytes, std::memory_order_relaxed);
   b.remaining.store(extents, std::memory_order_release);
 }
 
@@ -151,7 +159,6 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   }
   batches_.fetch_add(1, std::memory_order_relaxed);
   blocks_.fetch_add(n, std::memory_order_relaxed);
-  (staged ? bytes_staged_ : bytes_direct_).fetch_add(n * opts.block_bytes, std::memory_order_relaxed);
   b->self = b;
   plan(*b, blocks, n, static_cast<uint8_t*>(buf), staged);
   for (size_t w = 0; w < outbox_.size(); ++w) {

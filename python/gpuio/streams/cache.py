@@ -6,7 +6,8 @@
         for batch in cache:                         # read ahead through the store's prefetching buffer
             step(batch)
 
-Only the stream buffer (``prefetch_depth`` sblocks) lives in DRAM, whatever the dataset's size.
+Only the stream buffer (``prefetch_depth`` sblocks; one more while writing) lives in DRAM, whatever the
+dataset's size.
 """
 from __future__ import annotations
 

@@ -59,6 +59,9 @@ class FreePool:
             raise ValueError(f"nblocks must be positive, got {nblocks}")
         if nblocks > self.free_blocks:
             return -1
+        c = self._cursor
+        if c + nblocks <= self.total_blocks and not self.used[c:c + nblocks].any():
+            return c  # what the scan would find first, without building a window's run list
         hit = self._scan(self._cursor, self.total_blocks, nblocks)
         if hit < 0:
             hit = self._scan(self.reserved_blocks, min(self._cursor + nblocks, self.total_blocks), nblocks)

@@ -30,7 +30,7 @@ from .writer import StreamWriter
 
 DEFAULTS = {
     "sblock_bytes": 4 << 20,          # one sblock: the unit of chaining, allocation and read-ahead
-    "prefetch_depth": 4,              # sblocks buffered per open stream (reads ahead, writes behind)
+    "prefetch_depth": 4,              # sblocks read ahead per open reader; writes in flight per writer (+1 filling)
     "buffer_pool_bytes": 64 << 20,    # all open streams' buffers together
     "create_bytes": 1 << 30,          # size of the file(s) created when the path does not exist
     "streams_max": 1 << 17,           # stream ids in the table (fixed when the store is formatted)
@@ -141,7 +141,8 @@ class StreamStore:
             sid = self._table.next_free_id(self._writers)
             if sid < 0:
                 raise OSError(28, f"stream table full: all {self._sb.streams_max} stream ids in use")
-            slots = self._buffers.take(self.prefetch_depth, 2, f"new stream {sid}")
+            # prefetch_depth sblock writes in flight behind the one being filled (at least 2 slots)
+            slots = self._buffers.take(self.prefetch_depth + 1, 2, f"new stream {sid}")
             try:
                 w = StreamWriter(self, sid, slots)
             except BaseException:

@@ -57,6 +57,10 @@ class StreamTable:
         """A stream id with no entry and not in ``busy`` (open writers), searched from a moving cursor so that
         a destroyed id is not handed out again at once. -1 when the table is full."""
         n = self.sb.streams_max
+        c = self._cursor
+        if c < n and self.entries[c] == 0 and c not in busy:  # the usual case: the id after the last one
+            self._cursor = c + 1 if c + 1 < n else 0
+            return c
         for lo, hi in ((self._cursor, n), (0, self._cursor)):
             pos = lo
             while pos < hi:

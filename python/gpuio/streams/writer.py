@@ -1,13 +1,21 @@
 """Writing one stream: fill sblocks in the stream's buffer slots, write them behind with the engine's
 async API, chain them, publish on close.
 
-The trailer of sblock i names sblock i+1's start and effective size, so sblock i is written once i+1 is
-sealed (or at close). Disk space for an object is reserved *before* any of its bytes are copied, so a full
-device fails the write with ENOSPC and leaves the stream as it was (nothing half-written).
+The trailer of sblock i names sblock i+1's start and effective size. Every sblock but the last is full
+(the serializer splits records across sblocks), so when sblock i is sealed its successor's run is already
+reserved and its effective size is, unless it turns out to be the last one, that run's full size. The writer
+therefore writes sblock i at once, claiming a full successor, and keeps ``prefetch_depth`` such writes in
+flight while it fills the next slot. At close, if the last sblock is partial, the claim in its
+predecessor's trailer is corrected by rewriting that one block (its copy is kept aside, ``bb`` bytes) after
+the predecessor's write has completed (alongside the last sblock's write) and before the data sync: the stream is not published yet, so no
+reader or restart can see the claim in between.
 
-Ordering for durability (close): all sblocks written and completed -> data fsync -> table entry published
-(shadow page write + fsync). Until then the stream is invisible on disk and its blocks count as free at
-the next open.
+Disk space for an object is reserved *before* any of its bytes are copied, so a full device fails the
+write with ENOSPC and leaves the stream as it was (nothing half-written).
+
+Ordering for durability (close): all sblocks written and completed -> trailer patch written and completed
+-> data fsync -> table entry published (shadow page write + fsync). Until then the stream is invisible on
+disk and its blocks count as free at the next open.
 """
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ import zlib
 
 import numpy as np
 
+from .buffers import aligned_empty
 from .format import FLAG_END, FLAG_PAYLOAD_CRC, TRAILER_BYTES, Trailer, blocks_for, entry_pack
 from .serializer import HostSegment, encode
 
@@ -36,8 +45,9 @@ class StreamWriter:
         self._free_slots = list(slots)
         self._ready = collections.deque()      # disk runs reserved for coming sblocks
         self._extents = []                     # every run this stream holds, for abort
-        self._inflight = collections.deque()   # (handle, slot, blocks) of async writes
-        self._pending = None                   # sealed sblock waiting for its successor's location
+        self._inflight = collections.deque()   # (handle, slot) of async writes
+        self._claim = None                     # (trailer, block) of the last written sblock, whose trailer
+        self._tail = None                      # claims a full successor; _tail: copy of that block
         self.first = None                      # (start, eff) of sblock 0, known once it is sealed
         self.bytes_written = 0
         start, n = self._reserve_one()
@@ -55,18 +65,22 @@ class StreamWriter:
 
     def close(self) -> int:
         """Writes the rest, waits, makes it durable; returns the table entry to publish."""
+        bb = self.store.block_bytes
         cur = self._cur
         eff = cur.fill + TRAILER_BYTES
-        used = blocks_for(eff, self.store.block_bytes)
+        used = blocks_for(eff, bb)
+        claimed = cur.nblocks * bb
         self.store._pool.free(cur.start + used, cur.nblocks - used)
         self._extents[self._extents.index((cur.start, cur.nblocks))] = (cur.start, used)
         cur.nblocks = used
         if cur.index == 0:
             self.first = (cur.start, eff)
-        if self._pending is not None:
-            self._write(self._pending, cur.start, eff, 0)
+        if self._claim is not None and eff != claimed:
+            self._drain()  # the predecessor's write must land before its corrected block does
+            self._correct_claim(eff)
+        self._claim = None
         self._write(cur, 0, 0, FLAG_END)
-        self._cur = self._pending = None
+        self._cur = None
         self._drain()
         self.store._sync_data()
         return entry_pack(*self.first)
@@ -74,7 +88,7 @@ class StreamWriter:
     def abort(self) -> None:
         """Drops the stream: waits for writes in flight (ignoring their errors) and frees its blocks."""
         while self._inflight:
-            h, _, _ = self._inflight.popleft()
+            h, _ = self._inflight.popleft()
             try:
                 h.wait()
             except OSError:
@@ -121,43 +135,55 @@ class StreamWriter:
             off += n
 
     def _advance(self) -> None:
+        """The current sblock is full and more bytes come: write it now, naming the next reserved run as a
+        full successor, and continue in a fresh slot."""
         sealed = self._cur
-        eff = sealed.fill + TRAILER_BYTES
+        bb = self.store.block_bytes
         if sealed.index == 0:
-            self.first = (sealed.start, eff)
-        if self._pending is not None:
-            self._write(self._pending, sealed.start, eff, 0)
-        self._pending = sealed
-        slot = self._take_slot()
+            self.first = (sealed.start, sealed.fill + TRAILER_BYTES)
         start, n = self._ready.popleft()
-        self._cur = _Sblock(slot, start, n, sealed.index + 1)
+        trailer = self._write(sealed, start, n * bb, 0)
+        last = sealed.nblocks - 1  # a full sblock's trailer lies in its last block
+        if self._tail is None:     # only streams longer than one sblock need it
+            self._tail = aligned_empty(bb)
+        self._tail[:] = self.store._buffers.view(sealed.slot)[last * bb:(last + 1) * bb]
+        self._claim = (trailer, sealed.start + last)
+        self._cur = _Sblock(self._take_slot(), start, n, sealed.index + 1)
+
+    def _correct_claim(self, eff: int) -> None:
+        """Rewrites the block holding the previous sblock's trailer with the last sblock's true size."""
+        t, block = self._claim
+        bb = self.store.block_bytes
+        Trailer(t.flags, t.uuid, t.stream_id, t.index, t.payload_bytes, t.payload_crc, t.next_start, eff) \
+            .pack_into(self._tail, bb - TRAILER_BYTES)
+        self._inflight.append((self.store._engine.write_async(np.array([block], dtype=np.int64), self._tail), None))
 
     def _take_slot(self) -> int:
         while not self._free_slots:
-            h, slot, _ = self._inflight[0]
+            h, slot = self._inflight.popleft()
             h.wait()
-            self._inflight.popleft()
             self._free_slots.append(slot)
         return self._free_slots.pop()
 
-    def _write(self, sb: _Sblock, next_start: int, next_eff: int, flags: int) -> None:
+    def _write(self, sb: _Sblock, next_start: int, next_eff: int, flags: int) -> Trailer:
         store = self.store
+        bb = store.block_bytes
         buf = store._buffers.view(sb.slot)
         crc = 0
         if store.checksum_payload:
             crc, flags = zlib.crc32(buf[:sb.fill]), flags | FLAG_PAYLOAD_CRC
         eff = sb.fill + TRAILER_BYTES
-        Trailer(flags, store._sb.uuid, self.stream_id, sb.index, sb.fill, crc, next_start, next_eff) \
-            .pack_into(buf, sb.fill)
-        used = blocks_for(eff, store.block_bytes)
-        buf[eff:used * store.block_bytes] = 0
+        t = Trailer(flags, store._sb.uuid, self.stream_id, sb.index, sb.fill, crc, next_start, next_eff)
+        t.pack_into(buf, sb.fill)
+        used = blocks_for(eff, bb)
+        buf[eff:used * bb] = 0
         blocks = np.arange(sb.start, sb.start + used, dtype=np.int64)
-        handle = store._engine.write_async(blocks, buf[:used * store.block_bytes])
-        self._inflight.append((handle, sb.slot, blocks))
+        self._inflight.append((store._engine.write_async(blocks, buf[:used * bb]), sb.slot))
+        return t
 
     def _drain(self) -> None:
         while self._inflight:
-            h, slot, _ = self._inflight[0]
+            h, slot = self._inflight.popleft()
             h.wait()
-            self._inflight.popleft()
-            self._free_slots.append(slot)
+            if slot is not None:  # None: the trailer correction, written from _tail
+                self._free_slots.append(slot)
