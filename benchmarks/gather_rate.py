@@ -4,7 +4,8 @@ Issue 4 asks: "on a cache-missing gather, >= 0.85 x the raw device's 4 KiB rando
 measures, on real-data files (random float32, O_DIRECT), interleaved, --repeats times, median:
   ref        gpuio.bench's in-process raw reference: C++ io_uring, 2 threads x QD128 (where built)
   raw        n random 4 KiB blocks through gpuio.Engine (workers=--workers, 4 KiB-aligned buffers,
-             --inflight async batches in flight at once)
+             --inflight async batches in flight at once; short reads go through the engine's
+             registered staging unless --host-read direct, its direct_min_bytes policy)
   tf         TensorFile.gather of random rows (one row per distinct block), in calls of --batch rows
   fs         FeatureStore.gather of the same kind of rows, cache far smaller than the table (misses)
 for rows of 4096 B and 512 B. Prints rows/s, blocks/s, each one's ratio to the raw pass just before
@@ -31,19 +32,22 @@ ROW_SIZES = (4096, 512)
 
 def make_table(path: str, row_bytes: int, file_mib: int, workers, queue_depth: int = 128,
                host_read: str = "staged"):
-    """A TensorFile of random float32 rows, about file_mib MiB; reused when it exists with that shape."""
+    """A TensorFile of random float32 rows, about file_mib MiB; reused when it exists with that shape.
+    host_read "staged": the engine's default (short reads via its registered staging); "direct": O_DIRECT
+    into the destination for every read (direct_min_bytes=0)."""
     from gpuio import TensorFile
+    opts = dict(workers=workers, queue_depth=queue_depth, **({"direct_min_bytes": 0} if host_read == "direct" else {}))
     rows = (file_mib << 20) // row_bytes
     shape = (rows, row_bytes // 4)
     if os.path.exists(path):
         try:
-            tf = TensorFile.open(path, workers=workers, queue_depth=queue_depth, host_read=host_read)
+            tf = TensorFile.open(path, **opts)
             if tf.shape == shape:
                 return tf
             tf.close()
         except ValueError:
             pass
-    tf = TensorFile.create(path, shape, "float32", workers=workers, queue_depth=queue_depth, host_read=host_read)
+    tf = TensorFile.create(path, shape, "float32", **opts)
     rng = np.random.default_rng(0)
     chunk_rows = max(1, (16 << 20) // row_bytes)
     with open(path, "r+b") as f:
@@ -202,7 +206,7 @@ def main(argv=None):
     p.add_argument("--inflight", type=int, default=8, help="raw: async batches in flight")
     p.add_argument("--workers", type=int, default=2, help="engine workers (raw and tables); 0: engine default")
     p.add_argument("--host-read", default="staged", choices=["staged", "direct"],
-                   help="TensorFile host_read: reads via the engine's staging, or O_DIRECT into the result")
+                   help="staged: engine default (short reads via its staging); direct: O_DIRECT in place")
     p.add_argument("--queue-depth", type=int, default=128, help="engine ring entries per worker")
     p.add_argument("--cache-kib", type=int, default=1024, help="FeatureStore page-cache budget")
     p.add_argument("--repeats", type=int, default=5)

@@ -48,20 +48,10 @@ def _header(dtype: np.dtype, shape: tuple, data_offset: int) -> bytes:
     return _MAGIC + bytes([version, 0]) + size + text
 
 
-HOST_READS = ("staged", "direct")
-# Host destinations of reads, measured (benchmarks/RESULTS.md, "Gather rate"): on the GPU machine (H200 VM,
-# virtio disk) 4 KiB random reads landing in the engine's registered staging buffers and copied out ran at
-# 0.93 of the raw reference, O_DIRECT straight into the caller's memory at 0.67 (each request pins a fresh
-# user page there); on the 2-core dev box both were within noise (0.83 vs 0.87). So "staged" is the default.
-HOST_READ_DEFAULT = "staged"
-_STAGED_SKEW = 64  # bytes off the device's logical block alignment: the engine then reads via its staging
-
-
-def _aligned_bytes(nbytes: int, pin: bool, skew: int = 0) -> torch.Tensor:
-    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce), plus
-    `skew` bytes (a skewed buffer makes the engine read through its registered staging buffers)."""
-    raw = torch.empty(nbytes + DATA_ALIGN_BYTES + skew, dtype=torch.uint8, pin_memory=pin)
-    skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES + skew
+def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
+    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce)."""
+    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=pin)
+    skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES
     return raw[skip:skip + nbytes]
 
 
@@ -100,9 +90,6 @@ class TensorFile:
         self.nbytes = self.shape[0] * self.row_bytes
         self._base_block = data_offset // block_size
         self.gpu_direct = None  # None: read CUDA destinations through the engine's GPU path if built
-        self.host_read = engine_options.pop("host_read", HOST_READ_DEFAULT)
-        if self.host_read not in HOST_READS:
-            raise ValueError(f"host_read must be one of {HOST_READS}, got {self.host_read!r}")
         self._counters = dict(gathers=0, rows_gathered=0, blocks_read=0, scatters=0, rows_scattered=0,
                               blocks_written=0)
         self.direct, self.engine = self._open_engine(engine_options)
@@ -115,9 +102,8 @@ class TensorFile:
 
     @classmethod
     def create(cls, path, shape, dtype="float32", block_size: int = 4096, **engine_options) -> "TensorFile":
-        """New zero-filled file (overwrites `path`). engine_options go to `gpuio.Engine` (direct=...), except
-        host_read: where reads bound for host memory land ("staged", the default, or "direct"; see
-        HOST_READ_DEFAULT)."""
+        """New zero-filled file (overwrites `path`). engine_options go to `gpuio.Engine` (direct=...,
+        direct_min_bytes=... where host reads land in place or through staging)."""
         cls._check_block_size(block_size)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if not shape or any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
@@ -262,13 +248,12 @@ class TensorFile:
     def _buffer(self, nbytes: int, device: torch.device) -> torch.Tensor:
         """Where blocks land: GPU memory when the engine's CUDA path exists (workers copy each extent from
         their registered staging to the GPU as it completes: no host staging here and no .to(device)
-        after the last block); else host memory (pinned for a CUDA destination): 4 KiB-aligned, which
-        O_DIRECT fills directly (host_read="direct"), or skewed so the engine reads into its registered
-        staging buffers and copies out (host_read="staged", the default: see HOST_READ_DEFAULT)."""
+        after the last block); else 4 KiB-aligned host memory (pinned for a CUDA destination), which the
+        engine fills by O_DIRECT in place for long runs and through its registered staging for short ones
+        (Engine option direct_min_bytes: staging measured faster for 4 KiB reads on the GPU machine)."""
         if device.type == "cuda" and self._gpu_direct():
             return torch.empty(nbytes, dtype=torch.uint8, device=device)
-        skew = _STAGED_SKEW if self.host_read == "staged" else 0
-        return _aligned_bytes(nbytes, pin=device.type == "cuda", skew=skew)
+        return _aligned_bytes(nbytes, pin=device.type == "cuda")
 
     def _gpu_direct(self) -> bool:
         if self.gpu_direct is None:
