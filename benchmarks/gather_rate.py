@@ -137,6 +137,8 @@ def run(a) -> dict:
            for rb in ROW_SIZES}
     g = torch.Generator().manual_seed(a.seed)
     for rb, tf in tfs.items():
+        if a.in_place is not None:
+            tf.in_place_devices = ("cpu", "cuda") if a.in_place == "yes" else ()
         check(tf, tf.path, g, a.device)
     raw_tf = tfs[4096]
     base, nblocks = raw_tf.data_offset // raw_tf.block_size, raw_tf.nbytes // raw_tf.block_size
@@ -181,7 +183,7 @@ def report(runs: dict, ratios: dict, ref_ratios: dict, a) -> dict:
     rmed = {k: statistics.median(v) for k, v in ratios.items()}
     fmed = {k: statistics.median(v) for k, v in ref_ratios.items() if v}
     print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} "
-          f"qd={a.queue_depth} host_read={a.host_read} "
+          f"qd={a.queue_depth} host_read={a.host_read} in_place={a.in_place or 'default'} "
           f"inflight={a.inflight} cache={a.cache_kib} KiB repeats={a.repeats} device={a.device} (O_DIRECT, "
           f"real data; data path {a.data_path})")
     print(f"{'measure':<22}{'median':>10}{'spread':>10}{'ratio vs raw':>14}{'ratio spread':>14}{'vs ref':>10}")
@@ -207,6 +209,9 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2, help="engine workers (raw and tables); 0: engine default")
     p.add_argument("--host-read", default="staged", choices=["staged", "direct"],
                    help="staged: engine default (short reads via its staging); direct: O_DIRECT in place")
+    p.add_argument("--in-place", choices=["yes", "no"], default=None,
+                   help="distinct 4 KiB rows read in request order into the result (yes) or sorted + permuted "
+                        "(no); default: TensorFile's choice per device")
     p.add_argument("--queue-depth", type=int, default=128, help="engine ring entries per worker")
     p.add_argument("--cache-kib", type=int, default=1024, help="FeatureStore page-cache budget")
     p.add_argument("--repeats", type=int, default=5)

@@ -90,6 +90,11 @@ class TensorFile:
         self.nbytes = self.shape[0] * self.row_bytes
         self._base_block = data_offset // block_size
         self.gpu_direct = None  # None: read CUDA destinations through the engine's GPU path if built
+        # Distinct whole-block rows read in request order straight into the result ("in place", no cut)
+        # for these destination device types; elsewhere blocks are read in ascending order and permuted
+        # where the rows land. H200: to CUDA, sorted reads + a GPU permute ran ~1.5x in-place (see
+        # benchmarks/RESULTS.md, "Gather rate"); to the host, in place saves a full copy.
+        self.in_place_devices = ("cpu",)
         self._counters = dict(gathers=0, rows_gathered=0, blocks_read=0, scatters=0, rows_scattered=0,
                               blocks_written=0)
         self.direct, self.engine = self._open_engine(engine_options)
@@ -292,7 +297,7 @@ class TensorFile:
         if self.row_bytes % self.block_size == 0:
             k = self.row_bytes // self.block_size
             blocks = (rows[:, None] * k + torch.arange(k)).flatten()
-            if torch.unique(rows).numel() == rows.numel():
+            if device.type in self.in_place_devices and torch.unique(rows).numel() == rows.numel():
                 # Distinct whole-block rows: read them in request order straight into the result.
                 out = self._buffer(rows.numel() * self.row_bytes, device)
                 handles = self._read_into(blocks, out)
@@ -301,6 +306,10 @@ class TensorFile:
         blocks, pos = self._plan(rows)
         staging, handles = self._read_blocks(blocks, pin=device.type == "cuda", device=device)
         return Prefetch(lambda: self._extract(staging, pos, device), handles)
+
+    def reads_in_place(self, device) -> bool:
+        """True when reads bound for `device` land in request order (see in_place_devices)."""
+        return torch.device(device).type in self.in_place_devices
 
     def pages_are_blocks(self, page_rows: int) -> bool:
         """True when `page_rows` rows fill exactly one block (rows never straddle blocks)."""

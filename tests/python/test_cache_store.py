@@ -130,13 +130,15 @@ def test_bad_arguments(table):
         fs.gather(torch.tensor([0.5]))
 
 
-def test_block_sized_rows_all_miss_hit_and_mixed(tmp_path):
-    """4 KiB rows (one row per page): distinct all-miss batches are read in place; hits, duplicates,
-    host rows and bypassed pages still return the table's rows."""
+@pytest.mark.parametrize("in_place", [True, False])
+def test_block_sized_rows_all_miss_hit_and_mixed(tmp_path, in_place):
+    """4 KiB rows (one row per page): distinct all-miss batches are read in place (or sorted and permuted,
+    as for CUDA destinations); hits, duplicates, host rows and bypassed pages return the table's rows."""
     g = torch.Generator().manual_seed(SEED)
     table = torch.randn(300, 1024, generator=g)
     with TensorFile.create(tmp_path / "b.npy", (300, 1024), "float32") as tf:
         tf.scatter(torch.arange(300), table)
+        tf.in_place_devices = ("cpu",) if in_place else ()
         fs = FeatureStore(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=10, hot_scores=torch.arange(300.0),
                           window=0, device="cpu")
         first = torch.randperm(250, generator=g)[:40]  # distinct, none hot, none cached: all miss

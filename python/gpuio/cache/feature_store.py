@@ -174,7 +174,8 @@ class FeatureStore:
         slots_hit = slots[hit]
         self.cache.touch(slots_hit)
         n_hit = int(slots_hit.numel())
-        in_order = self.page_rows == 1 and cold is None and n_hit == 0 and pages.numel() == n
+        in_order = (self.page_rows == 1 and cold is None and n_hit == 0 and pages.numel() == n
+                    and getattr(self.tf, "reads_in_place", lambda d: True)(self.device))
         miss_pages = crow if in_order else pages[~hit]
         # Victims: never a page this group reads (hits) nor one an announced batch needs.
         pinned = self.window.protected_slots(self.cache.slot_page)
