@@ -104,6 +104,7 @@ grep -qE "[0-9]+ passed" "$out/pytest.txt" && ! grep -qE "[0-9]+ (failed|error)"
   || { note "pytest GPU FAILED: $(tail -1 "$out/pytest.txt")"; status=1; }
 timeout 60 /tmp/test_device_api /tmp/device_api_test.bin 2>&1 | tail -3 | tee -a "$summary" || status=1
 
+if [[ ${GPUIO_SKIP_GPU_BENCH:-0} != 1 ]]; then  # GPUIO_SKIP_GPU_BENCH=1: GPU tests only
 step "GPU benchmarks (cold cache)"
 bench_args=(--file "$data" --gib "$data_gib" --iobench /tmp/iobench --out "$out/gpu_bench.json")
 python3 -c "import kvikio" 2>/dev/null && bench_args+=(--kvikio)
@@ -116,6 +117,7 @@ if [[ -f examples/cam_pipeline.py && ${GPUIO_SKIP_CAM:-0} != 1 ]]; then
   timeout 150 python3 examples/cam_pipeline.py --file "$data" --limit-gib 2 --cold 2>&1 | tee "$out/cam_pipeline_py.txt" \
     | tail -3 | tee -a "$summary"
 fi
+fi  # GPU benchmarks
 
 fi  # gpu
 

@@ -68,6 +68,12 @@ CudaMover::CudaMover(int device, FixedBuffer staging, CopyMode mode)
   GPUIO_CUDA(cudaHostGetDevicePointer(&dev, staging.base, 0));
   staging_dev_ = static_cast<uint8_t*>(dev);
   workers_.resize(limits::workers_max + 1);  // the last slot is for measure()
+  // Load the gather kernel now. With lazy module loading (CUDA's default since 12.2) its first launch may
+  // need a context synchronisation; if a stream-ordered wait kernel is spinning on the GPU at that moment
+  // (it waits for exactly this copy), that synchronisation never ends: a deadlock seen on the H200 in
+  // test_random_blocks_into_gpu_match_host[kernel-kernel]. cudaFuncGetAttributes loads the function.
+  cudaFuncAttributes attr{};
+  GPUIO_CUDA(cudaFuncGetAttributes(&attr, gather_kernel));
 }
 
 CudaMover::~CudaMover() {

@@ -42,6 +42,7 @@ void GpuRuntime::Impl::start() {
   GPUIO_CUDA(cudaGetDeviceProperties(&prop, device));
   device_name = prop.name;
 
+  GPUIO_CUDA(detail::preload_stream_kernels());
   staging = engine.staging_region();
   GPUIO_CUDA(cudaHostRegister(staging.base, staging.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
   staging_registered = true;

@@ -73,6 +73,8 @@ struct GpuRuntime::Impl {
 
 namespace detail {
 // Stream path kernels (stream_path.cu).
+// Loads the stream-path kernels up front (lazy loading must not happen while a wait kernel spins).
+cudaError_t preload_stream_kernels();
 cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* ids, uint32_t n, void* mem,
                            MemKind kind, uint32_t* cell, bool wait_in_kernel);
 }  // namespace detail

@@ -16,6 +16,11 @@ __global__ void publish_kernel(QueueRef q, uint32_t op, const int64_t* ids, uint
 }
 }  // namespace
 
+cudaError_t preload_stream_kernels() {
+  cudaFuncAttributes attr{};  // see CudaMover::CudaMover: no lazy load while a wait kernel spins
+  return cudaFuncGetAttributes(&attr, publish_kernel);
+}
+
 cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* ids, uint32_t n, void* mem,
                            MemKind kind, uint32_t* cell, bool wait_in_kernel) {
   publish_kernel<<<1, 1, 0, s>>>(q, op, ids, n, mem, kind == MemKind::device ? 1u : 0u, cell, wait_in_kernel);
