@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 #include "gpuio/engine.hpp"
 
@@ -14,13 +15,9 @@ using namespace gpuio;
 
 namespace {
 
-template <typename T>
-T take(nb::dict& d, const char* key, T fallback) {
-  if (!d.contains(key)) return fallback;
-  T v = nb::cast<T>(d[key]);
-  nb::del(d[key]);
-  return v;
-}
+using bindings::copy_dict;
+using bindings::reject_unknown;
+using bindings::take;
 
 FaultOptions fault_options(nb::dict d) {
   FaultOptions f;
@@ -33,9 +30,7 @@ FaultOptions fault_options(nb::dict d) {
   f.disappear_after = take<int64_t>(d, "disappear_after", f.disappear_after);
   f.disappear_device = take<int32_t>(d, "disappear_device", f.disappear_device);
   f.bytes_per_s = take<uint64_t>(d, "bytes_per_s", f.bytes_per_s);
-  if (d.size() != 0) {
-    throw std::invalid_argument("unknown fault option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
-  }
+  reject_unknown(d, "fault");
   return f;
 }
 
@@ -48,16 +43,14 @@ SimOptions sim_options(nb::dict d) {
   s.channels = take<uint32_t>(d, "channels", s.channels);
   s.write_buffer_pages = take<int64_t>(d, "write_buffer_pages", s.write_buffer_pages);
   s.seed = take<uint64_t>(d, "seed", s.seed);
-  if (d.size() != 0) {
-    throw std::invalid_argument("unknown sim option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
-  }
+  reject_unknown(d, "sim");
   return s;
 }
 
 // Options arrive as a dict so Python keeps the documented defaults in one place (gpuio/engine.py);
 // any key left over is a typo and is named in the error.
 EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
-  nb::dict d = nb::cast<nb::dict>(given.attr("copy")());
+  nb::dict d = copy_dict(given);
   EngineOptions o;
   o.paths = std::move(paths);
   o.block_bytes = take<uint32_t>(d, "block_size", o.block_bytes);
@@ -80,16 +73,14 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   if (d.contains("sim")) {
     nb::object s = d["sim"];
     nb::del(d["sim"]);
-    if (!s.is_none()) o.backend.sim = sim_options(nb::cast<nb::dict>(s.attr("copy")()));
+    if (!s.is_none()) o.backend.sim = sim_options(copy_dict(s));
   }
   if (d.contains("fault")) {
     nb::object f = d["fault"];
     nb::del(d["fault"]);
-    if (!f.is_none()) o.backend.fault = fault_options(nb::cast<nb::dict>(f.attr("copy")()));
+    if (!f.is_none()) o.backend.fault = fault_options(copy_dict(f));
   }
-  if (d.size() != 0) {
-    throw std::invalid_argument("unknown engine option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
-  }
+  reject_unknown(d, "engine");
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 
 #ifdef GPUIO_HAVE_CUDA
@@ -18,25 +19,19 @@ namespace {
 
 using namespace gpuio;
 
-template <typename T>
-T take(nb::dict& d, const char* key, T fallback) {
-  if (!d.contains(key)) return fallback;
-  T v = nb::cast<T>(d[key]);
-  nb::del(d[key]);
-  return v;
-}
+using bindings::copy_dict;
+using bindings::reject_unknown;
+using bindings::take;
 
 GpuOptions gpu_options(nb::dict given) {
-  nb::dict d = nb::cast<nb::dict>(given.attr("copy")());
+  nb::dict d = copy_dict(given);
   GpuOptions o;
   o.queues = take<uint32_t>(d, "queues", o.queues);
   o.copy = take<std::string>(d, "copy", o.copy);
   o.stream_wait = take<std::string>(d, "stream_wait", o.stream_wait);
   o.device = take<int>(d, "device", o.device);
   o.poll_spin_us = take<uint32_t>(d, "poll_spin_us", o.poll_spin_us);
-  if (d.size() != 0) {
-    throw std::invalid_argument("unknown GPU option(s): " + nb::cast<std::string>(nb::str(d.attr("keys")())));
-  }
+  reject_unknown(d, "GPU");
   return o;
 }
 
