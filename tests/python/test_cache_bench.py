@@ -1,14 +1,9 @@
 """The cache-policy benchmark runs tiny and reports every policy at every size."""
-import importlib.util
-import os
-
-BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "cache_policy.py")
+from repo_scripts import load_script
 
 
 def test_cache_policy_benchmark_tiny(tmp_path):
-    spec = importlib.util.spec_from_file_location("cache_policy", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/cache_policy.py")
     rows = mod.main(["--tiny", "--json", str(tmp_path / "out.json")])
     assert len(rows) == 3 * 4
     assert all(0.0 <= r["hit_rate"] <= 1.0 for r in rows)

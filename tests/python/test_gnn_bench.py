@@ -1,15 +1,11 @@
 """The GNN epoch benchmark runs tiny on the CPU and reports its three judged ratios."""
-import importlib.util
 import json
-import os
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "gnn_epoch.py")
+from repo_scripts import load_script
 
 
 def test_gnn_epoch_benchmark_tiny(tmp_path):
-    spec = importlib.util.spec_from_file_location("gnn_epoch", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/gnn_epoch.py")
     out = tmp_path / "r.json"
     ratios = mod.main(["--tiny", "--device", "cpu", "--workdir", str(tmp_path), "--json", str(out)])
     assert len(ratios) == 3 and all(v > 0 for v in ratios.values())

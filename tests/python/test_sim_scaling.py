@@ -1,25 +1,19 @@
 """benchmarks/sim_scaling.py runs tiny in CI over emulated devices (the full size runs on a 16-core machine)."""
 from __future__ import annotations
 
-import importlib.util
-import pathlib
+from repo_scripts import load_script
+
 
 import pytest
 
 pytest.importorskip("gpuio._core")
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _load(rel: str):
-    spec = importlib.util.spec_from_file_location(rel.replace("/", "_")[:-3], ROOT / rel)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_sim_scaling_tiny(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("GPUIO_SIM", raising=False)
-    res = _load("benchmarks/sim_scaling.py").main(["--tiny", "--json", str(tmp_path / "r.json")])
+    res = load_script("benchmarks/sim_scaling.py").main(["--tiny", "--json", str(tmp_path / "r.json")])
     out = capsys.readouterr().out
     assert "scaling efficiency" in out and (tmp_path / "r.json").exists()
     assert res["many"][0]["devices"] == 2 and res["one"][0]["devices"] == 1

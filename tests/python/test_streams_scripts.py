@@ -1,21 +1,15 @@
 """The stream benchmark and example run tiny in CI (their full sizes run on the GPU machine)."""
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from repo_scripts import load_script
 
 
-def _load(rel: str):
-    spec = importlib.util.spec_from_file_location(rel.replace("/", "_")[:-3], ROOT / rel)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+
+
 
 
 def test_streams_bench_tiny(tmp_path, capsys):
-    r = _load("benchmarks/streams_bench.py").main(
+    r = load_script("benchmarks/streams_bench.py").main(
         ["--bytes", "4M", "--object", "256K", "--sblock", "512K", "--pool", "4M", "--repeats", "1",
          "--dir", str(tmp_path), "--json", str(tmp_path / "r.json")])
     out = capsys.readouterr().out
@@ -26,14 +20,14 @@ def test_streams_bench_tiny(tmp_path, capsys):
 
 
 def test_stream_cache_example_tiny(tmp_path, capsys):
-    res = _load("examples/stream_cache.py").main(["--dataset", "2M", "--epochs", "2", "--dir", str(tmp_path)])
+    res = load_script("examples/stream_cache.py").main(["--dataset", "2M", "--epochs", "2", "--dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert set(res) == {"gpuio", "npy", "pickle", "recompute"}
     assert "identical centroids" in out
 
 
 def test_streams_small_ops_tiny(tmp_path, capsys):
-    rows = _load("benchmarks/streams_small_ops.py").main(["--streams", "50", "--rounds", "1", "--dir", str(tmp_path)])
+    rows = load_script("benchmarks/streams_small_ops.py").main(["--streams", "50", "--rounds", "1", "--dir", str(tmp_path)])
     assert "store us/stream" in capsys.readouterr().out
     # a small stream costs two engine calls: its one sblock, then the table page that publishes it
     assert rows[0]["engine_calls"] == 2 * 50
