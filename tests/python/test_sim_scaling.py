@@ -1,10 +1,9 @@
 """benchmarks/sim_scaling.py runs tiny in CI over emulated devices (the full size runs on a 16-core machine)."""
 from __future__ import annotations
 
-from repo_scripts import load_script
-
-
 import pytest
+
+from repo_scripts import load_script
 
 pytest.importorskip("gpuio._core")
 
