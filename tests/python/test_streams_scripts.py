@@ -4,9 +4,6 @@ from __future__ import annotations
 from repo_scripts import load_script
 
 
-
-
-
 def test_streams_bench_tiny(tmp_path, capsys):
     r = load_script("benchmarks/streams_bench.py").main(
         ["--bytes", "4M", "--object", "256K", "--sblock", "512K", "--pool", "4M", "--repeats", "1",
