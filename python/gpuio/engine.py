@@ -9,8 +9,11 @@ IndexError for bad arguments, OSError (errno kept) for failed I/O, naming block,
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import os
+import sys
+import weakref
 from typing import Any, Iterable
 
 from . import _buffers
@@ -39,6 +42,19 @@ DEFAULTS = {
 }
 
 READ, WRITE = 0, 1
+
+# Engines still open when the interpreter exits are closed first: their worker and control-plane threads
+# must stop before C++ static destructors and the CUDA runtime's teardown run under them.
+_open_engines: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_engines() -> None:
+    for eng in list(_open_engines):
+        try:
+            eng.close()
+        except Exception as e:  # noqa: BLE001 - say it, but let the other engines close too
+            print(f"gpuio: closing {eng!r} at exit failed: {e}", file=sys.stderr)
 
 
 def _core():
@@ -96,6 +112,7 @@ class Engine:
         self.backend = backend
         self._inflight: collections.deque[Handle] = collections.deque()
         self._gpu = None  # the CUDA layer's stream-ordered path, created on first use
+        _open_engines.add(self)
 
     # -- properties -----------------------------------------------------------------------------------------
     @property

@@ -250,3 +250,23 @@ def test_busy_seconds_include_the_running_stretch(tmp_path):
         busy = e.stats()["busy_worker_seconds"]
         h.wait()
         assert busy >= 0.05, f"busy_worker_seconds={busy} while the worker had been busy ~0.1 s"
+
+
+def test_engine_left_open_at_exit_is_closed_cleanly(tmp_path):
+    """A script that never closes its engine (busy workers, batches in flight) still exits 0, silently."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import numpy as np, gpuio
+        gpuio.Engine.create_file({str(tmp_path / 'x.bin')!r}, 8 << 20)
+        eng = gpuio.Engine({str(tmp_path / 'x.bin')!r}, workers=2)
+        out = np.empty(512 * 4096, np.uint8)
+        handles = [eng.read_async(np.arange(512, dtype=np.int64), out) for _ in range(4)]
+        print("submitted")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "submitted" in r.stdout
+    assert "terminate" not in r.stderr and "gpuio:" not in r.stderr, r.stderr
