@@ -257,15 +257,20 @@ def main():
 
     section("gpuio 4 KiB random -> GPU", rand, "rand")
 
+    def sweep(configs, slot, staging, measure, key, label, ref, ref_name, unit, target):
+        """One engine per (workers, QD), measured twice; results under key_w{w}_qd{qd}, a row against raw[ref]."""
+        for w, qd in configs:
+            e = gpu_engine(a.file, slot, staging, workers=w, qd=qd)
+            got = [measure(e) for _ in range(2)]
+            RESULTS[f"{key}_w{w}_qd{qd}"] = got
+            if ref in raw:
+                row(f"{label}, {w} workers x QD{qd}", "cold", e.stats()["data_path"], statistics.median(got),
+                    raw[ref], ref_name, unit, target)
+            e.close()
+
     def rand_variants():  # more workers for GPU batches (the issue sets no worker limit here)
-        for w, qd in ((4, 64), (4, 128)):
-            ev = gpu_engine(a.file, 64 << 10, 128 << 20, workers=w, qd=qd)
-            got = [gpuio_random(ev, ids, torch)[0] for _ in range(2)]
-            RESULTS[f"gpuio_rand_iops_w{w}_qd{qd}"] = got
-            if "rand" in raw:
-                row(f"4 KiB random read -> GPU, {w} workers x QD{qd}", "cold", ev.stats()["data_path"],
-                    statistics.median(got), raw["rand"], "iobench best (1|2 thr x QD128)", "IOPS", 0.90)
-            ev.close()
+        sweep(((4, 64), (4, 128)), 64 << 10, 128 << 20, lambda e: gpuio_random(e, ids, torch)[0],
+              "gpuio_rand_iops", "4 KiB random read -> GPU", "rand", "iobench best (1|2 thr x QD128)", "IOPS", 0.90)
 
     section("gpuio 4 KiB random -> GPU, worker variants", rand_variants, "variants")
 
@@ -273,14 +278,8 @@ def main():
         # Queue depth of 1 MiB reads per worker: iobench peaks at QD4 on the virtio disk, deeper queues of
         # large reads cost there; the first row is the previous run's setting (2 x QD128).
         n = min(nblocks, (4 << 30) // BS)
-        for w, qd in ((2, 128), (2, 4), (1, 8), (2, 8)):
-            eng2 = gpu_engine(a.file, 1 << 20, 256 << 20, workers=w, qd=qd)
-            gbs = [gpuio_sequential(eng2, n, torch)[0] for _ in range(2)]
-            RESULTS[f"gpuio_seq_GBps_w{w}_qd{qd}"] = gbs
-            if "seq" in raw:
-                row(f"1 MiB sequential read -> GPU, {w} workers x QD{qd}", "cold", eng2.stats()["data_path"],
-                    statistics.median(gbs), raw["seq"], "iobench 1 MiB seq best (QD4|16)", "GB/s", 0.95)
-            eng2.close()
+        sweep(((2, 128), (2, 4), (1, 8), (2, 8)), 1 << 20, 256 << 20, lambda e: gpuio_sequential(e, n, torch)[0],
+              "gpuio_seq_GBps", "1 MiB sequential read -> GPU", "seq", "iobench 1 MiB seq best (QD4|16)", "GB/s", 0.95)
 
     section("gpuio 1 MiB sequential -> GPU", seq, "seq")
 
