@@ -14,8 +14,6 @@ class CoreController {
   // fixed: the user chose the worker count; active() never moves.
   CoreController(uint32_t min_active, uint32_t max_active, bool fixed);
   uint32_t active() const { return active_.load(std::memory_order_relaxed); }
-  uint32_t min_active() const { return min_; }
-  uint32_t max_active() const { return max_; }
   uint64_t adjustments() const { return adjustments_.load(std::memory_order_relaxed); }
   // One finished batch: its I/O time and the compute gap before its submission (0 if batches overlapped).
   void observe(double io_seconds, double compute_seconds);
