@@ -51,6 +51,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--dataset", default="32M", help="derived dataset size (default 32M)")
     ap.add_argument("--dim", type=int, default=64, help="features per row")
     ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--raw-dim", type=int, default=64,
+                    help="width of the raw points; deriving costs ~ rows x raw-dim (random numbers + matmul)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--dir", default=".", help="where the cache and the baseline files go")
     ap.add_argument("--methods", default="gpuio,npy,pickle,recompute")
@@ -62,7 +64,7 @@ def main(argv=None) -> dict:
     batch_bytes = budget // 4
     rows = max(1, batch_bytes // (4 * a.dim))
     nbatches = max(1, total // (rows * 4 * a.dim))
-    dim_in = 256  # raw points are wide: deriving the features is the expensive step
+    dim_in = a.raw_dim  # deriving the features (random raw points, matmul, cos) is the expensive step
     make = lambda: (derive(i, rows, dim_in, a.dim) for i in range(nbatches))  # noqa: E731
     work = os.path.join(a.dir, "stream-cache-example")
     shutil.rmtree(work, ignore_errors=True)
