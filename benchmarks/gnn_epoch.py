@@ -42,6 +42,27 @@ def enter_cgroup(limit: str) -> str:
     return f"memory-constrained (cgroup memory.max={limit})"
 
 
+def cgroup_memory() -> dict:
+    """This process's cgroup v2 memory figures (bytes): limit, peak, anon and page cache now; {} elsewhere."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            rel = f.read().strip().split("::", 1)[1]
+        base = "/sys/fs/cgroup" + rel
+        out = {}
+        for key, name in (("max", "memory.max"), ("peak", "memory.peak"), ("current", "memory.current")):
+            try:
+                with open(os.path.join(base, name)) as f:
+                    out[key] = f.read().strip()
+            except OSError:
+                pass
+        with open(os.path.join(base, "memory.stat")) as f:
+            stat = dict(line.split() for line in f)
+        out.update(anon=int(stat["anon"]), file=int(stat["file"]))
+        return out
+    except (OSError, IndexError, KeyError, ValueError):
+        return {}
+
+
 def drop_caches(enabled: bool) -> None:
     if enabled:
         subprocess.run(["sync"], check=True)
@@ -164,6 +185,7 @@ def main(argv=None):
         runs["gather_rows_s"].append(g)
         runs["raw_blocks_s"].append(r)
         runs["ref_iops"].append(ref)
+        print(f"  repeat {rep}: " + ", ".join(f"{k} {v[-1]:.4g}" for k, v in runs.items()), flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
     spread = {k: max(v) - min(v) for k, v in runs.items()}
     ratios = {"mmap_epoch / gpuio_epoch (>= 3)": med["mmap"] / med["gpuio"],
@@ -184,9 +206,15 @@ def main(argv=None):
         print(f"  {k:>48}: {v:.2f}")
     print(f"  (missing gather / engine's own raw 4 KiB pass: {med['gather_rows_s'] / med['raw_blocks_s']:.2f}; "
           f"engine raw / device: {med['raw_blocks_s'] / med['ref_iops'] if med['ref_iops'] else float('nan'):.2f})")
+    mem = cgroup_memory() if a.cgroup_mem else {}
+    if mem:
+        gib = (lambda v: f"{int(v) / 2**30:.2f} GiB" if str(v).isdigit() else str(v))
+        print(f"  cgroup memory: max {gib(mem.get('max', '?'))}, peak {gib(mem.get('peak', '?'))}, "
+              f"now anon {gib(mem['anon'])} + page cache {gib(mem['file'])}; feature table "
+              f"{tf.nbytes / 2**30:.2f} GiB")
     with open(a.json, "w") as f:
         json.dump(dict(args=vars(a), regime=regime, device=device_name, runs=runs, median=med,
-                       ratios=ratios), f, indent=1)
+                       ratios=ratios, cgroup_memory=mem), f, indent=1)
     tf.close()
     return ratios
 
