@@ -123,13 +123,13 @@ fi  # gpu
 
 if want apps; then
   step "streams (issue 5): stream vs raw sequential, cold; stream cache example under a 1.5 GiB cgroup"
-  timeout 200 python3 benchmarks/streams_bench.py --bytes 4G --dir "$repo" --json "$out/streams_bench.json" 2>&1 \
+  timeout 200 python3 benchmarks/streams_bench.py --bytes 4G --repeats 5 --dir "$repo" --json "$out/streams_bench.json" 2>&1 \
     | tee "$out/streams_bench.txt" | tail -12
   tail -6 "$out/streams_bench.txt" >> "$summary"
   rm -f "$repo"/streams-bench*.bin  # the disk is 64 GiB: leave room for the next steps
   sync; echo 3 > /proc/sys/vm/drop_caches
   mkdir -p "$repo/.check-work"
-  in_cgroup 1536M timeout 300 python3 examples/stream_cache.py --dataset 4G --epochs 2 --dir "$repo/.check-work" 2>&1 \
+  in_cgroup 1536M timeout 300 python3 examples/stream_cache.py --dataset ${GPUIO_CACHE_DATASET:-4G} --epochs 2 --dir "$repo/.check-work" 2>&1 \
     | tee "$out/stream_cache.txt" | tail -12
   tail -8 "$out/stream_cache.txt" >> "$summary"
   rm -rf "$repo/.check-work"
@@ -142,7 +142,10 @@ if want gnn; then
   step "GNN epoch (issue 4): memory-constrained, feature table >= 4 x GPU cache"
   df -h "$repo" | tail -1
   # GPUIO_GNN_ARGS sizes it (default: the script's own, an 8 GiB table); the cgroup and cold cache stay.
-  timeout 500 python3 benchmarks/gnn_epoch.py --cgroup-mem ${GPUIO_GNN_MEM:-4G} --drop-caches --workdir "$repo" \
+  # a seconds-long CUDA smoke run first: a path broken on the GPU fails here, before the table is written
+  mkdir -p /tmp/gnn-tiny && timeout 90 python3 benchmarks/gnn_epoch.py --tiny --workdir /tmp/gnn-tiny --json "$out/gnn_epoch_tiny.json" \
+    > "$out/gnn_epoch_tiny.txt" 2>&1 || { note "gnn_epoch --tiny FAILED"; tail -20 "$out/gnn_epoch_tiny.txt"; status=1; }
+  timeout ${GPUIO_GNN_TIMEOUT:-420} python3 benchmarks/gnn_epoch.py --cgroup-mem ${GPUIO_GNN_MEM:-4G} --drop-caches --workdir "$repo" \
     ${GPUIO_GNN_ARGS:-} --json "$out/gnn_epoch.json" 2>&1 | tee "$out/gnn_epoch.txt" | tail -25
   tail -12 "$out/gnn_epoch.txt" >> "$summary"
 fi
