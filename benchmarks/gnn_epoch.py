@@ -6,8 +6,9 @@ Measures, on one R-MAT graph whose feature table is >= 4x the device cache budge
   3. feature loading alone (the gpuio loader iterated without a model)
   4. compute alone (same batches and model, features replaced by zeros already on the device)
   5. cache-missing gather rate (cache and host buffer off, one row per distinct block) vs the raw
-     device's 4 KiB random-read rate on the same file (gpuio.bench's in-process io_uring reference,
-     2 threads x QD128), with the engine's own raw pass printed beside it
+     device's 4 KiB random-read rate on the same file (gpuio.bench's in-process reference at its best
+     over gpuio bench's thread x depth grid), with the engine's own raw pass printed beside it;
+     --gather-workers measures the same gather with other engine worker counts beside the default
 and prints: mmap/gpuio epoch (target >= 3), gpuio epoch / max(3, 4) (target <= 1.2), gather/raw (target
 >= 0.85). Median and spread over --repeats; JSON beside the table.
 
@@ -104,11 +105,25 @@ def epoch(cfg, graph, data, source, train: bool) -> float:
     return time.perf_counter() - t0
 
 
-def gather_rates(tf, n: int, seed: int, device, ref_seconds: float = 1.0) -> tuple[float, float, float]:
-    """(rows/s of a cache-missing FeatureStore gather, rows in distinct blocks; the engine's raw 4 KiB
-    random blocks/s into 4 KiB-aligned, pre-touched memory; the raw device's IOPS by gpuio.bench's
-    in-process reference, io_uring 2 threads x QD128 (0 where this build lacks it))."""
+def raw_device_iops(path: str, seconds: float) -> tuple[float, str]:
+    """The raw device's best 4 KiB random-read rate on `path` over gpuio bench's reference grid (io_uring
+    1-2 threads x QD32/128, psync 16/32 threads; O_DIRECT), and the winning configuration; (0, "") where
+    this build lacks the reference."""
     from gpuio import _core
+    from gpuio.bench.workloads import RAW_GRID
+    if not hasattr(_core, "raw_bench"):
+        return 0.0, ""
+    best = (0.0, "")
+    for cfg in RAW_GRID:
+        r = _core.raw_bench(path, block_bytes=4096, queue_depth=cfg.queue_depth, threads=cfg.threads,
+                            seconds=seconds, uring=cfg.uring, sequential=False, write=False, direct=True)
+        best = max(best, (r["ops"] / r["seconds"], cfg.label))
+    return best
+
+
+def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
+    """(rows/s of a cache-missing FeatureStore gather, rows in distinct blocks; the engine's raw 4 KiB
+    random blocks/s into 4 KiB-aligned, pre-touched memory)."""
     from gpuio._buffers import aligned_empty
     from gpuio.cache import FeatureStore
     g = torch.Generator().manual_seed(seed)
@@ -127,17 +142,13 @@ def gather_rates(tf, n: int, seed: int, device, ref_seconds: float = 1.0) -> tup
     t0 = time.perf_counter()
     tf.engine.read(raw_ids, out)
     raw_rate = n / (time.perf_counter() - t0)
-    ref = 0.0
-    if hasattr(_core, "raw_bench"):
-        r = _core.raw_bench(tf.path, block_bytes=4096, queue_depth=128, threads=2, seconds=ref_seconds,
-                            uring=True, sequential=False, write=False, direct=True)
-        ref = r["ops"] / r["seconds"]
-    return gather_rate, raw_rate, ref
+    return gather_rate, raw_rate
 
 
 def main(argv=None):
     from gpuio.cache import FeatureStore, MemmapRows
     from gpuio.gnn.demo import DemoConfig, prepare_graph
+    from gpuio.tensor import TensorFile
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=8_000_000)
     p.add_argument("--edges", type=int, default=80_000_000)
@@ -153,6 +164,9 @@ def main(argv=None):
     p.add_argument("--cgroup-mem", default=None)
     p.add_argument("--drop-caches", action="store_true")
     p.add_argument("--tiny", action="store_true")
+    p.add_argument("--gather-only", action="store_true", help="measure only the cache-missing gather (5)")
+    p.add_argument("--gather-workers", default="",
+                   help="comma-separated engine worker counts whose gather is measured beside the default's")
     p.add_argument("--json", default="gnn_epoch.json")
     a = p.parse_args(argv)
     if a.tiny:
@@ -196,39 +210,55 @@ def main(argv=None):
         regime = enter_cgroup(a.cgroup_mem)
     else:
         regime = "no cgroup limit (page cache may hold the file)"
-    runs = {k: [] for k in ("gpuio", "mmap", "features_alone", "compute_alone", "gather_rows_s",
-                            "raw_blocks_s", "ref_iops")}
+    epoch_keys = () if a.gather_only else ("gpuio", "mmap", "features_alone", "compute_alone")
+    extra = {int(w): TensorFile.open(feat_path, workers=int(w)) for w in a.gather_workers.split(",") if w}
+    runs = {k: [] for k in (*epoch_keys, "gather_rows_s", "raw_blocks_s", "ref_iops",
+                            *(f"gather_rows_s_w{w}" for w in extra))}
+    ref_configs = []
     for rep in range(a.repeats):  # interleaved: each repeat measures every configuration once
+        if not a.gather_only:
+            drop_caches(a.drop_caches)
+            runs["gpuio"].append(epoch(cfg, graph, data, store(), True))
+            log(t_start, f"repeat {rep}: gpuio epoch {runs['gpuio'][-1]:.3f} s")
+            drop_caches(a.drop_caches)
+            runs["mmap"].append(epoch(cfg, graph, data, MemmapRows(feat_path), True))
+            log(t_start, f"repeat {rep}: mmap epoch {runs['mmap'][-1]:.3f} s")
+            drop_caches(a.drop_caches)
+            runs["features_alone"].append(epoch(cfg, graph, data, store(), False))
+            runs["compute_alone"].append(epoch(cfg, graph, data, ZeroRows(tf.shape, a.device), True))
         drop_caches(a.drop_caches)
-        runs["gpuio"].append(epoch(cfg, graph, data, store(), True))
-        log(t_start, f"repeat {rep}: gpuio epoch {runs['gpuio'][-1]:.3f} s")
-        drop_caches(a.drop_caches)
-        runs["mmap"].append(epoch(cfg, graph, data, MemmapRows(feat_path), True))
-        log(t_start, f"repeat {rep}: mmap epoch {runs['mmap'][-1]:.3f} s")
-        drop_caches(a.drop_caches)
-        runs["features_alone"].append(epoch(cfg, graph, data, store(), False))
-        runs["compute_alone"].append(epoch(cfg, graph, data, ZeroRows(tf.shape, a.device), True))
-        drop_caches(a.drop_caches)
-        g, r, ref = gather_rates(tf, a.gather_blocks, rep, a.device, 0.1 if a.tiny else 1.0)
+        g, r = gather_rates(tf, a.gather_blocks, rep, a.device)
         runs["gather_rows_s"].append(g)
         runs["raw_blocks_s"].append(r)
+        for w, t in extra.items():
+            drop_caches(a.drop_caches)
+            runs[f"gather_rows_s_w{w}"].append(gather_rates(t, a.gather_blocks, rep, a.device)[0])
+        ref, ref_cfg = raw_device_iops(tf.path, 0.05 if a.tiny else 0.5)
         runs["ref_iops"].append(ref)
-        print(f"  repeat {rep}: " + ", ".join(f"{k} {v[-1]:.4g}" for k, v in runs.items()), flush=True)
+        ref_configs.append(ref_cfg)
+        print(f"  repeat {rep}: " + ", ".join(f"{k} {v[-1]:.4g}" for k, v in runs.items())
+              + f" (raw device best: {ref_cfg})", flush=True)
+    for t in extra.values():
+        t.close()
     med = {k: statistics.median(v) for k, v in runs.items()}
     spread = {k: max(v) - min(v) for k, v in runs.items()}
-    ratios = {"mmap_epoch / gpuio_epoch (>= 3)": med["mmap"] / med["gpuio"],
-              "gpuio_epoch / max(features, compute) (<= 1.2)":
-                  med["gpuio"] / max(med["features_alone"], med["compute_alone"]),
-              # the raw device = gpuio.bench's in-process io_uring reference; the engine's raw pass if absent
-              "missing gather / raw device 4 KiB random (>= 0.85)":
-                  med["gather_rows_s"] / (med["ref_iops"] or med["raw_blocks_s"])}
+    gather_ref = med["ref_iops"] or med["raw_blocks_s"]  # the raw device; the engine's raw pass if absent
+    ratios = {}
+    if not a.gather_only:
+        ratios["mmap_epoch / gpuio_epoch (>= 3)"] = med["mmap"] / med["gpuio"]
+        ratios["gpuio_epoch / max(features, compute) (<= 1.2)"] = \
+            med["gpuio"] / max(med["features_alone"], med["compute_alone"])
+    ratios["missing gather / raw device 4 KiB random (>= 0.85)"] = med["gather_rows_s"] / gather_ref
+    for w in extra:
+        ratios[f"  same, engine workers={w} (beside)"] = med[f"gather_rows_s_w{w}"] / gather_ref
     device_name = torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu"
     print(f"GNN epoch benchmark: {a.nodes:,} nodes, {a.edges:,} edges, table {tf.nbytes / 2**30:.2f} GiB, "
           f"device cache {cache_bytes / 2**30:.2f} GiB ({tf.nbytes / max(cache_bytes, 1):.1f}x smaller), "
           f"device {device_name}, data path {tf.stats()['engine'].get('data_path')}, {regime}, "
-          f"caches dropped: {a.drop_caches}, median of {a.repeats}")
+          f"caches dropped: {a.drop_caches}, median of {a.repeats}; engine workers {tf.stats()['engine'].get('workers')}; "
+          f"raw device best config per repeat: {', '.join(ref_configs)}")
     for k in runs:
-        unit = "/s" if k.endswith("_s") and "rows" in k or "blocks" in k or "iops" in k else " s"
+        unit = "/s" if "rows" in k or "blocks" in k or "iops" in k else " s"
         print(f"  {k:>16}: {med[k]:>14.4g}{unit}  (spread {spread[k]:.3g})")
     for k, v in ratios.items():
         print(f"  {k:>48}: {v:.2f}")
@@ -242,7 +272,7 @@ def main(argv=None):
               f"{tf.nbytes / 2**30:.2f} GiB")
     with open(a.json, "w") as f:
         json.dump(dict(args=vars(a), regime=regime, device=device_name, runs=runs, median=med,
-                       ratios=ratios, cgroup_memory=mem), f, indent=1)
+                       ratios=ratios, ref_configs=ref_configs, cgroup_memory=mem), f, indent=1)
     tf.close()
     return ratios
 
