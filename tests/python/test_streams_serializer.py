@@ -64,16 +64,3 @@ def test_ndarray_to_torch_device(tmp_path):
         t = st.read_stream(rd, device="cpu")
         st.close_stream(rd)
         assert isinstance(t, torch.Tensor) and torch.equal(t, torch.arange(6.0, dtype=torch.float64))
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_gpu_tensors_round_trip(tmp_path):
-    t = torch.randn(1 << 20, device="cuda")
-    with open_small(tmp_path / "s.bin", create_bytes=64 << 20) as st:
-        sd = st.create_stream()
-        st.write_stream(sd, t)          # copied GPU -> stream buffer by DMA, no host tensor in between
-        st.close_stream(sd)
-        rd = st.open_stream(sd.stream_id)
-        back = st.read_stream(rd, device="cuda")
-        st.close_stream(rd)
-        assert back.is_cuda and torch.equal(back, t)

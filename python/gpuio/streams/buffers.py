@@ -3,6 +3,10 @@
 Every open stream takes its circular FIFO of slots from here when it opens and returns them when it
 closes, so the store's buffer memory is ``buffer_pool_bytes`` whatever the number of streams. Slots are
 4096-byte aligned so the engine's O_DIRECT path reads and writes them without staging.
+
+The first read into a CUDA device page-locks the pool for CUDA (cudaHostRegister, in place): the stream
+buffer then plays the role of the engine's GPU staging, and CUDA-bound bytes leave it by DMA on a copy
+engine (SSD -> O_DIRECT into the pinned slot -> GPU), not through CUDA's pageable bounce buffer.
 """
 from __future__ import annotations
 
@@ -27,6 +31,29 @@ class BufferPool:
         self.slots_max = pool_bytes // slot_bytes
         self._memory = aligned_empty(self.slots_max * slot_bytes)
         self._free = list(range(self.slots_max - 1, -1, -1))
+        self._pinned: bool | None = None  # None: never asked; False: CUDA refused (pageable copies)
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self._pinned)
+
+    def pin_for_cuda(self) -> bool:
+        """Registers the pool with CUDA once (page-locked, DMA-able); False where CUDA refuses."""
+        if self._pinned is None:
+            import torch
+            try:
+                err = torch.cuda.cudart().cudaHostRegister(self._memory.ctypes.data, self._memory.nbytes, 0)
+                self._pinned = int(err) == 0
+            except (RuntimeError, AttributeError):
+                self._pinned = False
+        return self._pinned
+
+    def unpin(self) -> None:
+        """Undoes pin_for_cuda (before the memory goes away: the store's close)."""
+        if self._pinned:
+            import torch
+            torch.cuda.cudart().cudaHostUnregister(self._memory.ctypes.data)
+        self._pinned = None
 
     @property
     def free_slots(self) -> int:

@@ -111,26 +111,19 @@ def decode(src, device=None):
     meta = src.read_bytes(meta_len)
     if kind == KIND_NDARRAY:
         dtype_str, shape = _shape_unmeta(meta)
+        if device is not None:  # a torch tensor on `device`, filled straight from the stream buffer
+            import torch
+            dtype = torch.from_numpy(np.empty(0, dtype=np.dtype(dtype_str))).dtype
+            return _torch_payload(src, torch.empty(shape, dtype=dtype, device=device), payload_len)
         out = np.empty(shape, dtype=np.dtype(dtype_str))
         _expect(out.nbytes, payload_len)
         src.read_into(out.reshape(-1).view(np.uint8))
-        if device is not None:
-            import torch
-            return torch.from_numpy(out).to(device)
         return out
     if kind == KIND_TORCH:
         import torch
         dtype_name, shape = _shape_unmeta(meta)
-        out = torch.empty(shape, dtype=getattr(torch, dtype_name), device=device or "cpu")
-        _expect(out.numel() * out.element_size(), payload_len)
-        flat = out.reshape(-1).view(torch.uint8)
-        if flat.is_cuda:
-            def put(chunk: np.ndarray, offset: int) -> None:
-                flat[offset:offset + chunk.size].copy_(torch.from_numpy(chunk))
-            src.consume(payload_len, put)
-        elif payload_len:
-            src.read_into(flat.numpy())
-        return out
+        return _torch_payload(src, torch.empty(shape, dtype=getattr(torch, dtype_name), device=device or "cpu"),
+                              payload_len)
     if kind == KIND_BYTES:
         data = bytearray(payload_len)
         if payload_len:
@@ -146,6 +139,21 @@ def decode(src, device=None):
                 src.read_into(np.frombuffer(p, dtype=np.uint8))
         return pickle.loads(parts[0], buffers=parts[1:])
     raise RecordCorrupt(f"unknown record kind {kind} in stream")
+
+
+def _torch_payload(src, out, payload_len: int):
+    """Fills tensor ``out`` with the record's payload. CUDA: each stream-buffer chunk is copied to the
+    device as it is consumed (by DMA once the store pinned its pool), finished before the slot is reused."""
+    import torch
+    _expect(out.numel() * out.element_size(), payload_len)
+    flat = out.reshape(-1).view(torch.uint8)
+    if flat.is_cuda:
+        def put(chunk: np.ndarray, offset: int) -> None:
+            flat[offset:offset + chunk.size].copy_(torch.from_numpy(chunk))  # synchronous: the slot is reused
+        src.consume(payload_len, put)
+    elif payload_len:
+        src.read_into(flat.numpy())
+    return out
 
 
 def _expect(nbytes: int, payload_len: int) -> None:

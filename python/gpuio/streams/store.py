@@ -200,6 +200,8 @@ class StreamStore:
             r = self._handle(sd, "r", "read from")
             if r.at_end():
                 return None
+            if device is not None and str(device).startswith("cuda"):
+                self._buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
             return decode(r, device)
 
     def destroy_stream(self, stream_id: int) -> None:
@@ -256,7 +258,8 @@ class StreamStore:
             return {"streams": len(self._table.live_ids()), "writers_open": len(self._writers),
                     "readers_open": sum(self._readers.values()), "free_blocks": self._pool.free_blocks,
                     "total_blocks": self._sb.total_blocks, "buffer_slots_free": self._buffers.free_slots,
-                    "buffer_slots": self._buffers.slots_max, "engine": self._engine.stats()}
+                    "buffer_slots": self._buffers.slots_max,
+                    "buffer_pinned_for_cuda": self._buffers.pinned, "engine": self._engine.stats()}
 
     def close(self) -> None:
         """Closes readers, drops writers that were never closed (their streams do not exist), stops the engine."""
@@ -266,6 +269,7 @@ class StreamStore:
             for sd in list(self._writers.values()):
                 self._drop_writer(sd)
             self._engine.close()
+            self._buffers.unpin()
 
     def __enter__(self):
         return self
