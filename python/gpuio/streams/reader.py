@@ -7,6 +7,11 @@ pool allows, so after a full sblock at block s it also reads [s + sblock_blocks,
 predecessor (start, effective size) and its own trailer (store uuid, stream id, index, CRC) before a byte
 of it is used; a wrong guess is dropped and the true location read instead, so speculation costs
 bandwidth, never correctness.
+
+Fences: a consumer that copies out of a slot asynchronously (CUDA tensors: slot -> GPU by DMA, queued on
+the current stream) hands the reader a *fence* (anything with ``query()`` and ``synchronize()``, e.g. a
+``torch.cuda.Event`` recorded after the copies). A released slot with a pending fence is not read into
+again until the fence has passed, so the copies overlap the next sblocks' consumption and read-ahead.
 """
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ class StreamReader:
         self.slots = list(slots)
         self.destroy = destroy                 # free each sblock once it has been consumed
         self._free_slots = list(slots)
+        self._fenced = collections.deque()     # (slot, fence) released while an async copy may read it
+        self._fence = None                     # fence of the current slot's outstanding copies
         self._fifo = collections.deque()
         start, eff = entry_unpack(entry)
         self._expect = (start, eff, 0)         # true location of the next sblock to consume; None at END
@@ -59,6 +66,10 @@ class StreamReader:
     def read_into(self, dst: np.ndarray) -> None:
         self.consume(dst.size, lambda chunk, off: np.copyto(dst[off:off + chunk.size], chunk))
 
+    def fence(self, f) -> None:
+        """The current slot may still be read by work ``f`` tracks (see the module doc)."""
+        self._fence = f
+
     def consume(self, n: int, fn) -> None:
         done = 0
         while done < n:
@@ -76,8 +87,16 @@ class StreamReader:
     def _plan_known(self, start: int, eff: int) -> None:
         self._issue_at = (start, blocks_for(eff, self.store.block_bytes))
 
+    def _unfence(self, block: bool) -> None:
+        """Returns fenced slots whose copies have finished; ``block``: wait for the oldest if none has."""
+        while self._fenced and (self._fenced[0][1].query() or (block and not self._free_slots)):
+            slot, f = self._fenced.popleft()
+            f.synchronize()
+            self._free_slots.append(slot)
+
     def _fill(self) -> None:
         store = self.store
+        self._unfence(block=not self._fifo)  # an empty FIFO must get a read, so wait for a slot then
         while self._free_slots and self._issue_at is not None:
             start, n = self._issue_at
             slot = self._free_slots.pop()
@@ -94,7 +113,11 @@ class StreamReader:
         if self._cur is None:
             return
         fetch, used = self._cur
-        self._free_slots.append(fetch.slot)
+        if self._fence is not None:
+            self._fenced.append((fetch.slot, self._fence))
+            self._fence = None
+        else:
+            self._free_slots.append(fetch.slot)
         if self.destroy:
             self.store._pool.free(fetch.start, used)
         self._cur, self._view, self._off = None, None, 0
@@ -162,3 +185,7 @@ class StreamReader:
     def close(self) -> None:
         self._drain_fifo()
         self._release_current()
+        while self._fenced:  # the slots go back to the shared pool: no copy may still read them
+            slot, f = self._fenced.popleft()
+            f.synchronize()
+            self._free_slots.append(slot)

@@ -143,13 +143,22 @@ def decode(src, device=None):
 
 def _torch_payload(src, out, payload_len: int):
     """Fills tensor ``out`` with the record's payload. CUDA: each stream-buffer chunk is copied to the
-    device as it is consumed (by DMA once the store pinned its pool), finished before the slot is reused."""
+    device as it is consumed, queued on the current stream (DMA once the store pinned its pool); a recorded
+    event fences the slot, so the reader reuses it only after the copy (reader.py, "Fences")."""
     import torch
     _expect(out.numel() * out.element_size(), payload_len)
     flat = out.reshape(-1).view(torch.uint8)
     if flat.is_cuda:
+        fence = getattr(src, "fence", None)
+
         def put(chunk: np.ndarray, offset: int) -> None:
-            flat[offset:offset + chunk.size].copy_(torch.from_numpy(chunk))  # synchronous: the slot is reused
+            if fence is None:  # a source without fences: the copy must be over when this returns
+                flat[offset:offset + chunk.size].copy_(torch.from_numpy(chunk))
+                return
+            flat[offset:offset + chunk.size].copy_(torch.from_numpy(chunk), non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+            fence(ev)
         src.consume(payload_len, put)
     elif payload_len:
         src.read_into(flat.numpy())
