@@ -110,15 +110,11 @@ def raw_device_iops(path: str, seconds: float) -> tuple[float, str]:
     1-2 threads x QD32/128, psync 16/32 threads; O_DIRECT), and the winning configuration; (0, "") where
     this build lacks the reference."""
     from gpuio import _core
-    from gpuio.bench.workloads import RAW_GRID
+    from gpuio.bench.measure import raw_best
     if not hasattr(_core, "raw_bench"):
         return 0.0, ""
-    best = (0.0, "")
-    for cfg in RAW_GRID:
-        r = _core.raw_bench(path, block_bytes=4096, queue_depth=cfg.queue_depth, threads=cfg.threads,
-                            seconds=seconds, uring=cfg.uring, sequential=False, write=False, direct=True)
-        best = max(best, (r["ops"] / r["seconds"], cfg.label))
-    return best
+    r, label = raw_best(path, 4096, sequential=False, write=False, seconds=seconds)
+    return (r["requests"] / r["seconds"], label) if r else (0.0, "")
 
 
 def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:

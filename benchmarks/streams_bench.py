@@ -73,17 +73,9 @@ def raw_pass(engine, starts: np.ndarray, chunk_blocks: int, depth: int, buf: np.
 
 def device_pass(path: str, request_bytes: int, write: bool, seconds: float) -> tuple[float, str]:
     """The raw device's best sequential rate (bytes/s) over gpuio bench's reference grid, and its label."""
-    from gpuio import _core
-    from gpuio.bench.workloads import RAW_GRID
-    best = (0.0, "")
-    for cfg in RAW_GRID:
-        try:
-            r = _core.raw_bench(path, block_bytes=request_bytes, queue_depth=cfg.queue_depth, threads=cfg.threads,
-                                seconds=seconds, uring=cfg.uring, sequential=True, write=write, direct=True)
-        except ValueError:  # a small file has fewer requests than this configuration has threads
-            continue
-        best = max(best, (r["bytes"] / r["seconds"], cfg.label))
-    return best
+    from gpuio.bench.measure import raw_best
+    r, label = raw_best(path, request_bytes, sequential=True, write=write, seconds=seconds)
+    return (r["bytes"] / r["seconds"], label) if r else (0.0, "")
 
 
 def _cuda_available() -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._buffers import aligned_empty
 from ..engine import Engine
-from .workloads import EngineConfig, RawConfig, Workload
+from .workloads import RAW_GRID, EngineConfig, RawConfig, Workload
 
 BLOCK_BYTES = 4096
 
@@ -88,9 +88,28 @@ def engine_pass(path: str, w: Workload, cfg: EngineConfig, workers: int, seconds
 
 
 def raw_pass(path: str, w: Workload, cfg: RawConfig, seconds: float) -> dict:
+    return _raw(path, w.request_bytes, w.sequential, w.op == "write", cfg, seconds)
+
+
+def raw_best(path: str, request_bytes: int, sequential: bool, write: bool, seconds: float,
+             grid=RAW_GRID) -> tuple[dict, str]:
+    """The raw reference at its best over ``grid`` on ``path``: (the fastest pass's record, its configuration's
+    label). Configurations the file is too small for (fewer requests than threads) are skipped; ({}, "") when
+    none ran. One request size, so bytes/s and requests/s rank alike."""
+    best: tuple[dict, str] = ({}, "")
+    for cfg in grid:
+        try:
+            r = _raw(path, request_bytes, sequential, write, cfg, seconds)
+        except ValueError:
+            continue
+        if not best[0] or r["bytes"] / r["seconds"] > best[0]["bytes"] / best[0]["seconds"]:
+            best = (r, cfg.label)
+    return best
+
+
+def _raw(path: str, request_bytes: int, sequential: bool, write: bool, cfg: RawConfig, seconds: float) -> dict:
     from .. import _core
 
-    r = _core.raw_bench(path, block_bytes=w.request_bytes, queue_depth=cfg.queue_depth, threads=cfg.threads,
-                        seconds=seconds, uring=cfg.uring, sequential=w.sequential, write=w.op == "write",
-                        direct=True)
+    r = _core.raw_bench(path, block_bytes=request_bytes, queue_depth=cfg.queue_depth, threads=cfg.threads,
+                        seconds=seconds, uring=cfg.uring, sequential=sequential, write=write, direct=True)
     return {"bytes": r["bytes"], "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"], "requests": r["ops"]}
