@@ -87,9 +87,10 @@ class StreamReader:
     def _plan_known(self, start: int, eff: int) -> None:
         self._issue_at = (start, blocks_for(eff, self.store.block_bytes))
 
-    def _unfence(self, block: bool) -> None:
-        """Returns fenced slots whose copies have finished; ``block``: wait for the oldest if none has."""
-        while self._fenced and (self._fenced[0][1].query() or (block and not self._free_slots)):
+    def _unfence(self, block: bool = False, every: bool = False) -> None:
+        """Returns fenced slots whose copies have finished; ``block``: wait for the oldest if no slot is free;
+        ``every``: wait for all of them."""
+        while self._fenced and (every or self._fenced[0][1].query() or (block and not self._free_slots)):
             slot, f = self._fenced.popleft()
             f.synchronize()
             self._free_slots.append(slot)
@@ -185,7 +186,4 @@ class StreamReader:
     def close(self) -> None:
         self._drain_fifo()
         self._release_current()
-        while self._fenced:  # the slots go back to the shared pool: no copy may still read them
-            slot, f = self._fenced.popleft()
-            f.synchronize()
-            self._free_slots.append(slot)
+        self._unfence(every=True)  # the slots go back to the shared pool: no copy may still read them
