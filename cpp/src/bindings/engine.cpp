@@ -18,6 +18,7 @@ namespace {
 using bindings::copy_dict;
 using bindings::reject_unknown;
 using bindings::take;
+using bindings::take_section;
 
 FaultOptions fault_options(nb::dict d) {
   FaultOptions f;
@@ -70,16 +71,8 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.backend.posix_threads = take<uint32_t>(d, "posix_threads", o.backend.posix_threads);
   o.backend.lock = take<bool>(d, "lock", o.backend.lock);
   o.backend.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", o.backend.lock_wait_ms);
-  if (d.contains("sim")) {
-    nb::object s = d["sim"];
-    nb::del(d["sim"]);
-    if (!s.is_none()) o.backend.sim = sim_options(copy_dict(s));
-  }
-  if (d.contains("fault")) {
-    nb::object f = d["fault"];
-    nb::del(d["fault"]);
-    if (!f.is_none()) o.backend.fault = fault_options(copy_dict(f));
-  }
+  if (auto s = take_section(d, "sim")) o.backend.sim = sim_options(*s);
+  if (auto f = take_section(d, "fault")) o.backend.fault = fault_options(*f);
   reject_unknown(d, "engine");
   return o;
 }

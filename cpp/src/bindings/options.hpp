@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -20,6 +21,16 @@ T take(nanobind::dict& d, const char* key, T fallback) {
   T v = nanobind::cast<T>(d[key]);
   nanobind::del(d[key]);
   return v;
+}
+
+// Removes key from d and returns its value as a dict of its own (a copy), or nothing when absent or None:
+// a nested options section such as the engine's sim=dict(...) or fault=dict(...).
+inline std::optional<nanobind::dict> take_section(nanobind::dict& d, const char* key) {
+  if (!d.contains(key)) return std::nullopt;
+  nanobind::object v = d[key];
+  nanobind::del(d[key]);
+  if (v.is_none()) return std::nullopt;
+  return copy_dict(v);
 }
 
 // Every key left in d is a typo: name them.
