@@ -37,6 +37,15 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+def write_all(store, objs) -> int:
+    """A new stream holding ``objs`` in order, closed (durable); its id."""
+    sd = store.create_stream()
+    for o in objs:
+        store.write_stream(sd, o)
+    store.close_stream(sd)
+    return sd.stream_id
+
+
 def read_all(store, stream_id: int) -> list:
     sd = store.open_stream(stream_id)
     out = []

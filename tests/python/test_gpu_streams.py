@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpuio.streams import Cache
-from streams_util import open_small
+from streams_util import open_small, write_all
 
 torch = pytest.importorskip("torch")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
@@ -21,13 +21,9 @@ def test_gpu_tensors_round_trip_across_sblocks(tmp_path):
     objs.append(torch.randint(0, 255, (3, 50001), dtype=torch.uint8, device="cuda", generator=g))
     host = np.random.default_rng(6).standard_normal((300, 129)).astype(np.float32)
     with open_small(tmp_path / "s.bin", create_bytes=64 << 20) as st:
-        sd = st.create_stream()
-        for t in objs:
-            st.write_stream(sd, t)  # GPU -> stream buffer by DMA, no host tensor in between
-        st.write_stream(sd, host)
-        st.close_stream(sd)
+        sid = write_all(st, [*objs, host])  # GPU tensors -> stream buffer by DMA, no host tensor in between
         assert not st.stats()["buffer_pinned_for_cuda"]  # nothing read into CUDA yet
-        rd = st.open_stream(sd.stream_id)
+        rd = st.open_stream(sid)
         back = [st.read_stream(rd, device="cuda") for _ in range(len(objs) + 1)]
         assert st.read_stream(rd, device="cuda") is None
         st.close_stream(rd)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpuio.streams import StreamStore, StreamStoreCorrupt
-from streams_util import contents, open_small, read_all, same
+from streams_util import contents, open_small, read_all, same, write_all
 
 
 def test_round_trip_many_objects_across_sblocks(tmp_path):
@@ -15,11 +15,7 @@ def test_round_trip_many_objects_across_sblocks(tmp_path):
     objs = [rng.random(5000), b"x" * 40000, {"a": np.arange(7), "s": "hi"}, np.zeros((0, 3)),
             bytearray(b"abc"), np.arange(12, dtype=np.float16).reshape(3, 4)[:, ::2], 17, [None]]
     with open_small(tmp_path / "s.bin") as st:
-        sd = st.create_stream()
-        for o in objs:
-            st.write_stream(sd, o)
-        st.close_stream(sd)
-        back = read_all(st, sd.stream_id)
+        back = read_all(st, write_all(st, objs))
         assert len(back) == len(objs)
         for a, b in zip(objs, back):
             if isinstance(a, np.ndarray):
@@ -36,11 +32,7 @@ def test_empty_stream_and_restart(tmp_path):
     with open_small(path) as st:
         ids = []
         for i in range(5):
-            sd = st.create_stream()
-            for o in contents(7, i):
-                st.write_stream(sd, o)
-            st.close_stream(sd)
-            ids.append(sd.stream_id)
+            ids.append(write_all(st, contents(7, i)))
         empty = st.create_stream()
         st.close_stream(empty)
         open_writer = st.create_stream()
@@ -74,13 +66,10 @@ def test_destroy_returns_blocks(tmp_path):
 def test_read_and_destroy_frees_as_it_reads(tmp_path):
     with open_small(tmp_path / "s.bin") as st:
         free0 = st.stats()["free_blocks"]
-        sd = st.create_stream()
         chunks = [np.full(3000, i, dtype=np.int64) for i in range(10)]
-        for c in chunks:
-            st.write_stream(sd, c)
-        st.close_stream(sd)
-        rd = st.read_and_destroy_stream(sd.stream_id)
-        assert sd.stream_id not in st
+        sid = write_all(st, chunks)
+        rd = st.read_and_destroy_stream(sid)
+        assert sid not in st
         assert np.array_equal(st.read_stream(rd), chunks[0])
         st.check()  # blocks held by the consuming reader are accounted for
         assert np.array_equal(st.read_stream(rd), chunks[1])
@@ -203,12 +192,9 @@ def test_last_sblock_sizes_after_full_ones(tmp_path, nbytes, tail):
     payload = bytes(range(256)) * (nbytes // 256) + b"z" * (nbytes % 256)
     objs = [payload, b"tail"] if tail else [payload]
     with open_small(path) as st:
-        sd = st.create_stream()
-        for o in objs:
-            st.write_stream(sd, o)
-        st.close_stream(sd)
+        sid = write_all(st, objs)
     with open_small(path) as st:
         st.check()
-        assert read_all(st, sd.stream_id) == objs
-        st.destroy_stream(sd.stream_id)
+        assert read_all(st, sid) == objs
+        st.destroy_stream(sid)
         assert st.check()["streams"] == 0

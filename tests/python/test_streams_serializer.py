@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gpuio.streams import serializer
-from streams_util import open_small, read_all
+from streams_util import open_small, read_all, write_all
 
 torch = pytest.importorskip("torch")
 
@@ -30,15 +30,12 @@ def test_tensors_round_trip(tmp_path):
             torch.ones(4, 4, dtype=torch.bfloat16), torch.zeros(0, 2), torch.tensor([True, False]),
             torch.randn(70000)]  # spans several 16 KiB sblocks
     with open_small(tmp_path / "s.bin") as st:
-        sd = st.create_stream()
-        for t in objs:
-            st.write_stream(sd, t)
-        st.close_stream(sd)
-        back = read_all(st, sd.stream_id)
+        sid = write_all(st, objs)
+        back = read_all(st, sid)
         for a, b in zip(objs, back):
             assert isinstance(b, torch.Tensor) and b.dtype == a.dtype and b.shape == a.shape
             assert torch.equal(a, b)
-        rd = st.open_stream(sd.stream_id)
+        rd = st.open_stream(sid)
         assert st.read_stream(rd, device="cpu").device.type == "cpu"
         st.close_stream(rd)
 
