@@ -5,14 +5,17 @@
     eng.read(ids_cuda, out)            # ordered on torch's current stream; the host does not wait
     h = eng.read_async(ids_cuda, out)  # event-like handle: done(), wait()
 
-Block ids already on the GPU (after GPU sampling, say) never cross to the host on the caller's side: a
-one-thread kernel publishes the request into a host-mapped ring that the engine's control plane polls,
-and the stream waits for the completion word (stream_wait="kernel": that kernel keeps polling, one
-thread; "wait_value": cuStreamWaitValue32 on the request's host-mapped flag, no SM). There is no host-function
-wait: CUDA forbids a host function waiting on work not ordered before it (the engine's copies run on other
-streams), and one deadlocked on the H200. Host-side waits are bounded: StreamHandle.wait raises
-OSError(ETIMEDOUT) naming the request instead of hanging. Data moves SSD -> pinned staging (io_uring fixed
-buffers, CUDA-mapped) -> GPU by copy engine. engine.stats()["data_path"] says which path ran.
+Requests are cut into chunks of one bounce slot (GPU option bounce_bytes / 16). Block ids on the host are
+handed to the engine at once; block ids already on the GPU (after GPU sampling, say) never cross to the
+host on the caller's side: a kernel copies them into host-mapped memory and publishes the request into a
+ring the engine's control plane polls. Either way the engine reads into the pinned bounce slot (host
+memory), the stream waits for the chunk's completion word (stream_wait="kernel": a one-thread kernel polls
+it; "wait_value": cuStreamWaitValue32, no SM), then copies the slot to the destination by copy engine, in
+stream order. The rule behind this (issue 10): no GPU-side wait may depend on a CUDA call a host thread has
+yet to make, since a thread in a context-synchronising call (cudaFree, cuBLAS or module loading) blocks
+every other thread's CUDA calls while it waits for the device: at 1cf507e a background loader beside a
+training loop deadlocked that way. Host-side waits are bounded: StreamHandle.wait raises OSError(ETIMEDOUT)
+naming the request instead of hanging. engine.stats()["data_path"] says which path ran.
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ DEFAULTS = {
                              # release, else kernel | kernel: 1-thread poll kernel | wait_value
     "device": -1,            # CUDA device; -1: the current one
     "poll_spin_us": 200,     # control plane spins this long after the last request before napping
+    "bounce_bytes": 64 << 20,  # stream path: pinned bounce pool, 16 slots; a request moves in slot-sized chunks
+    "bounce_wait_ms": 60000,   # a submit waits at most this long for a free bounce slot (then ETIMEDOUT)
     "wait_timeout_s": 90.0,  # StreamHandle.wait() bound (above the engine's io_timeout_ms, so an I/O
                              # failure reports itself first); then OSError(ETIMEDOUT) naming the request
 }
@@ -207,20 +212,18 @@ class GpuPath:
         self._rt = core.GpuRuntime(engine._core._address, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
     def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
-        import numpy as np
         import torch
 
         keep = [ids.owner, data.owner]
         dev = data.device_index if data.kind == _buffers.DEVICE else ids.device_index
-        if ids.kind == _buffers.HOST:  # the stream path reads ids on the GPU: move them there, in order
-            t = torch.from_numpy(np.asarray(ids.owner)) if not _buffers.is_tensor(ids.owner) else ids.owner
-            t = t.to(f"cuda:{dev}", non_blocking=False)
-            keep.append(t)
-            ids = _buffers.Buffer(t.data_ptr(), ids.nbytes, _buffers.DEVICE, t, dev)
-        if data.kind == _buffers.DEVICE and data.device_index != ids.device_index:
+        on_device = ids.kind == _buffers.DEVICE
+        if on_device and data.kind == _buffers.DEVICE and data.device_index != ids.device_index:
             raise ValueError(f"blocks are on cuda:{ids.device_index} but the buffer is on cuda:{data.device_index}")
         stream = torch.cuda.current_stream(dev)
-        before = self._rt.stream_submit(stream.cuda_stream, op, ids.ptr, n, data.ptr, data.kind)
+        try:
+            before = self._rt.stream_submit(stream.cuda_stream, op, ids.ptr, on_device, n, data.ptr, data.kind)
+        except OverflowError:
+            raise ValueError(f"a stream-ordered request of {n} blocks is too large") from None
         event = torch.cuda.Event()
         event.record(stream)
         self._submitted += 1
@@ -240,7 +243,9 @@ class GpuPath:
         s = dict(self._rt.stats())
         base = self.engine._core.stats()
         backend = base["backend"].split()[0] if base.get("backend") else self.engine.backend
-        s["data_path"] = f"{self.engine.backend}+staging->gpu(copy={s['copy_mode']})"
+        # Stream-ordered requests (Engine.read/write with CUDA memory): engine -> pinned bounce -> GPU by one
+        # copy per chunk on the caller's stream. copy_mode is the device API's staging->GPU method.
+        s["data_path"] = f"{base.get('data_path') or self.engine.backend}->bounce->gpu(stream copy)"
         s["stream_wait_sm_cost"] = ("one resident thread (1 warp slot) polling with __nanosleep per waiting stream"
                                     if s["stream_wait"] == "kernel" else "none")
         s["stream_wait_value_selftest"] = self.stream_wait_selftest

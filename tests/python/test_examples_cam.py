@@ -38,4 +38,4 @@ def test_cam_pipeline_example_gpu(tmp_path):
     if not probe.get("count"):
         pytest.skip(f"no GPU path: {probe.get('error')}")
     out = _run(tmp_path, "cuda")
-    assert "staging->gpu" in out
+    assert "bounce->gpu" in out

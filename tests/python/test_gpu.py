@@ -89,7 +89,7 @@ def test_random_blocks_into_gpu_match_host(datafile, copy, wait):
             assert np.array_equal(got, data[ids]), f"seed={seed} n={n} copy={copy} wait={wait}"
         s = eng.stats()
         assert s["copy_mode"] == copy and s["stream_wait"] == wait
-        assert "staging->gpu" in s["data_path"]
+        assert "bounce->gpu" in s["data_path"] and s["gpu_stream_chunks"] >= 6
 
 
 def test_hostfn_wait_is_refused_with_the_reason(tmp_path):
@@ -154,7 +154,7 @@ def test_writes_from_gpu_read_back(tmp_path):
         back = gpuio._buffers.aligned_empty(200 * BS)
         eng.read(ids, back)
         assert np.array_equal(back.reshape(200, BS), src.cpu().numpy())
-        assert eng.stats()["gpu_stage_in_copies"] > 0
+        assert eng.stats()["gpu_stream_chunks"] > 0
 
 
 @needs_gpu
@@ -205,3 +205,36 @@ def test_gpu_initiated_latency_probe(datafile):
         ns = eng._gpu.latency_probe(ids, dst.data_ptr())
         assert len(ns) == 64 and all(t > 0 for t in ns)
         assert np.array_equal(dst.cpu().numpy(), data[200:264])
+
+
+@needs_gpu
+@pytest.mark.parametrize("wait", ["kernel", "wait_value"])
+def test_requests_larger_than_the_bounce_pool_move_in_chunks(tmp_path, wait):
+    """A 1 MiB bounce pool has 16 slots of 16 blocks: 600-block reads (host ids and GPU ids) and writes run
+    as 38 chunks each, waiting for slots to come free, and every byte lands."""
+    if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
+        pytest.skip(f"cuStreamWaitValue32 self-test: {gpuio.gpu.stream_wait_selftest()}")
+    path = str(tmp_path / "c.bin")
+    gpuio.Engine.create_file(path, 1024 * BS)
+    rng = np.random.default_rng(11)
+    with _engine(path, stream_wait=wait, bounce_bytes=1 << 20) as eng:
+        ids = rng.permutation(1024)[:600].astype(np.int64)
+        src = torch.from_numpy(rng.integers(0, 256, size=(600, BS), dtype=np.uint8)).cuda()
+        eng.write(torch.from_numpy(ids).cuda(), src)
+        for host_ids in (True, False):
+            out = gpuio.empty((600, BS), device="cuda")
+            out.fill_(0xEE)
+            eng.read(ids if host_ids else torch.from_numpy(ids).cuda(), out)
+            assert torch.equal(out, src), f"host_ids={host_ids}"
+        s = eng.stats()
+        assert s["gpu_bounce_bytes"] == 16 * 16 * BS
+        assert s["gpu_stream_chunks"] == 3 * 38 and s["gpu_stream_host_submits"] == 38
+        assert s["gpu_bounce_waits"] > 0
+
+
+@needs_gpu
+def test_bounce_option_is_checked(datafile):
+    path, _ = datafile
+    with gpuio.Engine(path, workers=1) as eng:
+        with pytest.raises(ValueError, match="bounce_bytes=4096 must be >="):
+            gpuio.gpu.attach(eng, bounce_bytes=4096)

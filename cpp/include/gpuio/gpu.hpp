@@ -5,7 +5,18 @@
 //    buffer registration); staged reads land on the GPU by copy engine (one copy per contiguous run, batched);
 //  - GPU->CPU request rings with doorbell words in host-mapped memory, polled by one control-plane thread,
 //    and CPU->GPU completion sequence words (GpuQueueShared), used by device code through device.cuh;
-//  - the stream-ordered path: a request published in stream order and waited for in stream order.
+//  - the stream-ordered path: a request waited for in stream order, its data moved in stream order.
+//
+// The stream-ordered path's rule (issue 10): no GPU-side wait may depend on a CUDA call that a host thread
+// has yet to make. A thread making a context-synchronising call (cudaFree, module or library loading,
+// cuBLAS handle creation) holds the driver's context lock while it waits for the device to go idle; every
+// other thread's CUDA call blocks on that lock. If the device is then holding a stream wait whose release
+// needs such a call (an engine worker launching the staging->GPU copy), nothing moves again: that is how
+// `gpuio demo` deadlocked on the H200 and H100 at 1cf507e. So stream-ordered requests read into a pinned
+// bounce region (host memory: the engine makes no CUDA call), the CPU learns the block ids from host-mapped
+// memory (no cudaMemcpy), and the bounce->GPU copy is enqueued on the caller's stream at submit time,
+// after the wait. The device API (device.cuh, kernels waiting in prefetch_synchronize) still relies on the
+// engine's copies: see its header.
 // GpuEngine bundles an Engine with its runtime: CAM's host API (create, alloc, free, queue(i)).
 #pragma once
 #include <cstddef>
@@ -25,6 +36,9 @@ constexpr uint32_t request_inline_ids_max = 16;      // ids carried in the reque
 constexpr uint32_t request_blocks_max = 1u << 20;    // ids in one GPU request (control plane copy buffer)
 constexpr uint32_t stream_cells_max = 1u << 16;      // stream-ordered calls in flight (ring of cells)
 constexpr uint32_t copy_events_max = 4096;           // staging->GPU copy groups in flight per worker
+constexpr uint32_t bounce_slots = 16;                // stream path: the bounce pool's slots; a request is
+                                                     // cut into slot-sized chunks, this many in flight
+constexpr uint64_t bounce_bytes_min = 1u << 20;
 static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
 }  // namespace gpu_limits
 
@@ -70,6 +84,9 @@ struct GpuOptions {
   std::string stream_wait = "kernel";
   int device = -1;                   // CUDA device; -1: the current one
   uint32_t poll_spin_us = 200;       // control plane spins this long after the last request, then naps
+  uint64_t bounce_bytes = 64ull << 20;  // stream path: pinned bounce pool (reads land here, then one copy
+                                        // per chunk on the caller's stream); >= bounce_bytes_min
+  uint32_t bounce_wait_ms = 60000;   // a submit waits at most this long for bounce space, then ETIMEDOUT
 };
 
 struct GpuStats {
@@ -82,6 +99,11 @@ struct GpuStats {
   uint64_t copies = 0;          // staging->GPU copy runs issued
   uint64_t copy_groups = 0;     // flushes (one batched call / kernel / group of copies each)
   uint64_t stage_in_copies = 0; // GPU->staging copies for writes
+  uint64_t stream_requests = 0; // stream-ordered calls
+  uint64_t stream_chunks = 0;   // bounce-sized pieces they were cut into
+  uint64_t stream_host_submits = 0;  // chunks with host ids, handed to the engine at submit (no GPU publish)
+  uint64_t bounce_bytes = 0;
+  uint64_t bounce_waits = 0;    // submits that waited for bounce space to come free
   double poller_cpu_seconds = 0;
   std::string last_error;       // message of the last failed GPU request
 };
@@ -99,11 +121,15 @@ class GpuRuntime {
   uint32_t queue_count() const;
   QueueRef queue(uint32_t i) const;  // throws std::out_of_range naming i
 
-  // Stream-ordered request on `stream` (a cudaStream_t): ids (device or host-mapped memory, n int64) are
-  // read when the stream reaches the call; mem (device or host) is the destination/source. The stream waits
-  // for completion spending no SM (wait_value) or one polling thread (kernel). Returns the number of failures
-  // seen before the call, to compare with failures() after the stream passed it.
-  uint32_t stream_submit(void* stream, GpuOp op, const int64_t* ids, uint32_t n, void* mem, MemKind kind);
+  // Stream-ordered request on `stream` (a cudaStream_t) for n int64 block ids: ids_on_device says whether
+  // ids is GPU memory (read when the stream reaches the call: GPU-side sampling) or host memory (read now).
+  // mem (device or host) is the destination/source, ordered after the stream's earlier work; the stream
+  // waits for completion spending no SM (wait_value) or one polling thread (kernel). Reads with host ids
+  // start at once (outside CUDA-graph capture). Cut into bounce-sized chunks; may wait (bounded, GIL-free
+  // in the bindings) for bounce space. Returns the number of failures seen before the call, to compare
+  // with failures() after the stream passed it.
+  uint32_t stream_submit(void* stream, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n, void* mem,
+                         MemKind kind);
   uint32_t failures() const;
   std::string last_error() const;
 

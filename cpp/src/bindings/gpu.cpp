@@ -31,6 +31,8 @@ GpuOptions gpu_options(nb::dict given) {
   o.stream_wait = take<std::string>(d, "stream_wait", o.stream_wait);
   o.device = take<int>(d, "device", o.device);
   o.poll_spin_us = take<uint32_t>(d, "poll_spin_us", o.poll_spin_us);
+  o.bounce_bytes = take<uint64_t>(d, "bounce_bytes", o.bounce_bytes);
+  o.bounce_wait_ms = take<uint32_t>(d, "bounce_wait_ms", o.bounce_wait_ms);
   reject_unknown(d, "GPU");
   return o;
 }
@@ -47,6 +49,11 @@ nb::dict stats_dict(const GpuStats& s) {
   d["gpu_copy_groups"] = s.copy_groups;
   d["gpu_stage_in_copies"] = s.stage_in_copies;
   d["poller_cpu_seconds"] = s.poller_cpu_seconds;
+  d["gpu_stream_requests"] = s.stream_requests;
+  d["gpu_stream_chunks"] = s.stream_chunks;
+  d["gpu_stream_host_submits"] = s.stream_host_submits;
+  d["gpu_bounce_bytes"] = s.bounce_bytes;
+  d["gpu_bounce_waits"] = s.bounce_waits;
   d["gpu_last_error"] = s.last_error;
   return d;
 }
@@ -85,13 +92,16 @@ GPUIO_BIND(gpu, 20) {
              new (self) GpuRuntime(*reinterpret_cast<Engine*>(engine_address), o);
            },
            nb::arg("engine_address"), nb::arg("options"))
+      // GIL released: a submit may wait for bounce space, which frees as the streams move on.
       .def("stream_submit",
-           [](GpuRuntime& r, uintptr_t stream, int op, uintptr_t ids, uint32_t n, uintptr_t mem, int kind) {
+           [](GpuRuntime& r, uintptr_t stream, int op, uintptr_t ids, bool ids_on_device, uint32_t n, uintptr_t mem,
+              int kind) {
              return r.stream_submit(reinterpret_cast<void*>(stream), op == 0 ? gpu_read : gpu_write,
-                                    reinterpret_cast<const int64_t*>(ids), n, reinterpret_cast<void*>(mem),
-                                    kind == 0 ? MemKind::host : MemKind::device);
+                                    reinterpret_cast<const int64_t*>(ids), ids_on_device, n,
+                                    reinterpret_cast<void*>(mem), kind == 0 ? MemKind::host : MemKind::device);
            },
-           nb::arg("stream"), nb::arg("op"), nb::arg("ids_ptr"), nb::arg("n"), nb::arg("mem_ptr"), nb::arg("mem_kind"))
+           nb::arg("stream"), nb::arg("op"), nb::arg("ids_ptr"), nb::arg("ids_on_device"), nb::arg("n"),
+           nb::arg("mem_ptr"), nb::arg("mem_kind"), nb::call_guard<nb::gil_scoped_release>())
       .def("failures", &GpuRuntime::failures)
       .def("last_error", &GpuRuntime::last_error)
       .def_prop_ro("queue_count", &GpuRuntime::queue_count)

@@ -43,10 +43,15 @@ bool GpuRuntime::Impl::take_requests(uint32_t q) {
         GPUIO_EXPECT(n <= gpu_limits::request_blocks_max,
                      "GPU request of " + std::to_string(n) + " blocks exceeds request_blocks_max=" +
                          std::to_string(gpu_limits::request_blocks_max));
-        GPUIO_CUDA(cudaMemcpyAsync(ids_pinned, reinterpret_cast<const void*>(r.blocks), size_t{n} * 8,
-                                   cudaMemcpyDeviceToHost, control_stream));
-        GPUIO_CUDA(cudaStreamSynchronize(control_stream));
-        ids = ids_pinned;
+        // Stream requests name ids in the bounce pool's host-mapped memory: read them there, no CUDA call
+        // (gpu.hpp). Device-API requests name GPU memory: copied (that path waits on CUDA calls anyway).
+        ids = bounce.host_ids(r.blocks);
+        if (ids == nullptr) {
+          GPUIO_CUDA(cudaMemcpyAsync(ids_pinned, reinterpret_cast<const void*>(r.blocks), size_t{n} * 8,
+                                     cudaMemcpyDeviceToHost, control_stream));
+          GPUIO_CUDA(cudaStreamSynchronize(control_stream));
+          ids = ids_pinned;
+        }
       }
       f.handle = engine.submit(op, ids, n, reinterpret_cast<void*>(r.mem), kind);
     } catch (const IoError& e) {
@@ -99,6 +104,34 @@ bool GpuRuntime::Impl::finish_requests(uint32_t q) {
   return finished;
 }
 
+bool GpuRuntime::Impl::finish_host() {
+  {
+    std::lock_guard<std::mutex> g(host_mu);
+    for (InFlight& f : host_inbox) host_inflight.push_back(std::move(f));
+    host_inbox.clear();
+  }
+  bool finished = false;
+  for (size_t i = 0; i < host_inflight.size();) {
+    InFlight& f = host_inflight[i];
+    if (!f.handle.done()) {
+      ++i;
+      continue;
+    }
+    try {
+      f.handle.wait(0);
+    } catch (const IoError& e) {
+      f.err = e.error_code();
+      f.message = e.what();
+    }
+    if (f.err != 0) fail(opts.queues, f);
+    store_release(f.cell, 1);
+    host_inflight[i] = std::move(host_inflight.back());
+    host_inflight.pop_back();
+    finished = true;
+  }
+  return finished;
+}
+
 void GpuRuntime::Impl::run_poller() {
   cudaSetDevice(device);
   prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: naps stay short
@@ -110,6 +143,7 @@ void GpuRuntime::Impl::run_poller() {
       if (!stop.load(std::memory_order_relaxed)) any |= take_requests(q);
       any |= finish_requests(q);
     }
+    any |= finish_host();
     return any;
   };
   long nap_ns = 2000;
@@ -135,6 +169,11 @@ void GpuRuntime::Impl::run_poller() {
     for (uint32_t q = 0; q < total_queues(); ++q) {
       finish_requests(q);
       pending |= !qstate[q].inflight.empty();
+    }
+    finish_host();
+    {
+      std::lock_guard<std::mutex> g(host_mu);
+      pending |= !host_inflight.empty() || !host_inbox.empty();
     }
     if (!pending) break;
     timespec ts{0, 50000};

@@ -29,6 +29,10 @@ void GpuRuntime::Impl::start() {
     if (!wait_value_fn) throw std::runtime_error("stream_wait='wait_value' but the driver has no cuStreamWaitValue32");
   }
   if (opts.copy != "auto") detail::parse_copy_mode(opts.copy);  // names a bad value before any CUDA work
+  GPUIO_EXPECT(opts.bounce_bytes >= gpu_limits::bounce_bytes_min,
+               "bounce_bytes=" + std::to_string(opts.bounce_bytes) + " must be >= " +
+                   std::to_string(gpu_limits::bounce_bytes_min));
+  GPUIO_EXPECT(opts.bounce_wait_ms >= 1, "bounce_wait_ms must be >= 1");
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -87,6 +91,7 @@ void GpuRuntime::Impl::start() {
   GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&ids_pinned), sizeof(int64_t) * gpu_limits::request_blocks_max,
                            cudaHostAllocDefault));
   GPUIO_CUDA(cudaStreamCreateWithFlags(&control_stream, cudaStreamNonBlocking));
+  bounce.init(opts.bounce_bytes, engine.options().block_bytes);
   GPUIO_CUDA(cudaDeviceSynchronize());
   qstate.resize(nq);
   engine.set_device_mover(mover.get());
@@ -101,6 +106,7 @@ void GpuRuntime::Impl::shutdown() {
   engine.close();  // workers drain: device batches in flight still use the mover
   engine.set_device_mover(nullptr);
   mover.reset();
+  bounce.destroy();
   if (control_stream) cudaStreamDestroy(control_stream);
   if (ids_pinned) cudaFreeHost(ids_pinned);
   if (cells_host) cudaFreeHost(cells_host);
@@ -140,29 +146,6 @@ QueueRef GpuRuntime::queue(uint32_t i) const {
   return impl_->ref(i);
 }
 
-uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, uint32_t n, void* mem, MemKind kind) {
-  Impl& m = *impl_;
-  GPUIO_EXPECT(!m.closed, "GPU runtime is closed");
-  GPUIO_EXPECT(n <= gpu_limits::request_blocks_max, "a stream-ordered request of " + std::to_string(n) +
-                                                        " blocks exceeds request_blocks_max=" +
-                                                        std::to_string(gpu_limits::request_blocks_max));
-  uint32_t before = m.failures.load(std::memory_order_acquire);
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  QueueRef q = m.ref(m.opts.queues);
-  if (m.opts.stream_wait == "wait_value") {
-    uint32_t idx = m.next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
-    GPUIO_CUDA(detail::launch_publish(s, q, op, ids, n, mem, kind, m.cells_dev + idx, false));
-    using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-    CUresult r = reinterpret_cast<WaitFn>(m.wait_value_fn)(reinterpret_cast<CUstream>(s),
-                                                           reinterpret_cast<CUdeviceptr>(m.cells_dev + idx), 1,
-                                                           CU_STREAM_WAIT_VALUE_EQ);
-    if (r != CUDA_SUCCESS) throw std::runtime_error("cuStreamWaitValue32 failed: CUresult " + std::to_string(int(r)));
-  } else {
-    GPUIO_CUDA(detail::launch_publish(s, q, op, ids, n, mem, kind, nullptr, true));
-  }
-  return before;
-}
-
 uint32_t GpuRuntime::failures() const { return impl_->failures.load(std::memory_order_acquire); }
 
 std::string GpuRuntime::last_error() const {
@@ -200,6 +183,11 @@ GpuStats GpuRuntime::stats() const {
     s.copy_groups = m.mover->groups();
     s.stage_in_copies = m.mover->stage_ins();
   }
+  s.stream_requests = m.stream_requests.load();
+  s.stream_chunks = m.stream_chunks.load();
+  s.stream_host_submits = m.stream_host_submits.load();
+  s.bounce_bytes = m.bounce.bytes();
+  s.bounce_waits = m.bounce_waits.load();
   s.poller_cpu_seconds = m.poller_cpu.load();
   s.last_error = last_error();
   return s;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/bounce.hpp"
 #include "gpu/mover.hpp"
 #include "gpuio/gpu.hpp"
 
@@ -35,6 +36,7 @@ struct GpuRuntime::Impl {
   void* wait_value_fn = nullptr;  // cuStreamWaitValue32 (wait_value mode)
   int64_t* ids_pinned = nullptr;   // control plane: ids copied from GPU requests
   cudaStream_t control_stream = nullptr;
+  detail::BouncePool bounce;       // stream path (gpu.hpp: no GPU wait may need a host CUDA call)
 
   // Control plane.
   struct InFlight {
@@ -50,6 +52,11 @@ struct GpuRuntime::Impl {
     std::deque<InFlight> inflight;
   };
   std::vector<QueueState> qstate;
+  // Stream chunks with host ids handed to the engine by the submitting thread: the poller sets their cells.
+  std::mutex host_mu;
+  std::vector<InFlight> host_inbox;   // guarded by host_mu
+  std::vector<InFlight> host_inflight;  // poller only
+  std::atomic<uint64_t> stream_requests{0}, stream_chunks{0}, stream_host_submits{0}, bounce_waits{0};
   std::thread poller;
   std::atomic<bool> stop{false};
   std::atomic<double> poller_cpu{0};
@@ -67,6 +74,10 @@ struct GpuRuntime::Impl {
   void run_poller();
   bool take_requests(uint32_t q);  // true if it took any
   bool finish_requests(uint32_t q);
+  bool finish_host();  // host-submitted stream chunks
+  // One chunk of a stream request (stream_submit.cpp).
+  void stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n, void* mem,
+                    MemKind kind, const detail::BounceRegion& r, bool capturing);
   void fail(uint32_t q, InFlight& f);
   void shutdown();
 };
@@ -75,8 +86,11 @@ namespace detail {
 // Stream path kernels (stream_path.cu).
 // Loads the stream-path kernels up front (lazy loading must not happen while a wait kernel spins).
 cudaError_t preload_stream_kernels();
-cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* ids, uint32_t n, void* mem,
-                           MemKind kind, uint32_t* cell, bool wait_in_kernel);
+// ids: GPU-resident ids to copy into slot_ids_dev first, or nullptr when the host filled the slot already.
+cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* ids, int64_t* slot_ids_dev,
+                           uint32_t n, void* mem, MemKind kind, uint32_t* cell_dev);
+// "kernel" wait mode: a one-thread kernel that returns once *cell_dev == 1.
+cudaError_t launch_wait_cell(cudaStream_t s, const uint32_t* cell_dev);
 }  // namespace detail
 
 }  // namespace gpuio

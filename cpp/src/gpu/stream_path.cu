@@ -1,29 +1,51 @@
-// Stream-ordered requests: a one-thread kernel publishes the request (sequence number taken on the GPU, so
-// CUDA-graph replays publish fresh requests) and, in "kernel" wait mode, polls the host-mapped completion
-// word with __nanosleep between reads: one resident thread, no other SM work. In "wait_value" mode the kernel
-// returns at once and cuStreamWaitValue32 on the request's host-mapped flag holds the stream (no SM).
+// Stream-ordered requests, device side. publish_kernel (one block) copies the chunk's block ids into the
+// bounce slot's host-mapped ids (so the control plane reads them with no cudaMemcpy), then one thread
+// publishes the request; the sequence number is taken on the GPU, so CUDA-graph replays publish fresh
+// requests. wait_cell_kernel is the "kernel" wait mode: one resident thread polls the request's host-mapped
+// completion cell with __nanosleep between reads, no other SM work. In "wait_value" mode
+// cuStreamWaitValue32 holds the stream on the same cell instead (no SM).
 #include "gpu/runtime_impl.hpp"
 #include "gpuio/device.cuh"
 
 namespace gpuio::detail {
 
 namespace {
-__global__ void publish_kernel(QueueRef q, uint32_t op, const int64_t* ids, uint32_t n, void* mem, uint32_t kind,
-                               uint32_t* cell, bool wait) {
-  uint32_t failures_before = load_acquire_sys(&q.shared->failures);
-  uint32_t seq = publish(q, op, ids, n, mem, kind, cell);
-  if (wait) wait_done(q, seq, failures_before);
+constexpr unsigned publish_threads = 256;
+
+__global__ void publish_kernel(QueueRef q, uint32_t op, const int64_t* ids, int64_t* slot_ids, uint32_t n, void* mem,
+                               uint32_t kind, uint32_t* cell) {
+  if (ids != nullptr) {  // GPU-resident ids: into the slot (host-mapped: posted writes over PCIe)
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) slot_ids[i] = ids[i];
+  }
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) publish(q, op, slot_ids, n, mem, kind, cell);
+}
+
+__global__ void wait_cell_kernel(const uint32_t* cell) {
+  uint32_t ns = 32;
+  while (load_acquire_sys(cell) != 1u) {
+    __nanosleep(ns);
+    if (ns < 1024) ns *= 2;
+  }
 }
 }  // namespace
 
 cudaError_t preload_stream_kernels() {
   cudaFuncAttributes attr{};  // see CudaMover::CudaMover: no lazy load while a wait kernel spins
-  return cudaFuncGetAttributes(&attr, publish_kernel);
+  cudaError_t e = cudaFuncGetAttributes(&attr, publish_kernel);
+  return e != cudaSuccess ? e : cudaFuncGetAttributes(&attr, wait_cell_kernel);
 }
 
-cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* ids, uint32_t n, void* mem,
-                           MemKind kind, uint32_t* cell, bool wait_in_kernel) {
-  publish_kernel<<<1, 1, 0, s>>>(q, op, ids, n, mem, kind == MemKind::device ? 1u : 0u, cell, wait_in_kernel);
+cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* ids, int64_t* slot_ids_dev,
+                           uint32_t n, void* mem, MemKind kind, uint32_t* cell_dev) {
+  publish_kernel<<<1, publish_threads, 0, s>>>(q, op, ids, slot_ids_dev, n, mem, kind == MemKind::device ? 1u : 0u,
+                                               cell_dev);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_wait_cell(cudaStream_t s, const uint32_t* cell_dev) {
+  wait_cell_kernel<<<1, 1, 0, s>>>(cell_dev);
   return cudaGetLastError();
 }
 

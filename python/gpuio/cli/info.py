@@ -38,8 +38,9 @@ def collect() -> dict:
     has_gpu = r["cuda_layer_built"] and p.get("count", 0) > 0
     r["data_paths"] = {
         "host": "uring+direct (O_DIRECT into aligned host buffers), uring+staging otherwise",
-        "gpu": ("uring+staging->gpu: SSD -> pinned staging (io_uring fixed buffers, CUDA-mapped) -> GPU by copy "
-                "engine; copy method chosen by measurement at start" if has_gpu
+        "gpu": ("stream-ordered reads/writes: uring -> pinned bounce slots -> GPU by one copy per chunk on the "
+                "caller's stream (uring+...->bounce->gpu); device API (kernels): uring+staging->gpu, copy method "
+                "chosen by measurement at start" if has_gpu
                 else f"none: {p.get('error') or 'no GPU'}"),
         "cufile-p2p": "used" if r["gds"]["p2p"] else f"not used: {r['gds']['reason']}",
     }

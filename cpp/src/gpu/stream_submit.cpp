@@ -1,0 +1,108 @@
+// Stream-ordered requests, host side (gpu.hpp states the rule this follows: no GPU-side wait may need a
+// CUDA call that a host thread has yet to make). Per chunk of at most one bounce slot:
+//   read, host ids (not capturing): ids into the slot, engine.submit(read -> slot data, host memory) now;
+//        the poller sets the chunk's cell when the batch is done;
+//   otherwise (GPU ids, writes, graph capture): [write: copy mem -> slot data on the stream]; publish kernel
+//        (GPU ids copied into the slot's host-mapped ids); the poller submits it to the engine;
+//   then on the stream: wait for the cell (kernel or cuStreamWaitValue32) and [read into GPU memory: copy
+//   slot data -> mem]; the slot is released after that (an event on the stream).
+// Every CUDA call here is made by the submitting thread before any wait it enqueues; the engine and the
+// poller make none for these requests, so a context-synchronising call anywhere can always finish.
+#include <cuda.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "gpu/cuda_check.hpp"
+#include "gpu/runtime_impl.hpp"
+#include "gpuio/status.hpp"
+
+namespace gpuio {
+
+void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n,
+                                    void* mem, MemKind kind, const detail::BounceRegion& r, bool capturing) {
+  const uint32_t bs = engine.options().block_bytes;
+  const size_t bytes = size_t{n} * bs;
+  void* io_mem = kind == MemKind::device ? static_cast<void*>(r.data) : mem;  // host memory needs no bounce
+  const uint32_t idx = next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
+  uint32_t* cell_host = cells_host + idx;
+  uint32_t* cell_dev = cells_dev + idx;
+  if (!ids_on_device) std::memcpy(r.ids, ids, sizeof(int64_t) * n);
+  if (op == gpu_read && !ids_on_device && !capturing) {
+    __atomic_store_n(cell_host, 0u, __ATOMIC_RELEASE);
+    InFlight f;
+    f.seq = 0;
+    f.cell = cell_host;
+    f.handle = engine.submit(IoOp::read, r.ids, n, io_mem, MemKind::host);  // starts now
+    {
+      std::lock_guard<std::mutex> g(host_mu);
+      host_inbox.push_back(std::move(f));
+    }
+    stream_host_submits.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    if (op == gpu_write && kind == MemKind::device) {
+      GPUIO_CUDA(cudaMemcpyAsync(r.data, mem, bytes, cudaMemcpyDeviceToHost, s));
+    }
+    GPUIO_CUDA(detail::launch_publish(s, ref(opts.queues), op, ids_on_device ? ids : nullptr, r.ids_dev, n, io_mem,
+                                      MemKind::host, cell_dev));
+  }
+  if (opts.stream_wait == "wait_value") {
+    using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+    CUresult w = reinterpret_cast<WaitFn>(wait_value_fn)(reinterpret_cast<CUstream>(s),
+                                                         reinterpret_cast<CUdeviceptr>(cell_dev), 1,
+                                                         CU_STREAM_WAIT_VALUE_EQ);
+    if (w != CUDA_SUCCESS) throw std::runtime_error("cuStreamWaitValue32 failed: CUresult " + std::to_string(int(w)));
+  } else {
+    GPUIO_CUDA(detail::launch_wait_cell(s, cell_dev));
+  }
+  if (op == gpu_read && kind == MemKind::device) {
+    GPUIO_CUDA(cudaMemcpyAsync(mem, r.data, bytes, cudaMemcpyHostToDevice, s));
+  }
+  stream_chunks.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n,
+                                   void* mem, MemKind kind) {
+  Impl& m = *impl_;
+  GPUIO_EXPECT(!m.closed, "GPU runtime is closed");
+  GPUIO_EXPECT(n <= gpu_limits::request_blocks_max, "a stream-ordered request of " + std::to_string(n) +
+                                                        " blocks exceeds request_blocks_max=" +
+                                                        std::to_string(gpu_limits::request_blocks_max));
+  const uint32_t before = m.failures.load(std::memory_order_acquire);
+  m.stream_requests.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) return before;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  GPUIO_CUDA(cudaStreamIsCapturing(s, &capture));
+  const bool capturing = capture == cudaStreamCaptureStatusActive;
+  if (!ids_on_device) {  // a bad id fails the call here, before any chunk is under way
+    const uint64_t total = m.engine.total_blocks();
+    for (uint32_t i = 0; i < n; ++i) {
+      if (ids[i] < 0 || static_cast<uint64_t>(ids[i]) >= total) {
+        throw std::out_of_range("block " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                                " is out of range [0, " + std::to_string(total) + ")");
+      }
+    }
+  }
+  const uint32_t bs = m.engine.options().block_bytes;
+  const uint32_t chunk = m.bounce.slot_blocks();
+  for (uint32_t off = 0; off < n; off += chunk) {
+    const uint32_t k = std::min(chunk, n - off);
+    bool waited = false;
+    detail::BounceRegion r = capturing ? m.bounce.dedicated(k) : m.bounce.reserve(m.opts.bounce_wait_ms, &waited);
+    if (waited) m.bounce_waits.fetch_add(1, std::memory_order_relaxed);
+    try {
+      m.stream_chunk(s, op, ids + off, ids_on_device, k, static_cast<uint8_t*>(mem) + size_t{off} * bs, kind, r,
+                     capturing);
+    } catch (...) {
+      // What was enqueued before the failing call keeps the slot until the stream passes it.
+      m.bounce.release_after(r, s);
+      throw;
+    }
+    m.bounce.release_after(r, s);
+  }
+  return before;
+}
+
+}  // namespace gpuio
