@@ -8,7 +8,10 @@ batches wait (memory). The same sampler seed and input gives the same batches wh
 source, which is how the demo compares gpuio with mmap and in-memory features.
 
 Thread contract: the worker thread is the only caller of the sampler and the feature store while an
-epoch runs.
+epoch runs. On a CUDA device the worker works on a CUDA stream of its own (so the stream-ordered waits of
+its reads never hold up the training thread's kernels on the default stream) and hands each batch over
+with an event: the consuming stream waits for it on the GPU, and the batch's tensors are marked as used
+there (record_stream) so the caching allocator does not recycle them early.
 """
 from __future__ import annotations
 
@@ -28,6 +31,18 @@ class NodeBatch:
     n_id: torch.Tensor  # global node ids; the first batch_size are the seeds
     batch_size: int
     y: torch.Tensor | None  # labels of the seeds
+    ready: object = None  # CUDA: torch.cuda.Event recorded on the loader's stream after the batch was made
+
+    def _hand_over(self) -> None:
+        """On the consumer's thread: its current stream waits for the batch and owns its tensors."""
+        if self.ready is None:
+            return
+        stream = torch.cuda.current_stream(self.x.device)
+        stream.wait_event(self.ready)
+        for t in (self.x, self.edge_index, self.n_id, self.y):
+            if t is not None and t.is_cuda:
+                t.record_stream(stream)
+        self.ready = None
 
 
 class NodeBatchLoader:
@@ -70,6 +85,7 @@ class NodeBatchLoader:
                 self.times["stall_s"] += time.perf_counter() - t0
                 if isinstance(item, BaseException):
                     raise item
+                item._hand_over()
                 yield item
         finally:
             stop.set()
@@ -81,30 +97,37 @@ class NodeBatchLoader:
 
     def _work(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
         try:
-            store = self.features
-            accumulating = hasattr(store, "submit")
-            pending: deque = deque()
-            for s in seeds:
-                if stop.is_set():
-                    return
-                t0 = time.perf_counter()
-                sampled = self.sampler.sample(s)
-                t1 = time.perf_counter()
-                self.times["sample_s"] += t1 - t0
-                if accumulating:
-                    store.announce(sampled.node)
-                    pending.append((s, sampled, store.submit(sampled.node)))
-                else:
-                    pending.append((s, sampled, store.gather(sampled.node.cpu())))
-                self.times["feature_s"] += time.perf_counter() - t1
-                self._emit_ready(pending, out, stop, force=False)
-            t1 = time.perf_counter()
-            if accumulating:
-                store.flush()
-            self.times["feature_s"] += time.perf_counter() - t1
-            self._emit_ready(pending, out, stop, force=True)
+            if self.device.type == "cuda":
+                with torch.cuda.device(self.device), torch.cuda.stream(torch.cuda.Stream(self.device)):
+                    self._work_on_stream(seeds, out, stop)
+            else:
+                self._work_on_stream(seeds, out, stop)
         except BaseException as e:  # delivered to the training loop, which re-raises it
             out.put(e)
+
+    def _work_on_stream(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
+        store = self.features
+        accumulating = hasattr(store, "submit")
+        pending: deque = deque()
+        for s in seeds:
+            if stop.is_set():
+                return
+            t0 = time.perf_counter()
+            sampled = self.sampler.sample(s)
+            t1 = time.perf_counter()
+            self.times["sample_s"] += t1 - t0
+            if accumulating:
+                store.announce(sampled.node)
+                pending.append((s, sampled, store.submit(sampled.node)))
+            else:
+                pending.append((s, sampled, store.gather(sampled.node.cpu())))
+            self.times["feature_s"] += time.perf_counter() - t1
+            self._emit_ready(pending, out, stop, force=False)
+        t1 = time.perf_counter()
+        if accumulating:
+            store.flush()
+        self.times["feature_s"] += time.perf_counter() - t1
+        self._emit_ready(pending, out, stop, force=True)
 
     def _emit_ready(self, pending: deque, out: queue.Queue, stop, force: bool) -> None:
         while pending:
@@ -120,6 +143,9 @@ class NodeBatchLoader:
             batch = NodeBatch(rows.to(self.device, non_blocking=True),
                               torch.stack([sampled.row, sampled.col]).to(self.device),
                               sampled.node, s.numel(), y)
+            if self.device.type == "cuda":
+                batch.ready = torch.cuda.Event()
+                batch.ready.record()
             while not stop.is_set():
                 try:
                     out.put(batch, timeout=0.1)
