@@ -71,7 +71,8 @@ python3 -c "from gpuio.cli.info import info; info(json_out=False)" 2>&1 | tee "$
 #   apps  stream store benchmark + the stream cache example in a memory cgroup (issue 5), 8-device sim scaling (6;
 #         GPUIO_SKIP_SIM=1 leaves it out; GPUIO_CACHE_DATASET/_MEM/_TIMEOUT size the example)
 #   gnn   GNN epoch benchmark, memory-constrained (issue 4)
-steps=" ${GPUIO_STEPS:-gpu host} "
+#   demo  `gpuio demo` as the README runs it, from an empty directory, timed and bounded (issue 10)
+steps=" ${GPUIO_STEPS:-gpu demo host} "
 want() { [[ $steps == *" $1 "* ]]; }
 # in_cgroup MEM CMD...: run CMD with its page cache limited by a cgroup v2 memory.max (BENCHMARKS.md).
 in_cgroup() {
@@ -97,7 +98,7 @@ if want gpu; then
 step "GPU tests"
 # -s: each test prints its name as it starts and a hang's faulthandler dump (test_gpu.py's watchdog,
 # TEST_GPU_TIMEOUT_S) reaches the log; the whole log goes to $OUT, its end to the console.
-TEST_GPU_TIMEOUT_S=40 timeout 200 python3 -m pytest -v -s -p no:cacheprovider tests/python/test_gpu*.py \
+TEST_GPU_TIMEOUT_S=60 timeout 420 python3 -m pytest -v -s -p no:cacheprovider tests/python/test_gpu*.py \
   tests/python/test_examples_cam.py -rs > "$out/pytest.txt" 2>&1
 grep -E "^\[test_gpu\]|PASSED|FAILED|SKIPPED|ERROR|Timeout|File \"|Thread|passed|failed" "$out/pytest.txt" | tail -60
 grep -qE "[0-9]+ passed" "$out/pytest.txt" && ! grep -qE "[0-9]+ (failed|error)" "$out/pytest.txt" \
@@ -121,6 +122,20 @@ fi
 fi  # GPU benchmarks
 
 fi  # gpu
+
+if want demo; then
+  step "gpuio demo (issue 10): the README's main job from an empty directory, bounded"
+  demo_dir=$(mktemp -d /tmp/gpuio-demo-XXXXXX)
+  t0=$(date +%s.%N)
+  (cd "$demo_dir" && timeout ${GPUIO_DEMO_TIMEOUT:-300} python3 -X faulthandler -c "from gpuio.cli import main; main()" demo ${GPUIO_DEMO_ARGS:-}) \
+    > "$out/demo.txt" 2>&1
+  rc=$?
+  t=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+  tail -30 "$out/demo.txt"
+  if ((rc)); then note "gpuio demo FAILED (rc=$rc$( ((rc == 124)) && echo ', timed out'), ${t} s)"; status=1
+  else note "gpuio demo: ok in ${t} s (empty directory $demo_dir): $(grep -m1 -E '^gpuio [0-9.]+ s/epoch|x faster|identical' "$out/demo.txt")"; fi
+  rm -rf "$demo_dir"
+fi
 
 if want apps; then
   step "streams (issue 5): stream vs raw sequential, cold; stream cache example under a 1.5 GiB cgroup"
