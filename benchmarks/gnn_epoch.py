@@ -71,16 +71,6 @@ def drop_caches(enabled: bool) -> None:
             f.write("3")
 
 
-class ZeroRows:
-    """Features that cost nothing to fetch: zeros of the right shape on the device (compute alone)."""
-
-    def __init__(self, shape, device):
-        self.shape, self.device, self.torch_dtype, self.block_size = tuple(shape), device, torch.float32, 4096
-
-    def gather(self, idx):
-        return torch.zeros((idx.numel(), *self.shape[1:]), device=self.device)
-
-
 def log(t0: float, msg: str) -> None:
     """Progress with the time since start, on stderr as it happens (a killed run still shows how far it got)."""
     print(f"[gnn_epoch {time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
@@ -143,6 +133,7 @@ def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
 
 def main(argv=None):
     from gpuio.cache import FeatureStore, MemmapRows
+    from gpuio.cache.sources import ZeroRows
     from gpuio.gnn.demo import DemoConfig, prepare_graph
     from gpuio.tensor import TensorFile
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

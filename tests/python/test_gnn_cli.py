@@ -11,10 +11,13 @@ def test_demo_tiny_runs_all_backends(tmp_path):
     results = run(DemoConfig(nodes=1500, edges=8000, features=16, batch_size=128, epochs=1,
                              train_fraction=0.2, fanouts=(5, 5), workdir=str(tmp_path), device="cpu",
                              plot=True), console)
-    assert [r["backend"] for r in results] == ["gpuio", "mmap", "memory"]
-    assert results[0]["losses"] == results[2]["losses"]
+    # memory first (the reference, before the memory limit), then gpuio and mmap inside it
+    assert [r["backend"] for r in results] == ["memory", "gpuio", "mmap"]
+    assert results[1]["losses"] == results[0]["losses"] and results[1]["sums"] == results[0]["sums"]
     text = console.export_text()
-    assert "losses identical to in-memory" in text and "device cache hits" in text
+    assert "gpuio vs memory: features byte-identical over" in text and "losses identical" in text
+    assert "device cache hits" in text and "s/epoch vs mmap" in text
+    assert "memory given" in text or "NO memory limit" in text
     assert (tmp_path / "gpuio-demo.png").stat().st_size > 0
     assert np.load(tmp_path / "gpuio-demo-features.npy", mmap_mode="r").shape == (1500, 16)
 
@@ -39,3 +42,14 @@ def test_import_npy_pt_raw(tmp_path):
         np.testing.assert_array_equal(out, ref)
     res = runner.invoke(app, [str(tmp_path / "a.raw"), str(tmp_path / "x.npy")])
     assert res.exit_code != 0 and "--dtype" in res.output
+
+
+def test_demo_check_fails_on_different_bytes():
+    from gpuio.gnn.demo_report import check
+    ref = dict(backend="memory", sums=[1, 2, 3], losses=[0.5, 0.4, 0.3])
+    same = dict(backend="gpuio", sums=[1, 2, 3], losses=[0.5, 0.4, 0.3])
+    assert check([ref, same], "cpu")[0]
+    assert not check([ref, dict(same, sums=[1, 2, 4])], "cpu")[0]
+    assert not check([ref, dict(same, losses=[0.5, 0.4, 0.31])], "cpu")[0]
+    ok, lines = check([ref, dict(same, losses=[0.5, 0.4, 0.30001])], "cuda")
+    assert ok and "GPU atomics" in lines[0]

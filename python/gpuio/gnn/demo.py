@@ -1,27 +1,40 @@
-"""The GNN demo (`gpuio demo`, `examples/gnn_train.py`): node classification on a power-law graph whose
-features live in a file in the current directory, served three ways in one run with the same sampler
-seed and model initialisation:
+"""The GNN demo (`gpuio demo`): GraphSAGE (or GCN/GAT) node classification on a power-law graph whose
+features live in a file in the current directory, LARGER THAN THE MEMORY THE RUN IS GIVEN: gpuio's story.
 
+Three feature sources, in one run, with the same sampler seed, batches and model initialisation:
+- memory: the whole table in RAM (the upper bound, and the reference the others must match; run first,
+          before the memory limit);
 - gpuio:  `gpuio.FeatureStore` (device page cache + hot host buffer + window + accumulator) over a
-          `gpuio.TensorFile` read by the engine;
-- mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against);
-- memory: the whole table in memory (upper bound).
-Same seed -> the same batches and the same bytes -> the same losses; the demo checks and says so.
+          `gpuio.TensorFile` read by the engine with O_DIRECT;
+- mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against).
+gpuio and mmap run inside a memory cgroup (gpuio.bench.memlimit: v2 or v1; root) whose limit is the run's
+own anonymous memory plus a page-cache budget of `memory_fraction` x the table (default 1/4: features 4x
+larger than memory), caches dropped before each; where no cgroup can be made the demo says so and falls
+back to evicting the file before each source (then the page cache may grow during an epoch). On the CPU
+gpuio's own caches are host memory and come out of the same budget. Warm-up (CUDA context, cuBLAS, kernel
+loading, the engine's GPU path) runs before anything is timed. Each source gets `time_cap_s`; one that runs
+out stops after the batch in hand and its epoch time is extrapolated from the batches it did (said so).
+The check: every batch's features are byte-identical across sources (an exact integer checksum); losses
+are identical on the CPU; on a GPU PyG's scatter-add uses atomics, so losses agree only within rounding
+(the demo prints the largest difference, mmap-vs-memory beside gpuio-vs-memory).
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-CPU_DEFAULTS = dict(nodes=20_000, edges=120_000, features=64, batch_size=512, epochs=2, train_fraction=0.1)
-GPU_DEFAULTS = dict(nodes=1_000_000, edges=10_000_000, features=128, batch_size=1024, epochs=3,
-                    train_fraction=0.1)
+CPU_DEFAULTS = dict(nodes=400_000, edges=2_400_000, features=64, batch_size=256, epochs=2, batches=8,
+                    time_cap_s=15.0, fanouts=(10, 5))
+GPU_DEFAULTS = dict(nodes=2_000_000, edges=20_000_000, features=128, batch_size=1024, epochs=2, batches=12,
+                    time_cap_s=40.0, fanouts=(25, 10))
 BACKENDS = ("gpuio", "mmap", "memory")
+MODELS = ("sage", "gcn", "gat")
+POLICIES = ("clock", "lru", "fifo", "random")
 
 
 @dataclass
@@ -33,11 +46,14 @@ class DemoConfig:
     classes: int = 8
     batch_size: int = 0
     epochs: int = 0
+    batches: int = 0  # seed batches per epoch (sets train_fraction unless that is given)
     train_fraction: float = 0.0
-    fanouts: tuple = (25, 10)
+    fanouts: tuple = ()  # neighbours sampled per hop; (): (25, 10) on a GPU, (10, 5) on the CPU
     hidden: int = 64
-    cache_fraction: float = 0.25  # device cache = this share of the feature table
-    host_fraction: float = 0.02  # rows in the constant host buffer, as a share of all rows
+    cache_fraction: float = 0.0  # device cache / table; 0: 1/4 on a GPU, 0.8 x the memory budget on the CPU
+    host_fraction: float = 0.01  # rows in the constant host buffer, as a share of all rows
+    memory_fraction: float = 0.25  # page-cache budget of gpuio and mmap, as a share of the table
+    time_cap_s: float = 0.0  # per feature source (timed epochs); 0: the default
     policy: str = "clock"
     seed: int = 0
     workdir: str = "."
@@ -56,8 +72,20 @@ class DemoConfig:
         bad = [b for b in self.backends if b not in BACKENDS]
         if bad:
             raise ValueError(f"unknown backend(s) {bad}; choose from {BACKENDS}")
+        if self.model not in MODELS:
+            raise ValueError(f"model {self.model!r} is not one of {', '.join(MODELS)}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if not self.train_fraction:
+            self.train_fraction = min(0.9, self.batches * self.batch_size / max(self.nodes, 1))
         if not 0 < self.train_fraction <= 1:
             raise ValueError(f"train_fraction must lie in (0, 1], got {self.train_fraction}")
+        if not 0 < self.memory_fraction <= 1:
+            raise ValueError(f"memory_fraction must lie in (0, 1], got {self.memory_fraction}")
+        if not self.cache_fraction:
+            self.cache_fraction = 0.25 if self.device.startswith("cuda") else 0.8 * self.memory_fraction
+        if not 0 <= self.cache_fraction <= 1:
+            raise ValueError(f"cache_fraction must lie in [0, 1], got {self.cache_fraction}")
         return self
 
 
@@ -88,118 +116,161 @@ def prepare_graph(cfg: DemoConfig, progress=None):
     return data, feat_path, False
 
 
-def make_source(backend: str, data, feat_path: str, cfg: DemoConfig):
-    from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
-    if backend == "memory":
-        return InMemoryRows(torch.from_numpy(np.load(feat_path)))
-    if backend == "mmap":
-        return MemmapRows(feat_path)
-    tf = data.features
-    table_bytes = tf.nbytes
-    return FeatureStore(tf, gpu_cache_bytes=int(table_bytes * cfg.cache_fraction),
-                        host_cache_rows=int(data.num_nodes * cfg.host_fraction), graph=data.edge_index,
-                        window=8, accumulate=True, policy=cfg.policy, device=cfg.device)
+class Prepared:
+    """What every source shares, built once outside the timed region: the sampler's CSC on the device and
+    the hot-row scores (building the CSC sorts every edge: seconds at 20 M edges)."""
+
+    def __init__(self, cfg: DemoConfig, data, feat_path: str):
+        from gpuio.cache.hot import degree_scores
+        from gpuio.pyg.csc import csc_from_edge_index
+        self.cfg, self.data, self.feat_path = cfg, data, feat_path
+        self.graph = csc_from_edge_index(data.edge_index, data.num_nodes).to(cfg.device)
+        self.hot_scores = degree_scores(self.graph)
+
+    def loader(self, source, idx, shuffle=True, seed_offset=0):
+        from gpuio.loader import NodeBatchLoader
+        from gpuio.pyg import NeighborSampler
+        cfg = self.cfg
+        sampler = NeighborSampler(self.graph, list(cfg.fanouts), seed=cfg.seed + seed_offset,
+                                  num_nodes=self.data.num_nodes, device=cfg.device)
+        return NodeBatchLoader(sampler, source, idx, cfg.batch_size, labels=self.data.y, seed=cfg.seed,
+                               shuffle=shuffle, device=cfg.device)
+
+    def source(self, backend: str):
+        from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
+        cfg = self.cfg
+        if backend == "memory":
+            return InMemoryRows(torch.from_numpy(np.load(self.feat_path)))
+        if backend == "mmap":  # readahead off: the kinder mmap baseline out of core (MemmapRows says why)
+            return MemmapRows(self.feat_path, random_access=True)
+        tf = self.data.features
+        return FeatureStore(tf, gpu_cache_bytes=int(tf.nbytes * cfg.cache_fraction),
+                            host_cache_rows=int(self.data.num_nodes * cfg.host_fraction),
+                            hot_scores=self.hot_scores, window=8, accumulate=True, policy=cfg.policy,
+                            device=cfg.device)
 
 
-def run_backend(backend, data, feat_path, cfg: DemoConfig, progress=None) -> dict:
+def checksum(x: torch.Tensor) -> int:
+    """Exact, order-independent fingerprint of a batch's bytes (integer sum of its 32-bit words)."""
+    return int(x.contiguous().view(torch.int32).sum(dtype=torch.int64))
+
+
+def train_on_zeros(prep: Prepared, batches: int = 2) -> None:
+    """A few training steps on zero features (no file read): loads the model's, sampler's and optimizer's
+    kernels, and inside a fresh memory cgroup leaves the run's anonymous peak as the group's peak."""
+    from gpuio.cache.sources import ZeroRows
+    from gpuio.gnn.train import make_model, train_epoch
+    cfg = prep.cfg
+    loader = prep.loader(ZeroRows(prep.data.features.shape, cfg.device),
+                         prep.data.train_idx[: batches * cfg.batch_size])
+    model = make_model(cfg.model, cfg.features, cfg.classes, cfg.hidden, cfg.seed, cfg.device)
+    train_epoch(model, loader, torch.optim.Adam(model.parameters(), lr=0.01))
+
+
+def warm_up(prep: Prepared) -> None:
+    """CUDA context, cuBLAS, the sampler's/model's/store's kernels, the engine's GPU path: not timed."""
+    train_on_zeros(prep)
+    store = prep.source("gpuio")
+    float(store.gather(torch.arange(min(1024, prep.data.num_nodes), device=prep.cfg.device)).sum())
+
+
+def run_backend(backend: str, prep: Prepared, progress=None) -> dict:
     from gpuio.gnn.train import accuracy, make_model, train_epoch
-    from gpuio.loader import NodeBatchLoader
-    from gpuio.pyg import NeighborSampler
-    source = make_source(backend, data, feat_path, cfg)
-    sampler = NeighborSampler(data.edge_index, list(cfg.fanouts), seed=cfg.seed, num_nodes=data.num_nodes,
-                              device=cfg.device)
-    loader = NodeBatchLoader(sampler, source, data.train_idx, cfg.batch_size, labels=data.y, seed=cfg.seed,
-                             device=cfg.device)
+    cfg = prep.cfg
+    source = prep.source(backend)
+    loader = prep.loader(source, prep.data.train_idx)
     model = make_model(cfg.model, cfg.features, cfg.classes, cfg.hidden, cfg.seed, cfg.device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    epochs, losses = [], []
     task = progress.add_task(f"{backend:>6}", total=cfg.epochs * len(loader)) if progress else None
-    step = (lambda: progress.advance(task)) if progress else None
+    sums: list[int] = []
+
+    def on_batch(batch):
+        sums.append(checksum(batch.x))
+        if progress:
+            progress.advance(task)
+
+    deadline = time.perf_counter() + cfg.time_cap_s
+    epochs, losses, capped = [], [], False
     for _ in range(cfg.epochs):
-        r = train_epoch(model, loader, opt, on_batch=step)
+        r = train_epoch(model, loader, opt, on_batch=on_batch, deadline=deadline)
         losses += r.pop("losses")
         epochs.append(r)
-    test_loader = NodeBatchLoader(NeighborSampler(data.edge_index, list(cfg.fanouts), seed=cfg.seed + 1,
-                                                  num_nodes=data.num_nodes, device=cfg.device),
-                                  source, data.test_idx, cfg.batch_size, labels=data.y, shuffle=False,
-                                  device=cfg.device)
-    acc = accuracy(model, test_loader)
-    mean = {k: float(np.mean([e[k] for e in epochs])) for k in epochs[0]}
-    out = dict(backend=backend, losses=losses, test_acc=acc, **mean,
-               feature_share=mean["feature_s"] / max(mean["epoch_s"], 1e-9),
-               stall_share=mean["stall_s"] / max(mean["epoch_s"], 1e-9))
+        if r["batches"] < len(loader):
+            capped = True
+            break
+    full = len(loader)
+    # s/epoch: measured epochs; a capped one extrapolated from its batches (whole epochs first when any).
+    whole = [e for e in epochs if e["batches"] == full]
+    per_epoch = (lambda k: float(np.mean([e[k] for e in whole])) if whole
+                 else float(sum(e[k] for e in epochs) / max(sum(e["batches"] for e in epochs), 1) * full))
+    out = dict(backend=backend, losses=losses, sums=sums, capped=capped,
+               batches_run=sum(e["batches"] for e in epochs), batches_per_epoch=full,
+               **{k: per_epoch(k) for k in ("epoch_s", "compute_s", "feature_s", "stall_s", "sample_s")})
+    out["feature_share"] = out["feature_s"] / max(out["epoch_s"], 1e-9)
+    test = prep.loader(source, prep.data.test_idx[: 4 * cfg.batch_size], shuffle=False, seed_offset=1)
+    out["test_acc"] = accuracy(model, test) if not capped else float("nan")
     if hasattr(source, "stats"):
         s = source.stats()
         out.update(host_hit_rate=s["host_hit_rate"], gpu_hit_rate=s["gpu_hit_rate"],
-                   device_rate=s["device_rate"], data_path=s.get("storage", {}).get("data_path", ""))
+                   device_rate=s["device_rate"], data_path=s.get("storage", {}).get("engine", {}).get("data_path", ""))
     return out
 
 
 def run(cfg: DemoConfig, console=None) -> list[dict]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpuio.bench.memlimit import MemoryLimit, drop_file_cache
+    from gpuio.gnn import demo_report
     cfg = cfg.resolve()
     console = console or Console()
     torch.set_num_threads(min(torch.get_num_threads(), os.cpu_count() or 1))
     console.print(f"[bold]gpuio demo[/]: {cfg.model.upper()} on an R-MAT graph, {cfg.nodes:,} nodes, "
                   f"{cfg.edges:,} edges, {cfg.features} features, fan-outs {tuple(cfg.fanouts)}, "
-                  f"device {cfg.device}")
+                  f"{cfg.epochs} epochs of {cfg.batches} batches, device {cfg.device}")
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    results, regime = [], ""
     with Progress(*cols, console=console, transient=False) as progress:
         t = progress.add_task("  data", total=cfg.nodes)
         data, feat_path, reused = prepare_graph(cfg, lambda done, total: progress.update(t, completed=done))
         progress.update(t, completed=cfg.nodes)
-        results = [run_backend(b, data, feat_path, cfg, progress) for b in cfg.backends]
+        prep = Prepared(cfg, data, feat_path)
+        warm_up(prep)
+        table = data.features.nbytes
+        budget = int(table * cfg.memory_fraction)
+        if "memory" in cfg.backends:  # before the limit: it holds the whole table
+            results.append(run_backend("memory", prep, progress))
+        limited = [b for b in cfg.backends if b != "memory"]
+        lim = MemoryLimit.enter("gpuio-demo") if limited else None
+        try:
+            if lim is not None:  # the fresh group's peak after training on zeros = the run's own memory
+                train_on_zeros(prep)
+                own, headroom = lim.peak_bytes() or lim.anon_bytes(), 16 << 20
+                lim.set(own + budget + headroom)
+                regime = (f"features {table / 2**20:.0f} MiB, memory given {budget / 2**20:.0f} MiB "
+                          f"({lim.describe()} = the run's own peak {own / 2**20:.0f} MiB + those "
+                          f"{budget / 2**20:.0f} MiB + {headroom >> 20} MiB headroom)")
+            elif limited:
+                regime = (f"features {table / 2**20:.0f} MiB; NO memory limit ({MemoryLimit.why}; run as root for "
+                          f"a cgroup): the file is evicted before each source, but the page cache may then hold "
+                          f"up to all of it during an epoch")
+            for b in limited:
+                dropped = drop_file_cache(feat_path)
+                r = run_backend(b, prep, progress)
+                r["cache_note"] = dropped
+                if lim is not None:
+                    r["cgroup_peak"] = lim.peak_bytes()
+                    r["cgroup_cache"] = lim.cache_bytes()
+                results.append(r)
+        finally:
+            if lim is not None:
+                lim.leave()
     data.features.close()
-    console.print(f"features: {feat_path} ({'reused' if reused else 'written'}; page cache warm — "
-                  f"benchmarks/gnn_epoch.py measures the memory-constrained regime)")
-    print_table(results, console)
+    console.print(f"features: {feat_path} ({'reused' if reused else 'written'}); {regime}")
+    demo_report.print_table(results, console)
+    demo_report.print_checks(results, cfg, console)
+    demo_report.print_headline(results, cfg, console)
     if cfg.plot:
-        path = plot(results, os.path.join(cfg.workdir, "gpuio-demo.png"))
+        path = demo_report.plot(results, os.path.join(cfg.workdir, "gpuio-demo.png"))
         console.print(f"plot: {path}")
     return results
-
-
-def print_table(results: list[dict], console) -> None:
-    from rich.table import Table
-    table = Table(title="per epoch (mean); features from:")
-    table.add_column("")
-    for r in results:
-        table.add_column(r["backend"], justify="right")
-    pct = (lambda r, k: f"{100 * r[k]:.1f}%" if k in r else "-")
-    rows = [("epoch s", lambda r: f"{r['epoch_s']:.3f}"),
-            ("feature loading s", lambda r: f"{r['feature_s']:.3f}"),
-            ("feature loading share", lambda r: f"{100 * r['feature_share']:.0f}%"),
-            ("trainer waiting s", lambda r: f"{r['stall_s']:.3f}"),
-            ("compute s", lambda r: f"{r['compute_s']:.3f}"),
-            ("host buffer hits", lambda r: pct(r, "host_hit_rate")),
-            ("device cache hits", lambda r: pct(r, "gpu_hit_rate")),
-            ("rows from storage", lambda r: pct(r, "device_rate")),
-            ("test accuracy", lambda r: f"{r['test_acc']:.3f}"),
-            ("last loss", lambda r: f"{r['losses'][-1]:.4f}")]
-    for name, fmt in rows:
-        table.add_row(name, *(fmt(r) for r in results))
-    console.print(table)
-    ref = next((r for r in results if r["backend"] == "memory"), None)
-    for r in results:
-        if ref is not None and r is not ref:
-            same = r["losses"] == ref["losses"]
-            console.print(f"{r['backend']}: losses {'identical to' if same else 'DIFFER from'} in-memory features "
-                          f"over {len(r['losses'])} batches; epoch time x{r['epoch_s'] / ref['epoch_s']:.2f} of in-memory")
-
-
-def plot(results: list[dict], path: str) -> str:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    names = [r["backend"] for r in results]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.bar(names, [r["compute_s"] for r in results], label="compute")
-    ax.bar(names, [max(r["epoch_s"] - r["compute_s"], 0) for r in results],
-           bottom=[r["compute_s"] for r in results], label="waiting for features/sampling")
-    ax.set_ylabel("seconds per epoch")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path

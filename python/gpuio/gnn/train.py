@@ -14,8 +14,10 @@ def make_model(kind: str, in_dim: int, num_classes: int, hidden: int = 64, seed:
     return GNN(kind, in_dim, hidden, num_classes).to(device)
 
 
-def train_epoch(model, loader, optimizer, on_batch=None) -> dict:
-    """One pass over `loader`; returns losses per batch, epoch and compute seconds, loader timings."""
+def train_epoch(model, loader, optimizer, on_batch=None, deadline: float | None = None) -> dict:
+    """One pass over `loader`; returns losses per batch, batches done, epoch and compute seconds, loader
+    timings. on_batch(batch) runs after each step; past `deadline` (time.perf_counter) the epoch stops after
+    the batch in hand."""
     model.train()
     losses, compute_s = [], 0.0
     t_epoch = time.perf_counter()
@@ -29,8 +31,11 @@ def train_epoch(model, loader, optimizer, on_batch=None) -> dict:
         losses.append(float(loss.detach()))  # float() synchronises, so compute_s covers the GPU work too
         compute_s += time.perf_counter() - t0
         if on_batch is not None:
-            on_batch()
-    return dict(losses=losses, epoch_s=time.perf_counter() - t_epoch, compute_s=compute_s, **loader.times)
+            on_batch(batch)
+        if deadline is not None and time.perf_counter() > deadline:
+            break  # the loader's generator closes: its worker stops
+    return dict(losses=losses, batches=len(losses), epoch_s=time.perf_counter() - t_epoch, compute_s=compute_s,
+                **loader.times)
 
 
 @torch.no_grad()

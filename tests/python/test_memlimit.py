@@ -1,0 +1,36 @@
+"""gpuio.bench.memlimit on this machine's cgroups (v1 on the 2-core machines, v2 on the GPU machine): a
+file read inside a limit stays out of the page cache beyond the limit. Skipped where no cgroup can be made
+(not root), saying why."""
+import os
+
+import numpy as np
+import pytest
+
+from gpuio.bench.memlimit import MemoryLimit, drop_file_cache
+
+
+def test_page_cache_stays_under_the_limit(tmp_path):
+    path = tmp_path / "f.bin"
+    np.random.default_rng(0).integers(0, 255, 96 << 20, dtype=np.uint8).tofile(path)
+    lim = MemoryLimit.enter("gpuio-test")
+    if lim is None:
+        pytest.skip(MemoryLimit.why)
+    try:
+        drop_file_cache(str(path))
+        lim.set(lim.anon_bytes() + (24 << 20))
+        assert lim.limit_bytes() is not None and "limit" in lim.describe()
+        m = np.memmap(path, mode="r")
+        total = sum(int(m[i:i + (8 << 20)].sum()) for i in range(0, m.size, 8 << 20))  # every page once
+        assert total > 0
+        assert lim.cache_bytes() <= lim.limit_bytes()  # the 96 MiB file did not stay cached
+        assert lim.cache_bytes() < 64 << 20
+    finally:
+        lim.leave()
+    with open("/proc/self/cgroup") as f:
+        assert os.path.basename(lim.path) not in f.read()  # back in the group it came from
+
+
+def test_drop_file_cache_without_root_evicts_the_file(tmp_path):
+    path = tmp_path / "g.bin"
+    path.write_bytes(b"x" * (1 << 20))
+    assert drop_file_cache(str(path))  # says what it did, as root or not
