@@ -90,8 +90,8 @@ def _refuse_overwrite(path, overwrite: bool) -> None:
         return
     if stat.S_ISREG(st.st_mode) and st.st_size > 0 and not overwrite:
         raise FileExistsError(errno.EEXIST, f"TensorFile.create will not replace an existing file of "
-                              f"{st.st_size} bytes (pass overwrite=True to replace it; TensorFile.open reads it)",
-                              os.fspath(path))
+                              f"{st.st_size} bytes (pass overwrite=True to replace it; TensorFile.open reads "
+                              f"it)", os.fspath(path))
 
 
 def row_ids(key, num_rows: int) -> tuple[torch.Tensor, tuple | None]:

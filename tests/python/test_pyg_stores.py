@@ -111,7 +111,7 @@ def test_views_and_item_access(store):
 def test_get_by_ids_not_positions(store):
     perm = torch.tensor([2, 0, 1])  # row i of the put tensor belongs to id perm[i]
     store.put_tensor(T, "A", "feat", perm)
-    for ids in (torch.tensor([0]), torch.tensor([1, 2]), torch.tensor([2, 0, 1]), torch.tensor([], dtype=torch.long)):
+    for ids in (torch.tensor([0]), torch.tensor([1, 2]), torch.tensor([2, 0, 1]), torch.zeros(0, dtype=int)):
         want = T[torch.argsort(perm)][ids]
         assert torch.equal(store.get_tensor("A", "feat", ids), want), ids
 
@@ -197,7 +197,8 @@ def test_row_tables_and_files(tmp_path):
     fs.put_tensor(CacheStore(tf, gpu_cache_bytes=4 * 4096, device="cpu"), None, "cached", None)
     ids = torch.tensor([[3, 49], [0, 3]])
     assert torch.equal(fs[None, "x", ids], x[ids]) and torch.equal(fs[None, "cached", ids], x[ids])
-    assert torch.equal(fs.multi_get_tensor([TensorAttr(None, "x", ids[0]), TensorAttr(None, "cached", 7)])[1], x[7])
+    both = fs.multi_get_tensor([TensorAttr(None, "x", ids[0]), TensorAttr(None, "cached", 7)])
+    assert torch.equal(both[0], x[ids[0]]) and torch.equal(both[1], x[7])
     fs.update_tensor(torch.ones(2, 8), None, "x", torch.tensor([1, 2]))  # writes reach the user's file
     assert np.array_equal(np.load(tmp_path / "x.npy", mmap_mode="r")[1:3], np.ones((2, 8), np.float32))
     with pytest.raises(TypeError, match="cannot be written"):

@@ -26,8 +26,9 @@ def table(tmp_path, request):
 
 def keys(n, dim):
     deep = [(slice(0, 4), slice(None), 0)] if dim == 3 else [(slice(0, 4), -2)]
-    return deep + [0, n - 1, -1, -n, np.int64(2), torch.tensor(3), slice(None), slice(1, None, 2), slice(-4, None),
-            slice(2, 100), slice(5, 2), torch.tensor([1, -2, 1, 0]), [2, 2, -1], [], np.array([[0, 1], [4, -3]]),
+    return deep + [0, n - 1, -1, -n, np.int64(2), torch.tensor(3), slice(None), slice(1, None, 2),
+            slice(-4, None), slice(2, 100), slice(5, 2), torch.tensor([1, -2, 1, 0]), [2, 2, -1], [],
+            np.array([[0, 1], [4, -3]]),
             torch.tensor([[[1], [2]], [[0], [n - 1]]]), torch.arange(n) % 3 == 1, range(1, 4),
             torch.tensor([], dtype=torch.long), (torch.tensor([0, 2]), 1),
             (2, ..., -1), (torch.tensor([[1, 2]]), None)]

@@ -17,9 +17,9 @@ PyG's contract, as its base class and reference store (`torch_geometric.testing.
   (gpuio reads of all attributes in flight together), views (`store['A', 'x', idx]`, `store.A.x[idx]`).
 
 A tensor put whole into a memory store is kept as is, not copied (as `Data.x = t` does): writing rows
-later writes into it. `FeatureStore(root=dir)` keeps the tensors put into it in new `gpuio.TensorFile`s under `dir` (one per
-attribute; removed with the attribute) instead of in memory; `tensor_file_options` go to
-`TensorFile.create` (an existing file is replaced only with overwrite=True).
+later writes into it. `FeatureStore(root=dir)` keeps the tensors put into it in new `gpuio.TensorFile`s
+under `dir` (one per attribute; removed with the attribute) instead of in memory; `tensor_file_options`
+go to `TensorFile.create` (an existing file is replaced only with overwrite=True).
 """
 from __future__ import annotations
 
@@ -134,7 +134,8 @@ class FeatureStore(PygFeatureStore):
         if tuple(rows.shape) != want:
             raise ValueError(f"index {index!r} into {key} takes rows of shape {want}, got {tuple(rows.shape)}")
         if isinstance(table, torch.Tensor):
-            table[ids.to(table.device)] = rows.to(table.device, table.dtype).reshape(ids.numel(), *table.shape[1:])
+            rows = rows.to(table.device, table.dtype).reshape(ids.numel(), *table.shape[1:])
+            table[ids.to(table.device)] = rows
         elif hasattr(table, "scatter"):
             table.scatter(ids.cpu(), rows.reshape(ids.numel(), *table.shape[1:]))
         else:
