@@ -116,6 +116,8 @@ class FeatureStore(PygFeatureStore):
         """A new table holding `tensor`: the tensor itself, or a new TensorFile under root."""
         if self.root is None:
             return tensor
+        if tensor.dim() == 0:
+            raise ValueError(f"{key}: a store with root= keeps tables of rows in TensorFiles; got a 0-d tensor")
         os.makedirs(self.root, exist_ok=True)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(map(str, key))).strip("_")
         self._files_made += 1
