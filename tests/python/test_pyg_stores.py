@@ -19,6 +19,8 @@ PyG behaviours pinned, per test:
   looks ids up), also when the put index was a permutation.
 - test_multi_get_and_missing_keys: multi_get_tensor equals get_tensor per attr; a missing key raises
   KeyError from get_tensor, multi_get_tensor and item access; a not fully specified attr raises ValueError.
+- test_custom_tensor_attr_class: a store built with its own TensorAttr class (here: no group name, keys
+  are (attr, index)) is put to and read with keys in that class's order.
 - test_sizes_and_attrs: get_tensor_size of whole tensors; get_all_tensor_attrs lists (group, attr) pairs.
 - test_graph_store_layouts: GraphStore put/get/remove per layout (COO, CSR, CSC) by item access, a
   missing edge type raises KeyError, get_all_edge_attrs; PyG's `[2, E]` edge_index accepted for COO.
@@ -33,7 +35,7 @@ import numpy as np
 import pytest
 import torch
 from torch_geometric.data import TensorAttr
-from torch_geometric.data.feature_store import AttrView
+from torch_geometric.data.feature_store import AttrView, _FieldStatus
 from torch_geometric.testing import MyFeatureStore, MyGraphStore
 
 import gpuio.pyg as gp
@@ -131,6 +133,30 @@ def test_multi_get_and_missing_keys(store):
         store["A", "nope", IDX]
     with pytest.raises(ValueError, match="fully"):
         store.get_tensor(TensorAttr("A"))
+
+
+class AttrNoGroup(TensorAttr):
+    """Keys are (attr_name, index); group_name is always None."""
+
+    def __init__(self, attr_name=_FieldStatus.UNSET, index=_FieldStatus.UNSET):
+        super().__init__(None, attr_name, index)
+
+
+@pytest.mark.parametrize("kind", FEATURE_STORES)
+def test_custom_tensor_attr_class(kind, tmp_path):
+    if kind == "pyg-reference":
+        store = MyFeatureStore()
+        store._tensor_attr_cls = AttrNoGroup
+    else:
+        store = gp.FeatureStore(root=tmp_path / "fs" if kind == "gpuio-tensorfile" else None,
+                                tensor_attr_cls=AttrNoGroup)
+    store["feat", IDX] = T
+    assert isinstance(store["feat"], AttrView)
+    for got in (store["feat", IDX], store["feat"][IDX], store["feat"][:], store["feat", :]):
+        assert torch.equal(got, T)
+    assert torch.equal(store.get_tensor("feat", torch.tensor([2])), T[[2]])
+    if hasattr(store, "close"):
+        store.close()
 
 
 def test_sizes_and_attrs(store):

@@ -65,8 +65,9 @@ def _new_rows(index, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class FeatureStore(PygFeatureStore):
-    def __init__(self, root=None, **tensor_file_options):
-        super().__init__(tensor_attr_cls=TensorAttr)
+    def __init__(self, root=None, tensor_attr_cls=None, **tensor_file_options):
+        """tensor_attr_cls: a TensorAttr subclass that orders or fixes the key fields (PyG's option)."""
+        super().__init__(tensor_attr_cls=tensor_attr_cls or TensorAttr)
         self._tables: dict[tuple, object] = {}
         self._owned: dict[tuple, TensorFile] = {}  # TensorFiles this store created under root
         self.root = None if root is None else os.fspath(root)
