@@ -47,7 +47,7 @@ def make_table(path: str, row_bytes: int, file_mib: int, workers, queue_depth: i
             tf.close()
         except ValueError:
             pass
-    tf = TensorFile.create(path, shape, "float32", **opts)
+    tf = TensorFile.create(path, shape, "float32", overwrite=True, **opts)  # a stale file of another shape
     rng = np.random.default_rng(0)
     chunk_rows = max(1, (16 << 20) // row_bytes)
     with open(path, "r+b") as f:

@@ -14,8 +14,10 @@ blocks with one strided `index_select` on the destination device.
 """
 from __future__ import annotations
 
+import errno
 import math
 import os
+import stat
 import struct
 
 import numpy as np
@@ -80,11 +82,80 @@ class Prefetch:
         return self._result
 
 
+def _refuse_overwrite(path, overwrite: bool) -> None:
+    """TensorFile.create replaces an existing non-empty regular file only when told (overwrite=True)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_size > 0 and not overwrite:
+        raise FileExistsError(errno.EEXIST, f"TensorFile.create will not replace an existing file of "
+                              f"{st.st_size} bytes (pass overwrite=True to replace it; TensorFile.open reads "
+                              f"it)", os.fspath(path))
+
+
+def row_ids(key, num_rows: int) -> tuple[torch.Tensor, tuple | None]:
+    """A torch-style row index over `num_rows` rows -> (flat int64 ids in [0, num_rows), on the key's
+    device; the result's leading shape, or None for a single int, whose row comes without a leading dim).
+    key: int (negative counts from the end), slice (step > 0), integer tensor/ndarray/list of any shape
+    (the result has the index's shape), or a 1-D bool mask of num_rows entries."""
+    n = int(num_rows)
+    if isinstance(key, (bool, np.bool_)):
+        raise TypeError(f"row index must be an int, slice, or integer/bool tensor, got {key!r}")
+    if isinstance(key, (int, np.integer)):
+        i = int(key)
+        if not -n <= i < n:
+            raise IndexError(f"row {i} is out of range for {n} rows")
+        return torch.tensor([i % n]), None
+    if isinstance(key, slice):
+        if key.step is not None and key.step <= 0:
+            raise ValueError(f"slice step must be positive (as in torch), got {key.step}")
+        start, stop, step = key.indices(n)
+        ids = torch.arange(start, max(start, stop), step)
+        return ids, tuple(ids.shape)
+    if isinstance(key, np.ndarray):
+        t = torch.from_numpy(key)
+    elif isinstance(key, torch.Tensor):
+        t = key
+    elif isinstance(key, (list, range)):
+        t = torch.as_tensor(key) if len(key) else torch.empty(0, dtype=torch.long)
+    else:
+        raise TypeError(f"row index must be an int, slice, or integer/bool tensor, got {type(key).__name__}")
+    if t.dtype == torch.bool:
+        if tuple(t.shape) != (n,):
+            raise IndexError(f"a bool row mask needs shape ({n},), got {tuple(t.shape)}")
+        ids = t.nonzero().flatten()
+        return ids, tuple(ids.shape)
+    if t.is_floating_point() or t.is_complex():
+        raise TypeError(f"row index must hold integers or bools, got dtype {t.dtype}")
+    if t.dim() == 0:
+        return row_ids(int(t), n)
+    t = t.long()
+    if t.numel():
+        lo, hi = int(t.min()), int(t.max())
+        if lo < -n or hi >= n:
+            raise IndexError(f"row {lo if lo < -n else hi} is out of range for {n} rows")
+    return torch.where(t < 0, t + n, t).flatten(), tuple(t.shape)
+
+
 class TensorFile:
     """Rows of an on-disk .npy tensor, read and written in blocks through `gpuio.Engine`.
-    Use `TensorFile.create` / `TensorFile.open`. Thread contract: one thread at a time."""
+    Use `TensorFile.create` / `TensorFile.open` (calling TensorFile(...) directly is refused).
+    Indexing is torch-like: `tf[i]`, `tf[a:b:s]`, `tf[idx]` (idx of any shape: result idx.shape + row shape),
+    `tf[idx, ...]` then indexes within rows; `tf[idx] = rows` writes (mode 'r+'). Thread contract: one
+    thread at a time."""
 
-    def __init__(self, path, shape, dtype, data_offset, block_size, writable, engine_options):
+    def __init__(self, *args, **kwargs):
+        raise TypeError("TensorFile is not constructed directly: use TensorFile.open(path, mode='r'|'r+') for "
+                        "an existing file or TensorFile.create(path, shape, dtype) for a new one")
+
+    @classmethod
+    def _new(cls, *args) -> "TensorFile":
+        tf = cls.__new__(cls)
+        tf._init(*args)
+        return tf
+
+    def _init(self, path, shape, dtype, data_offset, block_size, writable, engine_options):
         self.path = os.fspath(path)
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
@@ -113,9 +184,11 @@ class TensorFile:
             raise ValueError(f"block_size must be a power of two >= 512, got {block_size!r}")
 
     @classmethod
-    def create(cls, path, shape, dtype="float32", block_size: int = 4096, **engine_options) -> "TensorFile":
-        """New zero-filled file (overwrites `path`). engine_options go to `gpuio.Engine` (direct=...,
-        direct_min_bytes=... where host reads land in place or through staging)."""
+    def create(cls, path, shape, dtype="float32", block_size: int = 4096, overwrite: bool = False,
+               **engine_options) -> "TensorFile":
+        """New zero-filled file at `path`. An existing non-empty file is refused (FileExistsError) unless
+        overwrite=True. engine_options go to `gpuio.Engine` (direct=..., direct_min_bytes=... where host
+        reads land in place or through staging)."""
         cls._check_block_size(block_size)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if not shape or any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
@@ -125,10 +198,11 @@ class TensorFile:
         offset = max(DATA_ALIGN_BYTES, block_size)
         nbytes = math.prod(shape) * dtype.itemsize
         size = offset + max(block_size, -(-nbytes // block_size) * block_size)
+        _refuse_overwrite(path, overwrite)
         with open(path, "wb") as f:
             f.write(_header(dtype, shape, offset))
             f.truncate(size)
-        return cls(path, tuple(int(s) for s in shape), dtype, offset, block_size, True, engine_options)
+        return cls._new(path, tuple(int(s) for s in shape), dtype, offset, block_size, True, engine_options)
 
     @classmethod
     def open(cls, path, mode: str = "r", block_size: int = 4096, **engine_options) -> "TensorFile":
@@ -156,7 +230,7 @@ class TensorFile:
                                  f"{shape} needs {need} (padded to whole blocks); open with mode='r+'")
             os.truncate(path, need)
         engine_options.setdefault("writable", mode == "r+")
-        return cls(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
+        return cls._new(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
 
     def _open_engine(self, options: dict):
         from gpuio.engine import Engine
@@ -196,6 +270,35 @@ class TensorFile:
 
     def __exit__(self, *exc):
         self.close()
+
+    # -- torch-like indexing -------------------------------------------------------------------------
+    def __getitem__(self, key) -> torch.Tensor:
+        """Rows as torch indexes them (see `row_ids`); a tuple key's first item picks rows, the rest (ints,
+        slices, None, ...) index within them. Read through gather(): on the index tensor's device."""
+        rest = ()
+        if isinstance(key, tuple):
+            key, rest = (key[0], key[1:]) if key else (slice(None), ())
+            if key is None or key is Ellipsis or any(
+                    not (r is None or r is Ellipsis or isinstance(r, (int, np.integer, slice))) for r in rest):
+                raise TypeError(f"TensorFile index {key!r}, {rest!r}: the first item must pick rows and the "
+                                f"others be ints, slices, None or ...; index the result for more")
+        ids, lead = row_ids(key, self.num_rows)
+        rows = self.gather(ids)
+        rows = rows[0] if lead is None else rows.reshape(*lead, *self.shape[1:])
+        return rows[(slice(None),) * (0 if lead is None else len(lead)) + rest] if rest else rows
+
+    def __setitem__(self, key, value) -> None:
+        """`tf[rows] = values`: values broadcast to the indexed shape, then written through scatter()."""
+        if isinstance(key, tuple):
+            raise TypeError("TensorFile assignment writes whole rows: use tf[rows] = values")
+        ids, lead = row_ids(key, self.num_rows)
+        target = (*(lead or ()), *self.shape[1:])
+        vals = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+        try:
+            vals = torch.broadcast_to(vals, target)
+        except RuntimeError:
+            raise ValueError(f"values of shape {tuple(vals.shape)} do not fit rows of shape {target}") from None
+        self.scatter(ids.cpu(), vals.reshape(ids.numel(), *self.shape[1:]))
 
     # -- planning ------------------------------------------------------------------------------------
     def _index(self, idx) -> torch.Tensor:

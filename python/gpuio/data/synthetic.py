@@ -48,7 +48,8 @@ def synthetic_graph(path, num_nodes: int = 10_000, num_edges: int = 100_000, num
                     num_classes: int = 8, seed: int = 0, noise: float = 4.0, split=(0.5, 0.1, 0.2),
                     progress=None, **tensor_file_options) -> GraphData:
     """R-MAT graph of num_nodes/num_edges (undirected, deduplicated), labels, splits, and float32
-    features written into a new `gpuio.TensorFile` at `path`. progress(rows_done, rows_total) is called
+    features written into a new `gpuio.TensorFile` at `path` (tensor_file_options go to TensorFile.create:
+    an existing file is replaced only with overwrite=True). progress(rows_done, rows_total) is called
     after each chunk."""
     from gpuio.tensor import TensorFile
     if num_features < 1 or num_classes < 2:

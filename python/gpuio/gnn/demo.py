@@ -108,7 +108,7 @@ def prepare_graph(cfg: DemoConfig, progress=None):
         pass
     split = (cfg.train_fraction, 0.05, min(0.2, 1 - cfg.train_fraction - 0.05))
     data = synthetic_graph(feat_path, cfg.nodes, cfg.edges, cfg.features, cfg.classes, cfg.seed,
-                           split=split, progress=progress)
+                           split=split, progress=progress, overwrite=True)  # parameters changed: regenerate
     torch.save(dict(edge_index=data.edge_index, y=data.y, train=data.train_idx, val=data.val_idx,
                     test=data.test_idx), graph_path)
     with open(meta_path, "w") as f:

@@ -16,7 +16,24 @@ def _ptr_to_index(ptr: torch.Tensor) -> torch.Tensor:
     return torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device), ptr[1:] - ptr[:-1])
 
 
+def _pair(edge_index, layout: str) -> tuple:
+    """(row, col) from a [2, E] tensor (PyG's edge_index) or a pair of 1-D tensors (CSR: (rowptr, col),
+    CSC: (row, colptr))."""
+    if isinstance(edge_index, torch.Tensor) and edge_index.dim() == 2 and edge_index.shape[0] == 2:
+        return edge_index[0], edge_index[1]
+    if (isinstance(edge_index, (tuple, list)) and len(edge_index) == 2
+            and all(isinstance(t, torch.Tensor) and t.dim() == 1 for t in edge_index)):
+        return tuple(edge_index)
+    what = (f"a tensor of shape {tuple(edge_index.shape)}" if isinstance(edge_index, torch.Tensor)
+            else type(edge_index).__name__)
+    raise TypeError(f"edge_index ({layout}) must be a [2, E] tensor or a pair of 1-D tensors, got {what}")
+
+
 class GraphStore(PygGraphStore):
+    """Edges by (edge_type, layout); put_edge_index takes PyG's [2, E] edge_index or a (row, col) pair
+    (CSR: (rowptr, col); CSC: (row, colptr)), get_edge_index returns the pair, and a missing one raises
+    KeyError. `gpuio_csc()` builds the sampler's CSC from whichever layout is stored."""
+
     def __init__(self):
         super().__init__(edge_attr_cls=EdgeAttr)
         self._edges: dict[tuple, tuple] = {}
@@ -27,9 +44,7 @@ class GraphStore(PygGraphStore):
         return (attr.edge_type, attr.layout.value)
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
-        if not (isinstance(edge_index, (tuple, list)) and len(edge_index) == 2):
-            raise TypeError(f"edge_index must be a pair of tensors, got {type(edge_index).__name__}")
-        self._edges[self._key(edge_attr)] = (tuple(edge_index), edge_attr)
+        self._edges[self._key(edge_attr)] = (_pair(edge_index, edge_attr.layout.value), edge_attr)
         self._csc.pop(edge_attr.edge_type, None)
         return True
 
