@@ -115,3 +115,13 @@ def test_import_of_an_exact_shape_still_works(workdir, capsys):
     assert ei.value.code == 0, capsys.readouterr().err
     out = np.load(workdir / "o.npy", mmap_mode="r")
     assert out.shape == (80, 100) and np.array_equal(np.asarray(out).ravel(), np.arange(RAW_FLOATS, dtype=np.float32))
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (writes fail with ENOSPC)")
+def test_error_during_the_work_is_one_line_exit_1(workdir, capsys):
+    # valid options, then the data file cannot be written: a run-time failure, not bad input
+    with pytest.raises(SystemExit) as ei:
+        main(["bench", "--quick", "--size", "1M", "--file", "/dev/full", "--json", "b.json"])
+    err = capsys.readouterr().err
+    assert ei.value.code == 1 and len(err.splitlines()) == 1, err
+    assert "No space left on device" in err and "--debug" in err and "Traceback" not in err

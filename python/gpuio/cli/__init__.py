@@ -69,7 +69,7 @@ def _say(line: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Runs the command line; exits with 0, 1 (the work failed) or 2 (bad input, before any work)."""
     args = sys.argv[1:] if argv is None else list(argv)
-    _state["debug"] = "--debug" in args[:args.index("--") if "--" in args else len(args)]
+    _state["debug"] = False  # set by the root callback from `gpuio --debug ...`
     _register()
     try:
         rv = app(args=args, prog_name="gpuio", standalone_mode=False)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _say(e.format_message())
         sys.exit(e.exit_code)
-    except click_exceptions.Abort:
+    except typer.Abort:
         _say("aborted")
         sys.exit(130)
     except ModuleNotFoundError as e:

@@ -36,6 +36,8 @@ def _show(value) -> str:
 def missing_extra_message(module: str, needed_for: str = "") -> str:
     """'... needs matplotlib (not installed): pip install gpuio[plot]' for a missing optional package."""
     top = module.split(".")[0]
+    if top == "gpuio":  # a module of gpuio itself: the C++ core (gpuio._core) was not built
+        return f"{needed_for or 'this command'} needs {module}, which is missing: build gpuio (bash scripts/setup.sh)"
     extra = EXTRAS.get(top)
     hint = f"pip install gpuio[{extra}]" if extra else f"pip install {top}"
     return f"{needed_for or 'this command'} needs {top}, which is not installed: {hint}"

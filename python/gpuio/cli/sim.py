@@ -127,8 +127,7 @@ def zng(report: bool = typer.Option(False, "--report", help="run every platform 
                 typer.echo(json.dumps({"workload": name, **sim.zng_run(t, platform)}))
             return
         if not report:
-            typer.echo("nothing to do: pass --report, or --platform NAME", err=True)
-            raise typer.Exit(2)
+            raise _check.InputError("nothing to do: pass --report, or --platform NAME")
         rep = sim.zng_report(out, scale=scale, workloads=names, seed=seed, traces=traces, plots=plots)
     except (ValueError, FileNotFoundError) as e:
         _fail(e)
