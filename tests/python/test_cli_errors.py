@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,7 +103,11 @@ def test_real_process_one_line_and_debug_traceback(workdir):
 
 
 def test_version_and_python_m(workdir):
+    import re
+
     import gpuio
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert re.search(r'^version = "(.+)"$', pyproject, re.M).group(1) == gpuio.__version__
     r = _run("--version", cwd=workdir)
     assert r.returncode == 0 and r.stdout.strip() == f"gpuio {gpuio.__version__}"
     r = _run("--help", cwd=workdir)

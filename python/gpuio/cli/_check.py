@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from typing import Iterable, Sequence
+from typing import Iterable, NoReturn, Sequence
 
 import typer
 
@@ -25,7 +25,7 @@ class InputError(click_exceptions.UsageError):
     error (exit status 2), so a command run by click/typer directly (CliRunner) reports it the same way."""
 
 
-def fail(option: str, value, why: str) -> None:
+def fail(option: str, value, why: str) -> NoReturn:
     raise InputError(f"{option} {_show(value)}: {why}")
 
 
@@ -34,7 +34,7 @@ def _show(value) -> str:
 
 
 def missing_extra_message(module: str, needed_for: str = "") -> str:
-    """'... needs matplotlib (not installed): pip install gpuio[plot]' for a missing optional package."""
+    """'--plot needs matplotlib, which is not installed: pip install gpuio[plot]' (a missing package)."""
     top = module.split(".")[0]
     if top == "gpuio":  # a module of gpuio itself: the C++ core (gpuio._core) was not built
         return f"{needed_for or 'this command'} needs {module}, which is missing: build gpuio (bash scripts/setup.sh)"
@@ -47,8 +47,12 @@ def need(module: str, needed_for: str) -> None:
     """Imports an optional package now, so that a missing one is reported before the work, naming its extra."""
     try:
         importlib.import_module(module)
-    except ImportError:
-        raise InputError(missing_extra_message(module, needed_for)) from None
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] == module.split(".")[0]:
+            raise InputError(missing_extra_message(module, needed_for)) from None
+        raise InputError(f"{needed_for} needs {module}, which fails to import: {e}") from None
+    except ImportError as e:  # installed, but broken (a missing shared library, a version clash)
+        raise InputError(f"{needed_for} needs {module}, which fails to import: {e}") from None
 
 
 # -- numbers ---------------------------------------------------------------------------------------------
