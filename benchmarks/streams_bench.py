@@ -121,7 +121,7 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
                     rest = np.arange(n * chunk, e.total_blocks, dtype=np.int64)
                     if rest.size:
                         e.write(rest, raw_buf[:rest.size * e.block_size])
-        st = StreamStore(store_path, sblock_bytes, depth, pool_bytes, create_bytes=file_bytes, **opts)
+        st = StreamStore(store_path, sblock_bytes, depth, pool_bytes, mode="w", **opts)  # formats the file made above
         raw = gpuio.Engine(raw_path, **opts)
         raw_buf[:] = 7
 

@@ -42,7 +42,7 @@ def run(streams: int, directory: str, rounds: int) -> list[dict]:
     out = []
     try:
         st = StreamStore(path, sblock_bytes=8192, buffer_pool_bytes=1 << 20, block_size=512,
-                         streams_max=rounds * streams + 1024, create_bytes=rounds * streams * 512 + (16 << 20),
+                         streams_max=rounds * streams + 1024, mode="c", create_bytes=rounds * streams * 512 + (16 << 20),
                          durable=False, direct=False)
         try:
             for _ in range(rounds):

@@ -76,7 +76,7 @@ def main(argv=None) -> dict:
             closer = None
             if method == "gpuio":
                 from gpuio.streams import Cache
-                cache = Cache(os.path.join(work, "cache.bin"), create_bytes=total + total // 4 + (64 << 20),
+                cache = Cache(os.path.join(work, "cache.bin"), mode="c", create_bytes=total + total // 4 + (64 << 20),
                               buffer_pool_bytes=max(16 << 20, min(64 << 20, budget)))
                 cache.fill(make())
                 epoch_source, closer = (lambda: iter(cache)), cache.close

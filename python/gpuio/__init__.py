@@ -16,7 +16,7 @@ _LAZY = {
     "empty": "gpuio.gpu",
     "TensorFile": "gpuio.tensor",
     "FeatureStore": "gpuio.cache",
-    "info": "gpuio.platform",
+    "info": "gpuio.sysinfo",
 }
 _SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn"}
 

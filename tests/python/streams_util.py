@@ -8,8 +8,8 @@ from gpuio.streams import StreamStore
 SMALL = dict(sblock_bytes=16384, prefetch_depth=3, buffer_pool_bytes=16384 * 12, streams_max=2048)
 
 
-def open_small(path, create_bytes=4 << 20, **kw):
-    opts = dict(SMALL, create_bytes=create_bytes)
+def open_small(path, create_bytes=4 << 20, mode="c", **kw):
+    opts = dict(SMALL, create_bytes=create_bytes, mode=mode)
     opts.update(kw)
     return StreamStore(str(path), **opts)
 

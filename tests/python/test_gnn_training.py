@@ -1,22 +1,15 @@
 """GNN training through gpuio: identical losses to in-memory features, and Cora accuracy."""
-import os
 import time
 
 import numpy as np
-import pytest
 import torch
 
 from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
-from gpuio.data import load_planetoid, synthetic_graph
+from gpuio.data import find_dataset, load_planetoid, synthetic_graph
 from gpuio.gnn.train import accuracy, make_model, train_epoch
 from gpuio.loader import NodeBatchLoader
 from gpuio.pyg import NeighborSampler
 from gpuio.tensor import TensorFile
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CORA = os.path.join(REPO, "..", "shared", "datasets", "cora")
-if not os.path.isdir(CORA):  # a worktree sits one level deeper than the main checkout
-    CORA = os.path.join(REPO, "..", "..", "shared", "datasets", "cora")
 
 
 def _losses(data, source, seed, epochs=2):
@@ -46,10 +39,8 @@ def test_same_seed_same_losses(tmp_path):
 
 
 def test_graphsage_on_cora_through_gpuio(tmp_path):
-    if not os.path.isdir(CORA):
-        pytest.skip(f"Cora not found at {os.path.abspath(CORA)} (expected <repo>/../shared/datasets/cora)")
     t0 = time.perf_counter()
-    data = load_planetoid(CORA, "cora")
+    data = load_planetoid(find_dataset("cora"), "cora")  # ships in the repository's datasets/
     tf = TensorFile.create(tmp_path / "cora.npy", data.features.shape, "float32")
     tf.scatter(torch.arange(data.num_nodes), data.features.table)
     store = FeatureStore(tf, gpu_cache_bytes=8 << 20, host_cache_rows=200, graph=data.edge_index, device="cpu")

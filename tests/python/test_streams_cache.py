@@ -17,7 +17,7 @@ def test_cache_epochs_and_refill(tmp_path):
         calls.append(1)
         return iter(batches)
 
-    with Cache(path, create_bytes=8 << 20, **SMALL) as c:
+    with Cache(path, mode="c", create_bytes=8 << 20, **SMALL) as c:
         with pytest.raises(ValueError, match="cache is empty"):
             next(iter(c))
         c.get_or_fill(make)

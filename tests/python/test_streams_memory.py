@@ -55,7 +55,7 @@ def test_resident_memory_is_pool_plus_constant_per_stream(tmp_path):
     # 512 B blocks keep the file small (one block per stream); durable=False: no sync per close (it does
     # not change what is kept in memory, and 100,000 syncs would take minutes on a shared CI disk).
     st = StreamStore(str(tmp_path / "many.bin"), sblock_bytes=8192, buffer_pool_bytes=pool_bytes,
-                     block_size=512, streams_max=streams_max, create_bytes=create_bytes,
+                     block_size=512, streams_max=streams_max, mode="c", create_bytes=create_bytes,
                      durable=False, direct=False)
     try:
         _streams(st, 0, WARM)

@@ -1,12 +1,21 @@
-"""The `gpuio` command. Each subcommand lives in its own module of this package and is imported only
-when it runs, so `gpuio --help` stays fast and a missing optional dependency only affects its command."""
+"""The `gpuio` command (also `python -m gpuio`). Each subcommand lives in its own module of this package and
+is imported only when it runs, so `gpuio --help` stays fast and a missing optional dependency only affects
+its command.
+
+Errors: a bad input is one line on stderr naming the option and the value, exit status 2, before any work
+starts (the checks are in _check.py); an error during the work is one line too, exit status 1. The
+traceback is printed only with the global option `gpuio --debug ...`.
+"""
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+from ._check import click_exceptions, missing_extra_message
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="gpuio: GPU storage stack (engine, GPU path, caches, streams, simulator).")
 
 
@@ -18,11 +27,22 @@ _COMMANDS = {
     "import": ("gpuio.cli.importer", "import_", "Convert .npy/.pt/raw files to a gpuio TensorFile."),
     "sim": ("gpuio.cli.sim", "app", "Flash simulator: trace replay and ZnG studies."),
 }
+_state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        from gpuio import __version__
+        typer.echo(f"gpuio {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error."),
+          version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the gpuio version and exit.")) -> None:
     """Keeps `gpuio` a command group even when a build registers a single command."""
+    _state["debug"] = debug
 
 
 def _load(module: str, attr: str):
@@ -30,14 +50,48 @@ def _load(module: str, attr: str):
 
 
 def _register() -> None:
+    if _state.get("registered"):
+        return
     for name, (module, attr, help_text) in _COMMANDS.items():
         target = _load(module, attr)
         if isinstance(target, typer.Typer):
+            target.pretty_exceptions_enable = False
             app.add_typer(target, name=name, help=help_text)
         else:
             app.command(name=name, help=help_text)(target)
+    _state["registered"] = True
 
 
-def main() -> None:
+def _say(line: str) -> None:
+    sys.stderr.write("gpuio: error: " + " ".join(line.split()) + "\n")  # one line, whatever the message
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the command line; exits with 0, 1 (the work failed) or 2 (bad input, before any work)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    _state["debug"] = False  # set by the root callback from `gpuio --debug ...`
     _register()
-    app()
+    try:
+        rv = app(args=args, prog_name="gpuio", standalone_mode=False)
+    except click_exceptions.ClickException as e:  # usage errors: the parser's and _check.InputError
+        if type(e).__name__ == "NoArgsIsHelpError":  # `gpuio` or `gpuio sim` alone: the help
+            typer.echo(e.ctx.get_help())
+            sys.exit(0)
+        if _state["debug"]:
+            raise
+        _say(e.format_message())
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        _say("aborted")
+        sys.exit(130)
+    except ModuleNotFoundError as e:
+        if _state["debug"] or not e.name:
+            raise
+        _say(missing_extra_message(e.name))
+        sys.exit(2)
+    except (OSError, ValueError, TypeError, KeyError, IndexError, RuntimeError) as e:
+        if _state["debug"]:
+            raise
+        _say(f"{type(e).__name__}: {e} (run `gpuio --debug ...` for the traceback)")
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

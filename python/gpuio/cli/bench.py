@@ -16,28 +16,39 @@ def bench(
     workers: int = typer.Option(2, min=1, help="Engine worker threads (fixed)."),
     cold: bool = typer.Option(False, "--cold", help="sync + drop caches before each pass (needs root)."),
     workload: Optional[List[str]] = typer.Option(None, help="Only workloads whose name contains this (repeatable)."),
-    backend: Optional[List[str]] = typer.Option(None, help="Engine backends (default: uring and posix)."),
+    backend: Optional[List[str]] = typer.Option(None, help="Engine backends: uring, posix (default: both)."),
     engine_qd: Optional[List[int]] = typer.Option(None, "--engine-qd",
                                                   help="Engine ring depths per worker to try (default: 32 and 128)."),
     json_path: str = typer.Option("gpuio-bench.json", "--json", help="Where the full results go."),
     plot: Optional[str] = typer.Option(None, help="Write a PNG of the ratios here (needs matplotlib)."),
     quick: bool = typer.Option(False, help="Tiny CI run: 64M file, 1 round, 0.05 s passes."),
 ) -> None:
+    from .. import bench as gb
+    from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS
+    from . import _check
+
+    if quick:
+        size, repeats, seconds = ("64M" if size == "1G" else size), 1, min(seconds, 0.05)
+    nbytes = _check.size("--size", size, minimum=1 << 20)
+    _check.output_file("--file", file)
+    try:
+        chosen = gb.workloads.select(workload)
+    except ValueError as e:
+        _check.fail("--workload", ",".join(workload or []), str(e))
+    _check.choices("--backend", backend or ENGINE_BACKENDS, ENGINE_BACKENDS)
+    for qd in engine_qd or ():
+        _check.int_at_least("--engine-qd", qd, 1)
+    _check.output_file("--json", json_path)
+    if plot:
+        _check.output_file("--plot", plot)
+        _check.need("matplotlib", "--plot")
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .. import bench as gb
     from ..bench import cache, meta, report
-    from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS
 
     console = Console(width=max(Console().width, 200))  # the table is wide; never wrap it into unreadable cells
-    if quick:
-        size, repeats, seconds = ("64M" if size == "1G" else size), 1, min(seconds, 0.05)
-    try:
-        nbytes = gb.parse_size(size)
-        chosen = gb.workloads.select(workload)
-    except ValueError as e:
-        raise typer.BadParameter(str(e))
     path = os.path.abspath(file)
     o = gb.Options(path=path, size_bytes=nbytes, workloads=chosen, repeats=repeats, seconds=seconds,
                    workers=workers, cold=cold, backends=tuple(backend or ENGINE_BACKENDS),

@@ -1,56 +1,58 @@
 """`gpuio import SRC DST`: convert a .npy, .pt or raw binary file into a gpuio TensorFile (block-aligned
 .npy), streaming in chunks with a progress bar, so tables larger than memory convert too (.npy and raw
-are memory-mapped; a .pt file is loaded whole, as torch.load requires)."""
+are memory-mapped; a .pt file is loaded whole, as torch.load requires). Every input is checked before
+the first byte is written (see _check.py)."""
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
 import typer
+
+from . import _check
 
 CHUNK_BYTES = 64 << 20  # bytes converted per step: bounds memory use
 
 
 def _source(src: str, dtype: str | None, shape: str | None) -> np.ndarray:
     ext = os.path.splitext(src)[1].lower()
-    if ext == ".npy":
-        return np.load(src, mmap_mode="r")
-    if ext in (".pt", ".pth"):
-        import torch
-        obj = torch.load(src, map_location="cpu", weights_only=True)
-        if not isinstance(obj, torch.Tensor):
-            raise typer.BadParameter(f"{src} holds a {type(obj).__name__}, not a tensor")
-        if obj.dtype == torch.bfloat16:
-            raise typer.BadParameter(f"{src}: bfloat16 has no NumPy dtype; convert to float32 first")
-        return obj.contiguous().numpy()
+    if ext in (".npy", ".pt", ".pth"):
+        for option, value in (("--dtype", dtype), ("--shape", shape)):
+            if value is not None:
+                _check.fail(option, value, f"only for raw sources; {src} is a {ext} file, which names its own")
+        return _check.npy_source("SRC", src) if ext == ".npy" else _check.pt_source("SRC", src)
     if dtype is None:
-        raise typer.BadParameter(f"{src} is not .npy/.pt: give --dtype (and --shape) for raw data")
-    dt = np.dtype(dtype)
-    count = os.path.getsize(src) // dt.itemsize
-    dims = tuple(int(s) for s in shape.split(",")) if shape else (count,)
-    if -1 in dims:
-        known = math.prod(d for d in dims if d != -1)
-        dims = tuple(count // known if d == -1 else d for d in dims)
-    if math.prod(dims) * dt.itemsize > os.path.getsize(src):
-        raise typer.BadParameter(f"shape {dims} of {dt} needs {math.prod(dims) * dt.itemsize} bytes, "
-                                 f"{src} has {os.path.getsize(src)}")
+        _check.fail("SRC", src, "is not .npy/.pt: give --dtype (and --shape) for raw data")
+    dt = _check.dtype("--dtype", dtype)
+    dims = _check.raw_shape("--shape", shape, os.path.getsize(src), dt, src)
+    if not all(dims):
+        _check.fail("SRC", src, "is empty: nothing to import")
     return np.memmap(src, dtype=dt, mode="r", shape=dims)
 
 
 def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"),
             dst: str = typer.Argument(..., help="TensorFile to create (.npy)"),
             dtype: str = typer.Option(None, help="element type of a raw source, e.g. float32"),
-            shape: str = typer.Option(None, help="shape of a raw source, e.g. 1000000,128 (-1 once allowed)"),
-            block_size: int = typer.Option(4096, help="block size of the TensorFile")) -> None:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-    from gpuio.tensor import TensorFile
-    import torch
-    if not os.path.exists(src):
-        raise typer.BadParameter(f"no such file: {src}")
+            shape: str = typer.Option(None, help="shape of a raw source, e.g. 1000000,128 (-1 once allowed); "
+                                                 "must hold exactly the file's elements"),
+            block_size: int = typer.Option(4096, help="block size of the TensorFile (a power of two >= 512)"),
+            force: bool = typer.Option(False, "--force", help="replace DST if it exists")) -> None:
+    _check.input_file("SRC", src)
+    _check.power_of_two("--block-size", block_size, 512)
+    _check.output_file("DST", dst, overwrite=force)
+    if os.path.exists(dst) and os.path.samefile(src, dst):
+        _check.fail("DST", dst, "is the source file")
+    _check.need("torch", "gpuio import")
     arr = _source(src, dtype, shape)
     if arr.ndim == 0:
-        raise typer.BadParameter(f"{src} holds a scalar; a TensorFile needs at least one dimension")
+        _check.fail("SRC", src, "holds a scalar; a TensorFile needs at least one dimension")
+
+    import torch
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from gpuio.tensor import TensorFile
+    if force and os.path.exists(dst):
+        os.unlink(dst)  # told to replace it
     arr2 = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr
     row_bytes = max(1, arr2[0:1].nbytes) if arr.shape[0] else 1
     step = max(1, CHUNK_BYTES // row_bytes)

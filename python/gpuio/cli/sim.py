@@ -7,13 +7,15 @@ from typing import Optional
 
 import typer
 
+from . import _check
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Flash simulator: SSD trace replay, synthetic workloads, ZnG platform study.")
 
 
 def _fail(e: Exception) -> None:
-    typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(2)
+    """An error the simulator found in its input (a trace it cannot parse, an unknown name): one line, exit 2."""
+    raise _check.InputError(str(e)) from e
 
 
 def _print_stats(s: dict, speed: float | None) -> None:
@@ -47,6 +49,13 @@ def replay(trace: Path = typer.Argument(..., help="DiskSim ASCII or blkparse tex
            as_json: bool = typer.Option(False, "--json", help="print the full statistics as JSON")) -> None:
     """Replay a block trace through a simulated SSD."""
     from gpuio import sim
+    _check.input_file("TRACE", str(trace))
+    _check.choice("--preset", preset, sim.presets())
+    _check.choice("--format", format, ("auto", "disksim", "blkparse"))
+    if queue_depth is not None:
+        _check.int_at_least("--queue-depth", queue_depth, 1)
+    _check.number_in("--prefill", prefill, 0.0, 1.0)
+    _check.int_at_least("--repeat", repeat, 1)
     try:
         r = sim.replay(trace, preset=preset, queue_depth=queue_depth, prefill=prefill, repeat=repeat) \
             if format == "auto" else sim.replay(sim.load_trace(trace, format), preset=preset,
@@ -69,6 +78,13 @@ def synth(preset: str = typer.Option("znand"), requests: int = typer.Option(100_
           as_json: bool = typer.Option(False, "--json")) -> None:
     """Run a closed-loop synthetic workload (random or sequential, read ratio, queue depth)."""
     from gpuio import sim
+    _check.choice("--preset", preset, sim.presets())
+    _check.int_at_least("--requests", requests, 1)
+    _check.int_at_least("--request-bytes", request_bytes, 1)
+    _check.number_in("--read-ratio", read_ratio, 0.0, 1.0)
+    _check.int_at_least("--queue-depth", queue_depth, 1)
+    _check.int_at_least("--queues", queues, 1)
+    _check.number_in("--prefill", prefill, 0.0, 1.0)
     try:
         t = sim.synthesize(preset, requests, request_bytes, read_ratio, sequential, 0, queues, seed)
         r = sim.replay(t, preset=preset, queue_depth=queue_depth, host_queues=queues, prefill=prefill, seed=seed)
@@ -90,6 +106,17 @@ def zng(report: bool = typer.Option(False, "--report", help="run every platform 
         seed: int = typer.Option(1), plots: bool = typer.Option(True, help="write PNG plots (matplotlib)")) -> None:
     """ZnG platform study over GPU memory-access traces."""
     from gpuio import sim
+    _check.positive_number("--scale", scale)
+    if trace is not None:
+        _check.input_file("--trace", str(trace))
+    if workloads:
+        _check.choices("--workloads", workloads, sim.zng_workloads())
+    if platform:
+        _check.choice("--platform", platform, sim.zng_platforms())
+    if report:
+        _check.output_dir("--out", str(out))
+        if plots:
+            _check.need("matplotlib", "gpuio sim zng --report (plots; --no-plots skips them)")
     try:
         traces = {trace.name: sim.zng_load_trace(trace)} if trace else None
         names = workloads.split(",") if workloads else None
@@ -100,8 +127,7 @@ def zng(report: bool = typer.Option(False, "--report", help="run every platform 
                 typer.echo(json.dumps({"workload": name, **sim.zng_run(t, platform)}))
             return
         if not report:
-            typer.echo("nothing to do: pass --report, or --platform NAME", err=True)
-            raise typer.Exit(2)
+            raise _check.InputError("nothing to do: pass --report, or --platform NAME")
         rep = sim.zng_report(out, scale=scale, workloads=names, seed=seed, traces=traces, plots=plots)
     except (ValueError, FileNotFoundError) as e:
         _fail(e)

@@ -19,6 +19,21 @@ from gpuio.cache.sources import InMemoryRows
 from gpuio.data.graph import GraphData, coalesce_undirected
 
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
+# <repo>/datasets: the Planetoid files ship with the repository (datasets/README.md)
+REPO_DATASETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "datasets")
+
+
+def find_dataset(name: str) -> str:
+    """The folder of dataset ``name`` ("cora", "citeseer"): the repository's datasets/ first, then
+    $GPUIO_DATASETS/<name>. FileNotFoundError names every place looked at."""
+    places = [os.path.join(REPO_DATASETS, name)]
+    if os.environ.get("GPUIO_DATASETS"):
+        places.append(os.path.join(os.environ["GPUIO_DATASETS"], name))
+    for p in places:
+        if os.path.isdir(p):
+            return os.path.normpath(p)
+    raise FileNotFoundError(f"dataset {name!r} not found in {[os.path.normpath(p) for p in places]} "
+                            f"(set GPUIO_DATASETS to a folder holding {name}/)")
 
 
 def _load(folder, name, part):

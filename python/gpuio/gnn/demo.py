@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gpuio.cache.page_cache import POLICIES
+from gpuio.gnn.models import MODELS
+
 CPU_DEFAULTS = dict(nodes=400_000, edges=2_400_000, features=64, batch_size=256, epochs=2, batches=8,
                     time_cap_s=15.0, fanouts=(10, 5))
 GPU_DEFAULTS = dict(nodes=2_000_000, edges=20_000_000, features=128, batch_size=1024, epochs=2, batches=12,
                     time_cap_s=40.0, fanouts=(25, 10))
 BACKENDS = ("gpuio", "mmap", "memory")
-MODELS = ("sage", "gcn", "gat")
-POLICIES = ("clock", "lru", "fifo", "random")
 
 
 @dataclass

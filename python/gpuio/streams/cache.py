@@ -1,6 +1,6 @@
 """Cache: keep a derived dataset on SSD as one stream, stream it back every epoch.
 
-    cache = Cache("features.bin")                   # or Cache(store)
+    cache = Cache("features.bin", mode="c")         # or Cache(store); mode: see StreamStore
     cache.get_or_fill(lambda: (expensive(x) for x in raw_batches()))
     for epoch in range(10):
         for batch in cache:                         # read ahead through the store's prefetching buffer

@@ -1,6 +1,6 @@
 """StreamStore: SSDStreamer's stream store on top of gpuio.Engine.
 
-    with StreamStore("streams.bin") as store:
+    with StreamStore("streams.bin", mode="c") as store:   # mode="c": create it when missing
         sd = store.create_stream()
         store.write_stream(sd, np.arange(10))
         store.close_stream(sd)                  # durable from here on
@@ -10,9 +10,19 @@
 Memory: the buffer pool (``buffer_pool_bytes``), the free pool (1 byte per device block), and 8 bytes per
 stream id (the first sblock's packed location). Thread-safe: one lock serialises the API calls.
 See format.py for the layout and writer.py for the durability order.
+
+Opening never formats a file by accident. ``mode`` says what may happen to the device file(s):
+  "r+" (default)  open an existing store; a missing path raises FileNotFoundError, a file that holds no
+                  store (including one whose first block is all zeros) raises StreamStoreCorrupt.
+  "c"             like "r+", but missing paths (or empty, 0-byte files) are created, ``create_bytes`` in
+                  all (sparse; default 1 GiB), and formatted. An existing non-empty file that holds no
+                  store is still refused.
+  "w"             format whatever is there (a new store: existing content, a store included, is lost);
+                  missing paths are created as with "c".
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import threading
@@ -21,7 +31,7 @@ import numpy as np
 
 from . import chain
 from .buffers import BufferPool, aligned_empty
-from .format import SBLOCK_BYTES_MAX, TRAILER_BYTES, StreamStoreCorrupt, Superblock, blocks_for
+from .format import SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, Superblock, blocks_for
 from .freepool import FreePool
 from .reader import StreamReader
 from .serializer import decode
@@ -32,12 +42,37 @@ DEFAULTS = {
     "sblock_bytes": 4 << 20,          # one sblock: the unit of chaining, allocation and read-ahead
     "prefetch_depth": 4,              # sblocks read ahead per open reader; writes in flight per writer (+1 filling)
     "buffer_pool_bytes": 64 << 20,    # all open streams' buffers together
-    "create_bytes": 1 << 30,          # size of the file(s) created when the path does not exist
+    "mode": "r+",                     # "r+": open an existing store, "c": create when missing, "w": format
+    "create_bytes": 1 << 30,          # size of the file(s) that mode "c"/"w" creates (sparse), all devices together
     "streams_max": 1 << 17,           # stream ids in the table (fixed when the store is formatted)
     "block_size": 4096,               # engine block size (fixed when the store is formatted)
     "durable": True,                  # close/destroy return after an engine sync(); False: the OS decides
     "checksum_payload": False,        # CRC-32 of each sblock's payload too (metadata always has one)
 }
+
+
+MODES = ("r+", "c", "w")
+
+
+def _holds_data(path: str) -> bool:
+    """True for an existing device or non-empty file; an empty regular file counts as missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return not (os.path.isfile(path) and st.st_size == 0)
+
+
+def _names(paths: list) -> str:
+    return paths[0] if len(paths) == 1 else str(paths)
+
+
+def _remove(paths: list) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
 
 
 class StreamHandle:
@@ -59,7 +94,7 @@ class StreamHandle:
 class StreamStore:
     def __init__(self, path_or_paths, sblock_bytes: int = DEFAULTS["sblock_bytes"],
                  prefetch_depth: int = DEFAULTS["prefetch_depth"],
-                 buffer_pool_bytes: int = DEFAULTS["buffer_pool_bytes"], *,
+                 buffer_pool_bytes: int = DEFAULTS["buffer_pool_bytes"], *, mode: str = DEFAULTS["mode"],
                  create_bytes: int = DEFAULTS["create_bytes"], streams_max: int = DEFAULTS["streams_max"],
                  block_size: int = DEFAULTS["block_size"], durable: bool = DEFAULTS["durable"],
                  checksum_payload: bool = DEFAULTS["checksum_payload"], **engine_options):
@@ -71,16 +106,31 @@ class StreamStore:
                              f"and at most {SBLOCK_BYTES_MAX}")
         if not isinstance(prefetch_depth, int) or prefetch_depth < 2:
             raise ValueError(f"prefetch_depth must be an int >= 2, got {prefetch_depth!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES} ('r+': open an existing store, 'c': create it when "
+                             f"missing, 'w': format), got {mode!r}")
         paths = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else list(path_or_paths)
         paths = [os.fspath(p) for p in paths]
-        exists = [os.path.exists(p) for p in paths]
+        exists = [_holds_data(p) for p in paths]
         if any(exists) and not all(exists):
             missing = [p for p, e in zip(paths, exists) if not e]
-            raise FileNotFoundError(f"stream store device(s) {missing} missing while others exist")
+            raise FileNotFoundError(errno.ENOENT, f"stream store device(s) {missing} missing while others exist")
+        created: list[str] = []
         if not any(exists):
+            if mode == "r+":
+                raise FileNotFoundError(errno.ENOENT, f"no stream store at {_names(paths)}; pass mode='c' to "
+                                        f"create one (create_bytes={create_bytes}, sparse)")
+            if not isinstance(create_bytes, int) or create_bytes < sblock_bytes * len(paths):
+                raise ValueError(f"create_bytes {create_bytes!r} must be an int >= one sblock per device "
+                                 f"({sblock_bytes * len(paths)})")
             per = -(-create_bytes // len(paths) // sblock_bytes) * sblock_bytes
             for p in paths:
+                if not os.path.exists(p):
+                    created.append(p)  # removed again if this call fails
                 Engine.create_file(p, per)
+            fresh = True
+        else:
+            fresh = mode == "w"
         self.sblock_bytes = sblock_bytes
         self.prefetch_depth = prefetch_depth
         self.block_size = self.block_bytes = block_size
@@ -94,22 +144,35 @@ class StreamStore:
         # One store per device set: the exclusive lock also makes a restart after kill -9 wait until the
         # killed process's in-flight writes have ended (the kernel drops the lock only then).
         engine_options.setdefault("lock", True)
-        self._engine = Engine(paths, block_size=block_size, **engine_options)
+        self.paths = paths
         try:
-            self._sb = self._mount(streams_max)
+            self._engine = Engine(paths, block_size=block_size, **engine_options)
+        except BaseException:
+            _remove(created)
+            raise
+        try:
+            self._sb = self._mount(streams_max, fresh)
             self._buffers = BufferPool(buffer_pool_bytes, sblock_bytes)
             self._meta_buf = aligned_empty(2 * block_size)
         except BaseException:
             self._engine.close()
+            _remove(created)  # a file this call created and could not format is not left behind
             raise
-        self.paths = paths
 
     # -- mount ------------------------------------------------------------------------------------------
-    def _mount(self, streams_max: int) -> Superblock:
+    def _mount(self, streams_max: int, fresh: bool) -> Superblock:
+        """Reads the store's superblock, or (``fresh``: a new file or mode "w") writes a new one."""
         bb, total = self.block_bytes, self._engine.total_blocks
         head = aligned_empty(bb)
-        self._engine.read(np.zeros(1, dtype=np.int64), head)
-        if not head.any():  # a fresh (all-zero) device: format it; the uuid disowns any older table pages
+        if not fresh:
+            self._engine.read(np.zeros(1, dtype=np.int64), head)
+            if bytes(head[:len(SUPER_MAGIC)]) != SUPER_MAGIC:
+                what = "its first block is all zeros" if not head.any() else \
+                    f"superblock magic {bytes(head[:len(SUPER_MAGIC)])!r}"
+                raise StreamStoreCorrupt(errno.EINVAL, f"{_names(self.paths)} is not a gpuio stream store "
+                                         f"({what}); nothing was changed. mode='w' formats it, destroying "
+                                         f"its contents")
+        if fresh:  # format; the uuid disowns any older table pages
             sb = Superblock.plan(bb, total, streams_max, secrets.randbits(63) + 1)
             head[:] = 0
             raw = sb.pack()

@@ -1,0 +1,48 @@
+"""gpuio.info(): what this platform offers — io_uring features (probed with a tiny engine), the GPU, the
+GDS/cuFile mode, and which data paths gpuio will take. `gpuio info` prints this dict."""
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+
+
+def _uring_probe() -> dict:
+    import gpuio
+
+    with tempfile.TemporaryDirectory(dir=os.getcwd() if os.access(os.getcwd(), os.W_OK) else None) as d:
+        path = os.path.join(d, "probe.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(1 << 20))
+        res = {}
+        for direct in (True, False):
+            try:
+                with gpuio.Engine(path, backend="uring", workers=1, direct=direct) as eng:
+                    s = eng.stats()
+                    res["direct" if direct else "buffered"] = s["backend"]
+            except (OSError, ValueError) as e:
+                res["direct" if direct else "buffered"] = f"unavailable: {e}"
+        return res
+
+
+def info() -> dict:
+    """The platform report (keys: kernel, io_uring, cuda_layer_built, gpu, gds, data_paths, and
+    stream_wait_value_selftest where a GPU is usable). Probes with a 1 MiB temporary file, removed again."""
+    from gpuio import _core, gpu
+
+    r = {"kernel": platform.release(), "io_uring": _uring_probe(), "cuda_layer_built": bool(_core.cuda_built)}
+    p = gpu.probe()
+    r["gpu"] = p
+    r["gds"] = gpu.gds_status()
+    has_gpu = r["cuda_layer_built"] and p.get("count", 0) > 0
+    r["data_paths"] = {
+        "host": "uring+direct (O_DIRECT into aligned host buffers), uring+staging otherwise",
+        "gpu": ("stream-ordered reads/writes: uring -> pinned bounce slots -> GPU by one copy per chunk on the "
+                "caller's stream (uring+...->bounce->gpu); device API (kernels): uring+staging->gpu, copy method "
+                "chosen by measurement at start" if has_gpu
+                else f"none: {p.get('error') or 'no GPU'}"),
+        "cufile-p2p": "used" if r["gds"]["p2p"] else f"not used: {r['gds']['reason']}",
+    }
+    if has_gpu:
+        r["stream_wait_value_selftest"] = gpu.stream_wait_selftest()
+    return r

@@ -1,0 +1,28 @@
+"""gpuio.info() (issue 10: it pointed at a missing module) returns the report that `gpuio info` prints."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gpuio
+from gpuio import _core
+from gpuio.cli import main
+
+
+def test_info_is_the_cli_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    r = gpuio.info()
+    assert {"kernel", "io_uring", "cuda_layer_built", "gpu", "gds", "data_paths"} <= set(r)
+    assert r["cuda_layer_built"] == bool(_core.cuda_built)
+    assert set(r["io_uring"]) == {"direct", "buffered"}
+    assert r["io_uring"]["buffered"].startswith("uring") or r["io_uring"]["buffered"].startswith("unavailable")
+    if not _core.cuda_built:  # the CPU build: no GPU data path, said so
+        assert r["data_paths"]["gpu"].startswith("none")
+    assert list(tmp_path.iterdir()) == []  # the probe file is gone again
+    with pytest.raises(SystemExit) as ei:
+        main(["info", "--json"])
+    assert ei.value.code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed.keys() == r.keys() and printed["data_paths"] == r["data_paths"]
+    assert printed["kernel"] == r["kernel"] and printed["io_uring"] == r["io_uring"]
