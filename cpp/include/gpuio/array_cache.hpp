@@ -301,7 +301,8 @@ class HostArrayCache {
 // must outlive it. Kernels written by users take ref() by value and use gpuio::DeviceArray<T> (array.cuh).
 class GpuArrayCache {
  public:
-  GpuArrayCache(Engine& engine, GpuRuntime& rt, const CacheGeometry& g, uint32_t staging_groups);
+  // queues: device-API queues of the engine's GPU runtime (GpuRuntime::queue(i)); warp w uses w % size.
+  GpuArrayCache(Engine& engine, const std::vector<QueueRef>& queues, const CacheGeometry& g, uint32_t staging_groups);
   ~GpuArrayCache();
   GpuArrayCache(const GpuArrayCache&) = delete;
   GpuArrayCache& operator=(const GpuArrayCache&) = delete;

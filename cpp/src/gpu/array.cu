@@ -67,13 +67,15 @@ uint32_t grid_for(uint64_t n) {
 
 }  // namespace
 
-GpuArrayCache::GpuArrayCache(Engine& engine, GpuRuntime& rt, const CacheGeometry& g, uint32_t staging_groups)
+GpuArrayCache::GpuArrayCache(Engine& engine, const std::vector<QueueRef>& queues, const CacheGeometry& g,
+                             uint32_t staging_groups)
     : eng_(engine) {
   g.validate(engine.total_blocks());
   if (g.block_bytes != engine.options().block_bytes)
     throw std::invalid_argument("block_bytes=" + std::to_string(g.block_bytes) + " differs from the engine's " +
                                 std::to_string(engine.options().block_bytes));
   if (staging_groups == 0) throw std::invalid_argument("staging_groups=0 must be >= 1");
+  if (queues.empty()) throw std::invalid_argument("queues is empty: give the GPU runtime's device-API queues");
   ref_.g = g;
   const uint64_t slots = g.slots();
   const uint32_t lanes = array_limits::warp_lanes;
@@ -88,17 +90,15 @@ GpuArrayCache::GpuArrayCache(Engine& engine, GpuRuntime& rt, const CacheGeometry
     device_alloc(ref_.group_locks, staging_groups);
     device_alloc(ref_.counters, uint64_t{array_limits::counter_shards} * array_limits::counter_words);
     device_alloc(ref_.error, 1);
-    device_alloc(ref_.queues, rt.queue_count());
+    device_alloc(ref_.queues, queues.size());
     GPUIO_CUDA(cudaHostAlloc(&staging_, uint64_t{staging_groups} * lanes * g.page_bytes, cudaHostAllocMapped));
     ref_.staging_host = static_cast<uint8_t*>(staging_);
     void* dev = nullptr;
     GPUIO_CUDA(cudaHostGetDevicePointer(&dev, staging_, 0));
     ref_.staging_dev = static_cast<uint8_t*>(dev);
     ref_.groups = staging_groups;
-    std::vector<QueueRef> qs;
-    for (uint32_t i = 0; i < rt.queue_count(); ++i) qs.push_back(rt.queue(i));
-    GPUIO_CUDA(cudaMemcpy(ref_.queues, qs.data(), qs.size() * sizeof(QueueRef), cudaMemcpyHostToDevice));
-    ref_.queue_count = rt.queue_count();
+    GPUIO_CUDA(cudaMemcpy(ref_.queues, queues.data(), queues.size() * sizeof(QueueRef), cudaMemcpyHostToDevice));
+    ref_.queue_count = static_cast<uint32_t>(queues.size());
     GPUIO_CUDA(cudaMemset(ref_.locks, 0, g.sets * sizeof(uint32_t)));
     GPUIO_CUDA(cudaMemset(ref_.group_locks, 0, staging_groups * sizeof(uint32_t)));
     GPUIO_CUDA(cudaMemset(ref_.error, 0, sizeof(int32_t)));
