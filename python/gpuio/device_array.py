@@ -29,7 +29,9 @@ DEFAULTS = {
     "cache_bytes": 64 << 20,   # page-cache capacity (rounded down to whole sets of pages)
     "page_bytes": None,        # None: the store's block size; else a power of two of 1..16 blocks
     "ways": 8,                 # associativity (capped by the number of pages the cache holds)
-    "staging_groups": 256,     # GPU: host-mapped staging areas of 32 pages, one per warp filling at once
+    "staging_groups": 256,     # GPU: host-mapped staging areas, one per warp filling at once
+    "round_bytes": 128 << 10,  # a warp fills at most this many bytes of pages per round (>= 1, <= 32 pages):
+                               #   its staging area; pinned staging = staging_groups x round_bytes
 }
 ELEM_BYTES = (1, 2, 4, 8)
 
@@ -93,8 +95,10 @@ class DeviceArray:
         self.page_bytes = page_bytes
         self.cache_bytes = self.sets * self.ways * page_bytes
         self.n = math.prod(source.shape)
+        self.round_pages = max(1, min(32, DEFAULTS["round_bytes"] // page_bytes))
         self.geometry = dict(n_elems=self.n, elem_bytes=self.dtype.itemsize, page_bytes=page_bytes, block_bytes=bs,
-                             base_block=source.data_offset // bs, sets=self.sets, ways=self.ways)
+                             base_block=source.data_offset // bs, sets=self.sets, ways=self.ways,
+                             round_pages=self.round_pages)
         eng = source.engine
         if self.device.type == "cuda":
             from . import gpu
@@ -246,7 +250,7 @@ class DeviceArray:
         total = s["hits"] + s["misses"]
         s["hit_rate"] = s["hits"] / total if total else 0.0
         s.update(device=str(self.device), cache_bytes=self.cache_bytes, sets=self.sets, ways=self.ways,
-                 page_bytes=self.page_bytes)
+                 page_bytes=self.page_bytes, round_pages=self.round_pages)
         return s
 
     def reset_stats(self) -> None:

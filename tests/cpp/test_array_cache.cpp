@@ -154,3 +154,21 @@ TEST(ArrayCache, MultiBlockPagesAndBadInputNamed) {
   EXPECT_THROW(HostArrayCache(*eng, geo(n + 4096, 2, 2)), std::invalid_argument);  // past the store's end
   EXPECT_THROW(HostArrayCache(*eng, geo(n, 2, 2, 128 * 1024)), std::invalid_argument);  // > 16 blocks
 }
+
+TEST(ArrayCache, MissesBeyondRoundPagesWaitARound) {
+  const uint64_t n = 32 * 1024;  // 32 pages
+  TempFile f("array_round", 4096 + n * 4, 13);
+  auto eng = Engine::create(opts(f.path()));
+  CacheGeometry g = geo(n, 32, 1);
+  g.round_pages = 3;
+  HostArrayCache c(*eng, g);
+  std::vector<int64_t> idx(32);
+  for (uint64_t l = 0; l < 32; ++l) idx[l] = static_cast<int64_t>(l * 1024 + l);  // 32 distinct pages, 32 sets
+  std::vector<int32_t> out(32);
+  c.gather(idx.data(), 32, out.data());
+  for (uint64_t l = 0; l < 32; ++l) ASSERT_EQ(out[l], expected(13, idx[l]));
+  EXPECT_EQ(c.counters().requests, 11u);  // ceil(32 / 3) rounds, one request each
+  EXPECT_EQ(c.counters().page_reads, 32u);
+  g.round_pages = 0;
+  EXPECT_THROW(HostArrayCache(*eng, g), std::invalid_argument);
+}

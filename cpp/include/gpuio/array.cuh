@@ -12,8 +12,8 @@
 //  1. lanes are grouped by page (__match_any_sync); the lowest lane of a group leads it;
 //  2. each round, every leader still pending tries its set's lock (try-lock: no warp spins on a lock while
 //     holding another, so warps never wait on each other in a cycle); with it, the leader looks the page up;
-//  3. the leaders that missed pick victims, and the warp together: takes a staging group (host-mapped pinned
-//     memory, 32 pages), copies dirty victims there and writes them back, then reads every missing page in one
+//  3. the leaders that missed pick victims (the first round_pages of them fill now, the others unlock and
+//     retry), and the warp together: takes a staging group (host-mapped pinned memory, round_pages pages), copies dirty victims there and writes them back, then reads every missing page in one
 //     coalesced request (one per 16 block ids: the ring's inline limit, so the control plane makes no CUDA
 //     call) — the engine moves data with the CPU into host memory (MemKind::host), so a kernel waiting here
 //     never depends on a CUDA API call of another host thread (which a context-synchronising call such as
@@ -120,7 +120,7 @@ __device__ inline int fill_pages(const ArrayRef& r, unsigned mask, unsigned fill
   const uint32_t first = __ffs(mask) - 1;
   const uint32_t bpp = r.g.blocks_per_page();
   const uint32_t pb = r.g.page_bytes;
-  // A staging group: 32 pages of host-mapped memory and their block ids, owned by this warp meanwhile.
+  // A staging group: round_pages pages of host-mapped memory and their block ids, owned by this warp meanwhile.
   uint32_t grp = 0;
   if (lane == first) {
     uint32_t g = static_cast<uint32_t>(global_warp() % r.groups), ns = 64;
@@ -132,9 +132,10 @@ __device__ inline int fill_pages(const ArrayRef& r, unsigned mask, unsigned fill
     grp = g;
   }
   grp = __shfl_sync(mask, grp, first);
-  uint8_t* st_dev = r.staging_dev + uint64_t{grp} * array_limits::warp_lanes * pb;
-  uint8_t* st_host = r.staging_host + uint64_t{grp} * array_limits::warp_lanes * pb;
-  int64_t* ids = r.group_ids + uint64_t{grp} * array_limits::warp_lanes * bpp;
+  const uint32_t rp = r.g.round_pages;
+  uint8_t* st_dev = r.staging_dev + uint64_t{grp} * rp * pb;
+  uint8_t* st_host = r.staging_host + uint64_t{grp} * rp * pb;
+  int64_t* ids = r.group_ids + uint64_t{grp} * rp * bpp;
 
   // Write-backs of dirty victims, one request group.
   const unsigned wb = __ballot_sync(mask, mine && victim_dirty);
@@ -238,7 +239,13 @@ class DeviceArray {
           dirty_victim = victim >= 0 && reinterpret_cast<volatile uint8_t*>(r_.dirty)[slot] != 0;
         }
       }
-      const unsigned fill = __ballot_sync(mask, miss);
+      unsigned fill = __ballot_sync(mask, miss);
+      while (static_cast<uint32_t>(__popc(fill)) > g.round_pages) fill &= ~(1u << (31 - __clz(fill)));
+      if (miss && !(fill & (1u << lane))) {  // beyond this round's staging: retry next round
+        miss = false;
+        locked = false;
+        unlock(&r_.locks[set]);
+      }
       int err = 0;
       if (fill) err = fill_pages(r_, mask, fill, miss, page, slot, victim, dirty_victim);
       err = __shfl_sync(mask, miss ? err : 0, leader);

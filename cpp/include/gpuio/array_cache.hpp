@@ -10,7 +10,8 @@
 // is not taken by another page of the round (GPU: not locked by another warp either) is looked up; hits are
 // served at once, misses pick a victim, dirty victims are written back and the missing pages read in ONE
 // coalesced engine request per round (per 16 block ids on the GPU: the ring's inline id limit), then served.
-// Pages that found their set taken wait for the next round.
+// Pages that found their set taken wait for the next round, and so do misses beyond the first round_pages
+// (the warp's staging area; their victim search has already advanced CLOCK, on both implementations).
 //
 // Consistency rules (the same for both implementations):
 //  - single writer: one DeviceArray object (GPU cache or host cache) owns the array's blocks while it is
@@ -69,6 +70,7 @@ struct CacheGeometry {
   int64_t base_block = 0;  // store block holding element 0
   uint32_t sets = 1;
   uint32_t ways = 8;
+  uint32_t round_pages = 32;  // pages one warp fills per round (its staging area); more misses wait a round
 
   GPUIO_HD uint64_t elems_per_page() const { return page_bytes / elem_bytes; }
   GPUIO_HD uint64_t pages() const { return (n_elems + elems_per_page() - 1) / elems_per_page(); }
@@ -91,6 +93,8 @@ struct CacheGeometry {
           std::to_string(array_limits::page_blocks_max) + " blocks of " + std::to_string(block_bytes) + " bytes");
     if (sets == 0 || ways == 0) bad("cache needs sets >= 1 and ways >= 1, got sets=" + std::to_string(sets) +
                                     " ways=" + std::to_string(ways));
+    if (round_pages < 1 || round_pages > array_limits::warp_lanes)
+      bad("round_pages=" + std::to_string(round_pages) + " must lie in [1, 32]");
     if (ways > 255) bad("ways=" + std::to_string(ways) + " must be <= 255");
     if (base_block < 0) bad("base_block=" + std::to_string(base_block) + " must be >= 0");
     const uint64_t end = static_cast<uint64_t>(base_block) + pages() * blocks_per_page();
@@ -134,9 +138,9 @@ struct ArrayRef {
   uint8_t* dirty = nullptr;          // device: slot written since read / last flush
   uint32_t* hands = nullptr;         // device: CLOCK hand per set
   uint32_t* locks = nullptr;         // device: per set, 0 free / 1 taken
-  uint8_t* staging_dev = nullptr;    // host-mapped pinned: groups x 32 pages (device address)
+  uint8_t* staging_dev = nullptr;    // host-mapped pinned: groups x round_pages pages (device address)
   uint8_t* staging_host = nullptr;   // the same memory, host address (the engine's destination/source)
-  int64_t* group_ids = nullptr;      // device: groups x 32 x blocks_per_page block ids
+  int64_t* group_ids = nullptr;      // device: groups x round_pages x blocks_per_page block ids
   uint32_t* group_locks = nullptr;   // device: per staging group
   uint32_t groups = 0;
   unsigned long long* counters = nullptr;  // device: counter_shards x counter_words
@@ -242,6 +246,10 @@ class HostArrayCache {
           continue;
         }
         const uint64_t slot = base + array_clock_victim(tags_.data() + base, ref_.data() + base, g_.ways, &hands_[set]);
+        if (fill_pages.size() == g_.round_pages) {  // the warp's staging is full: this page waits a round
+          later.push_back(p);
+          continue;
+        }
         if (tags_[slot] >= 0) {
           c_.evictions += 1;
           if (dirty_[slot]) wb_slots.push_back(slot);

@@ -25,6 +25,7 @@ CacheGeometry geometry(nb::dict given) {
   g.base_block = bindings::take<int64_t>(d, "base_block", g.base_block);
   g.sets = bindings::take<uint32_t>(d, "sets", g.sets);
   g.ways = bindings::take<uint32_t>(d, "ways", g.ways);
+  g.round_pages = bindings::take<uint32_t>(d, "round_pages", g.round_pages);
   bindings::reject_unknown(d, "array geometry");
   return g;
 }

@@ -78,7 +78,7 @@ GpuArrayCache::GpuArrayCache(Engine& engine, const std::vector<QueueRef>& queues
   if (queues.empty()) throw std::invalid_argument("queues is empty: give the GPU runtime's device-API queues");
   ref_.g = g;
   const uint64_t slots = g.slots();
-  const uint32_t lanes = array_limits::warp_lanes;
+  const uint32_t lanes = g.round_pages;
   try {
     device_alloc(ref_.pages, slots * g.page_bytes);
     device_alloc(ref_.tags, slots);
@@ -159,7 +159,7 @@ void GpuArrayCache::flush() {
   GPUIO_CUDA(cudaMemcpy(tags.data(), ref_.tags, slots * 8, cudaMemcpyDeviceToHost));
   GPUIO_CUDA(cudaMemcpy(dirty.data(), ref_.dirty, slots, cudaMemcpyDeviceToHost));
   // In chunks of the staging memory (host-mapped, idle between kernels): device -> staging -> engine write.
-  const uint64_t chunk = uint64_t{ref_.groups} * array_limits::warp_lanes;
+  const uint64_t chunk = uint64_t{ref_.groups} * ref_.g.round_pages;
   std::vector<int64_t> ids;
   std::vector<uint64_t> batch;
   uint64_t written = 0;
