@@ -6,7 +6,7 @@ algorithm's device) of col (and weight) are mapped to their values, on that devi
 - GatherSource ("gpuio-gather"): TensorFile.gather of the frontier's adjacency ranges — the CPU path;
 - PreadSource ("pread+copy"): the CPU-centric loader baseline — the blocks covering the ranges read with pread
   (O_DIRECT, threads) and copied to the device (CAM's baseline: one cudaMemcpy per block, in C++, where the
-  CUDA layer exists; else pread of merged runs + one copy);
+  CUDA layer exists; else pread of merged runs + one copy), in units of the device array's page size;
 - MemmapSource ("memmap+copy"): np.memmap, fancy index, copy to the device (the DGL/GIDS mmap baseline);
 - MemorySource ("in-memory"): the whole arrays on the device (the upper bound, and a reference).
 """
@@ -94,22 +94,39 @@ class GatherSource(EdgeSource):
             self.w.close()
 
 
-def _block_plan(idx: torch.Tensor, item: int, block_size: int):
-    """Distinct blocks (data-relative, ascending) covering ascending element positions idx, and each element's
-    position in their concatenation."""
-    per = block_size // item
-    blk = idx // per
-    blocks, inv = torch.unique_consecutive(blk, return_inverse=True)
-    return blocks, inv * per + idx % per
+def _unit_plan(idx: torch.Tensor, item: int, data_offset: int, unit: int):
+    """Distinct file units (ascending, unit-sized, in file coordinates) covering ascending element positions
+    idx, and each element's position (in elements) in their concatenation."""
+    byte = data_offset + idx * item
+    units, inv = torch.unique_consecutive(byte // unit, return_inverse=True)
+    return units, (inv * unit + byte % unit) // item
+
+
+def npy_data_offset(path) -> int:
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        (np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0)(f)
+        return f.tell()
 
 
 class PreadSource(EdgeSource):
+    """The CPU-centric loader: per call, the file units (unit_bytes, the device array's page size for a like
+    comparison) covering the frontier's ranges are read with pread and copied to the device."""
+
     name = "pread+copy"
 
-    def __init__(self, g: CSRGraph, device, weights: bool = True, threads: int = 16):
+    def __init__(self, g: CSRGraph, device, weights: bool = True, unit_bytes: int | None = None, threads: int = 16):
         self.g, self.device, self.threads = g, torch.device(device), threads
+        self.unit = unit_bytes or g.block_size
+        if self.unit < g.block_size or self.unit & (self.unit - 1):
+            raise ValueError(f"unit_bytes={unit_bytes} must be a power of two >= the block size {g.block_size}")
         self.files = {"col": (g.col_path, np.int32), "weight": (g.weight_path, np.float32)}
-        self.base = max(4096, g.block_size) // g.block_size  # TensorFile data offset, in blocks
+        self.offsets = {}
+        for key, (path, _) in self.files.items():
+            self.offsets[key] = npy_data_offset(path)
+            size = os.path.getsize(path)
+            if size % self.unit:  # whole units: O_DIRECT preads of the last one are not short
+                os.truncate(path, size + self.unit - size % self.unit)
         self.pool = ThreadPoolExecutor(threads)
         self.fds = {k: os.open(p, os.O_RDONLY) for k, (p, _) in self.files.items()}
         self.native = False
@@ -119,23 +136,23 @@ class PreadSource(EdgeSource):
 
     def _read(self, key: str, idx: torch.Tensor) -> torch.Tensor:
         path, dtype = self.files[key]
-        bs = self.g.block_size
-        blocks, pos = _block_plan(idx, np.dtype(dtype).itemsize, bs)
-        ids = (blocks + self.base).cpu().numpy().astype(np.int64)
-        if self.native:  # CAM's baseline in C++: pread (O_DIRECT) + cudaMemcpy per block, `threads` threads
+        u = self.unit
+        units, pos = _unit_plan(idx, np.dtype(dtype).itemsize, self.offsets[key], u)
+        ids = units.cpu().numpy().astype(np.int64)
+        if self.native:  # CAM's baseline in C++: pread (O_DIRECT) + cudaMemcpy per unit, `threads` threads
             from ... import _core
-            buf = torch.empty(ids.size * bs, dtype=torch.uint8, device=self.device)
-            _core.gpu_pread_memcpy(path, ids.ctypes.data, ids.size, bs, buf.data_ptr(), self.threads)
-        else:  # pread of each run of consecutive blocks, threads, then one copy to the device
-            host = np.empty(ids.size * bs, np.uint8)
+            buf = torch.empty(ids.size * u, dtype=torch.uint8, device=self.device)
+            _core.gpu_pread_memcpy(path, ids.ctypes.data, ids.size, u, buf.data_ptr(), self.threads)
+        else:  # pread of each run of consecutive units, threads, then one copy to the device
+            host = np.empty(ids.size * u, np.uint8)
             cuts = np.flatnonzero(np.diff(ids) != 1) + 1
             starts = np.concatenate([[0], cuts])
             ends = np.concatenate([cuts, [ids.size]])
 
             def run(k):
                 a, b = int(starts[k]), int(ends[k])
-                data = os.pread(self.fds[key], (b - a) * bs, int(ids[a]) * bs)
-                host[a * bs:a * bs + len(data)] = np.frombuffer(data, np.uint8)
+                data = os.pread(self.fds[key], (b - a) * u, int(ids[a]) * u)
+                host[a * u:a * u + len(data)] = np.frombuffer(data, np.uint8)
 
             list(self.pool.map(run, range(starts.size)))
             buf = torch.from_numpy(host).to(self.device)
@@ -188,7 +205,7 @@ def make_source(name: str, g: CSRGraph, device, weights: bool = True, cache_byte
     if name == "gpuio-gather":
         return GatherSource(g, weights, **engine_options)
     if name == "pread+copy":
-        return PreadSource(g, device, weights)
+        return PreadSource(g, device, weights, unit_bytes=page_bytes)
     if name == "memmap+copy":
         return MemmapSource(g, device, weights)
     if name == "in-memory":
