@@ -303,7 +303,7 @@ class HostArrayCache {
   ArrayCounters c_;
 };
 
-#if defined(GPUIO_HAVE_CUDA)
+#if defined(GPUIO_HAVE_CUDA) || defined(__CUDACC__)
 // The GPU implementation's host-side owner (cpp/src/gpu/array.cu): allocates the cache in GPU memory and the
 // staging in host-mapped pinned memory, launches the gather/scatter kernels, flushes. The engine and runtime
 // must outlive it. Kernels written by users take ref() by value and use gpuio::DeviceArray<T> (array.cuh).
