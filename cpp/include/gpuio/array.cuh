@@ -10,8 +10,10 @@
 // The algorithm (geometry, set mapping, CLOCK victim, rounds, consistency rules) is in array_cache.hpp, shared
 // with the CPU implementation HostArrayCache. How a warp runs one access:
 //  1. lanes are grouped by page (__match_any_sync); the lowest lane of a group leads it;
-//  2. each round, every leader still pending tries its set's lock (try-lock: no warp spins on a lock while
-//     holding another, so warps never wait on each other in a cycle); with it, the leader looks the page up;
+//  2. each round, one pending leader per set (the lowest lane) tries its set's lock once, as a reader (readers
+//     share a set: hits run in parallel); a miss upgrades to exclusive when it is the set's only reader, else
+//     it claims the set (pending: new readers back off) and takes it exclusively in a later round. Nothing is
+//     waited for while a lock is held except this warp's own I/O, so warps never wait on each other in a cycle;
 //  3. the leaders that missed pick victims (the first round_pages of them fill now, the others unlock and
 //     retry), and the warp together: takes a staging group (host-mapped pinned memory, round_pages pages), copies dirty victims there and writes them back, then reads every missing page in one
 //     coalesced request (one per 16 block ids: the ring's inline limit, so the control plane makes no CUDA
@@ -205,6 +207,10 @@ class DeviceArray {
   __device__ void write(uint64_t i, T v) const { access(i, true, v); }
 
  private:
+  // Set lock word: readers in the low bits, kSetPending (a filler waits for the readers to drain; new readers
+  // back off), kSetExclusive (a filler owns the set).
+  static constexpr uint32_t kSetExclusive = 1u << 31, kSetPending = 1u << 30;
+
   __device__ void access(uint64_t i, bool store, T& v) const {
     using namespace array_detail;
     const CacheGeometry& g = r_.g;
@@ -218,34 +224,68 @@ class DeviceArray {
     const bool lead = lane == leader;
     const uint32_t set = in_range ? g.set_of(page) : 0;
     const uint64_t base = uint64_t{set} * g.ways;
+    uint32_t* word = &r_.locks[set];
     bool done = !in_range;
+    bool own_pending = false;  // this leader set kSetPending on its set and will take it exclusively
     if (!in_range && lead) record_error(r_, ERANGE);
     while (__any_sync(mask, !done)) {
-      bool locked = false, miss = false, dirty_victim = false;
+      // One leader per set per round, the lowest lane (or the one that owns the set's pending claim): the same
+      // rule as HostArrayCache, so one warp's accesses place pages identically on host and GPU.
+      const bool contender = lead && !done;
+      const unsigned cmask = __ballot_sync(mask, contender);
+      bool go = false;
+      if (contender) {
+        const unsigned same = __match_any_sync(cmask, set);
+        const unsigned pend = same & __ballot_sync(cmask, own_pending);
+        go = lane == static_cast<uint32_t>(__ffs(pend ? pend : same) - 1);
+      }
+      bool shared = false, excl = false, miss = false, dirty_victim = false;
       int64_t victim = -1;
       uint64_t slot = 0;
-      if (lead && !done && try_lock(&r_.locks[set])) {
-        locked = true;
+      if (go) {
+        if (own_pending) {
+          if (atomicCAS(word, kSetPending, kSetExclusive) == kSetPending) excl = true, own_pending = false;
+        } else if (atomicAdd(word, 1u) & (kSetExclusive | kSetPending)) {
+          atomicSub(word, 1u);  // a filler owns or claimed the set: next round
+        } else {
+          shared = true;
+        }
+      }
+      if (shared || excl) {
+        __threadfence();  // acquire: the last filler's tags and page bytes (L2) before the loads below
         volatile int64_t* tags = reinterpret_cast<volatile int64_t*>(r_.tags) + base;
-        volatile uint8_t* ref = reinterpret_cast<volatile uint8_t*>(r_.ref) + base;
-        volatile uint32_t* hand = reinterpret_cast<volatile uint32_t*>(r_.hands) + set;
         const int32_t w = array_find_way(tags, g.ways, static_cast<int64_t>(page));
         if (w >= 0) {
-          slot = base + w;
+          slot = base + w;  // hit: served under the lock held (readers share it)
         } else {
-          miss = true;
-          slot = base + array_clock_victim(tags, ref, g.ways, hand);
-          victim = tags[slot - base];
-          dirty_victim = victim >= 0 && reinterpret_cast<volatile uint8_t*>(r_.dirty)[slot] != 0;
+          if (shared) {  // upgrade when this leader is the set's only reader; else claim it for later
+            shared = false;
+            if (atomicCAS(word, 1u, kSetExclusive) == 1u) {
+              excl = true;
+            } else {
+              atomicSub(word, 1u);
+              own_pending = !(atomicOr(word, kSetPending) & kSetPending);
+            }
+          }
+          if (excl) {
+            miss = true;
+            volatile uint8_t* ref = reinterpret_cast<volatile uint8_t*>(r_.ref) + base;
+            volatile uint32_t* hand = reinterpret_cast<volatile uint32_t*>(r_.hands) + set;
+            slot = base + array_clock_victim(tags, ref, g.ways, hand);
+            victim = tags[slot - base];
+            dirty_victim = victim >= 0 && reinterpret_cast<volatile uint8_t*>(r_.dirty)[slot] != 0;
+          }
         }
       }
       unsigned fill = __ballot_sync(mask, miss);
       while (static_cast<uint32_t>(__popc(fill)) > g.round_pages) fill &= ~(1u << (31 - __clz(fill)));
       if (miss && !(fill & (1u << lane))) {  // beyond this round's staging: retry next round
         miss = false;
-        locked = false;
-        unlock(&r_.locks[set]);
+        excl = false;
+        __threadfence();
+        atomicAnd(word, ~kSetExclusive);
       }
+      const bool locked = shared || excl;
       int err = 0;
       if (fill) err = fill_pages(r_, mask, fill, miss, page, slot, victim, dirty_victim);
       err = __shfl_sync(mask, miss ? err : 0, leader);
@@ -262,11 +302,13 @@ class DeviceArray {
       __syncwarp(mask);
       if (locked) {
         if (err == 0) {
-          reinterpret_cast<volatile uint8_t*>(r_.ref)[slot] = 1;
+          reinterpret_cast<volatile uint8_t*>(r_.ref)[slot] = 1;  // readers race to set 1: benign
           if (store) reinterpret_cast<volatile uint8_t*>(r_.dirty)[slot] = 1;
         }
         count(r_, miss ? ac_misses : ac_hits, __popc(peers));
-        unlock(&r_.locks[set]);
+        __threadfence();  // release: page bytes, tags, bits before the lock word changes
+        if (excl) atomicAnd(word, ~kSetExclusive);
+        else atomicSub(word, 1u);
       }
       if (!__any_sync(mask, locked) && __any_sync(mask, !done)) __nanosleep(200);  // every set busy: back off
     }
