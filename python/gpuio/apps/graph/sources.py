@@ -109,6 +109,15 @@ def npy_data_offset(path) -> int:
         return f.tell()
 
 
+def _o_direct_ok(path) -> bool:
+    """Whether the file system takes O_DIRECT (tmpfs refuses it at open: then buffered pread is the baseline)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0)))
+        return hasattr(os, "O_DIRECT")
+    except OSError:
+        return False
+
+
 class PreadSource(EdgeSource):
     """The CPU-centric loader: per call, the file units (unit_bytes, the device array's page size for a like
     comparison) covering the frontier's ranges are read with pread and copied to the device."""
@@ -132,7 +141,7 @@ class PreadSource(EdgeSource):
         self.native = False
         if self.device.type == "cuda":
             from ... import _core
-            self.native = bool(_core.cuda_built)
+            self.native = bool(_core.cuda_built) and _o_direct_ok(g.col_path)
 
     def _read(self, key: str, idx: torch.Tensor) -> torch.Tensor:
         path, dtype = self.files[key]
