@@ -57,7 +57,7 @@ def kronecker_edges(scale: int, edgefactor: int, seed: int, device="cpu") -> tup
             d |= jj.int() << bit
         src[lo:lo + k], dst[lo:lo + k] = s, d
     perm = torch.randperm(n, generator=gen, device=device).int()
-    return perm[src.long()], perm[dst.long()]
+    return perm[src], perm[dst]  # int32 indices: no 8-byte copies of the edge list
 
 
 class _Appender:
@@ -102,7 +102,7 @@ def build_csr(out_dir, src: torch.Tensor, dst: torch.Tensor, num_nodes: int, met
     del keep
     directed = s.numel()
     # Vertex ranges of about CHUNK_EDGES directed edges each (from the out-degree histogram).
-    deg = torch.bincount(s.long(), minlength=num_nodes)
+    deg = torch.bincount(s, minlength=num_nodes)  # int32 input: no 8-byte copy of the edge list
     cum = torch.cumsum(deg, 0).cpu()
     bounds = [0]
     target = CHUNK_EDGES
