@@ -59,7 +59,7 @@ struct ArrayCounters {
   uint64_t page_reads = 0;  // pages read from storage
   uint64_t page_writes = 0; // dirty pages written back (eviction or flush)
   uint64_t evictions = 0;   // valid pages replaced
-  uint64_t requests = 0;    // I/O requests issued to the engine
+  uint64_t requests = 0;    // I/O requests: host, one engine batch per round; GPU, one ring request per 16 ids
 };
 
 struct CacheGeometry {
