@@ -16,6 +16,7 @@ _LAZY = {
     "empty": "gpuio.gpu",
     "TensorFile": "gpuio.tensor",
     "FeatureStore": "gpuio.cache",
+    "DeviceArray": "gpuio.device_array",
     "info": "gpuio.sysinfo",
 }
 _SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn"}

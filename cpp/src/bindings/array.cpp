@@ -1,0 +1,114 @@
+// gpuio._core device-array bindings (python/gpuio/device_array.py is the Python face): HostArrayCache (the CPU
+// implementation, always built) and GpuArrayCache (with the CUDA layer). Addresses come validated from Python.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+
+#include "bindings/options.hpp"
+#include "bindings/registry.hpp"
+#include "gpuio/array_cache.hpp"
+
+namespace nb = nanobind;
+
+namespace {
+
+using namespace gpuio;
+
+CacheGeometry geometry(nb::dict given) {
+  nb::dict d = bindings::copy_dict(given);
+  CacheGeometry g;
+  g.n_elems = bindings::take<uint64_t>(d, "n_elems", g.n_elems);
+  g.elem_bytes = bindings::take<uint32_t>(d, "elem_bytes", g.elem_bytes);
+  g.page_bytes = bindings::take<uint32_t>(d, "page_bytes", g.page_bytes);
+  g.block_bytes = bindings::take<uint32_t>(d, "block_bytes", g.block_bytes);
+  g.base_block = bindings::take<int64_t>(d, "base_block", g.base_block);
+  g.sets = bindings::take<uint32_t>(d, "sets", g.sets);
+  g.ways = bindings::take<uint32_t>(d, "ways", g.ways);
+  g.round_pages = bindings::take<uint32_t>(d, "round_pages", g.round_pages);
+  bindings::reject_unknown(d, "array geometry");
+  return g;
+}
+
+nb::dict counters_dict(const ArrayCounters& c) {
+  nb::dict d;
+  d["hits"] = c.hits;
+  d["misses"] = c.misses;
+  d["page_reads"] = c.page_reads;
+  d["page_writes"] = c.page_writes;
+  d["evictions"] = c.evictions;
+  d["requests"] = c.requests;
+  return d;
+}
+
+}  // namespace
+
+GPUIO_BIND(array, 30) {
+  nb::class_<HostArrayCache>(m, "HostArrayCache")
+      .def("__init__",
+           [](HostArrayCache* self, uintptr_t engine_address, nb::dict g) {
+             new (self) HostArrayCache(*reinterpret_cast<Engine*>(engine_address), geometry(g));
+           },
+           nb::arg("engine_address"), nb::arg("geometry"))
+      .def("gather",
+           [](HostArrayCache& c, uintptr_t idx, size_t n, uintptr_t out) {
+             c.gather(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<void*>(out));
+           },
+           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("out_ptr"), nb::call_guard<nb::gil_scoped_release>())
+      .def("scatter",
+           [](HostArrayCache& c, uintptr_t idx, size_t n, uintptr_t vals) {
+             c.scatter(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<const void*>(vals));
+           },
+           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("vals_ptr"), nb::call_guard<nb::gil_scoped_release>())
+      .def("flush", &HostArrayCache::flush, nb::call_guard<nb::gil_scoped_release>())
+      .def("invalidate", &HostArrayCache::invalidate)
+      .def("counters", [](const HostArrayCache& c) { return counters_dict(c.counters()); })
+      .def("reset_counters", &HostArrayCache::reset_counters)
+      .def("error", [](const HostArrayCache&) { return 0; })  // the host path raises at once instead
+      .def("clear_error", [](HostArrayCache&) {})
+      .def("tags", [](const HostArrayCache& c) { return c.tags(); });
+#ifdef GPUIO_HAVE_CUDA
+  nb::class_<GpuArrayCache>(m, "GpuArrayCache")
+      .def("__init__",
+           [](GpuArrayCache* self, uintptr_t engine_address, std::vector<std::vector<uintptr_t>> queues, nb::dict g,
+              uint32_t staging_groups) {
+             CacheGeometry geo = geometry(g);
+             std::vector<QueueRef> qs;
+             for (const auto& q : queues) {  // (shared, tail, index) as gpuio.gpu.GpuPath.queue(i) gives them
+               if (q.size() != 3) throw std::invalid_argument("a queue is (shared, tail, index), got " +
+                                                              std::to_string(q.size()) + " values");
+               QueueRef r;
+               r.shared = reinterpret_cast<GpuQueueShared*>(q[0]);
+               r.tail = reinterpret_cast<uint32_t*>(q[1]);
+               r.index = static_cast<uint32_t>(q[2]);
+               qs.push_back(r);
+             }
+             nb::gil_scoped_release unlocked;
+             new (self) GpuArrayCache(*reinterpret_cast<Engine*>(engine_address), qs, geo, staging_groups);
+           },
+           nb::arg("engine_address"), nb::arg("queues"), nb::arg("geometry"), nb::arg("staging_groups"))
+      .def("gather",
+           [](GpuArrayCache& c, uintptr_t idx, uint64_t n, uintptr_t out, uintptr_t stream) {
+             c.gather(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<void*>(out),
+                      reinterpret_cast<void*>(stream));
+           },
+           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("out_ptr"), nb::arg("stream"))
+      .def("scatter",
+           [](GpuArrayCache& c, uintptr_t idx, uint64_t n, uintptr_t vals, uintptr_t stream) {
+             c.scatter(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<const void*>(vals),
+                       reinterpret_cast<void*>(stream));
+           },
+           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("vals_ptr"), nb::arg("stream"))
+      .def("flush", &GpuArrayCache::flush, nb::call_guard<nb::gil_scoped_release>())
+      .def("invalidate", &GpuArrayCache::invalidate, nb::call_guard<nb::gil_scoped_release>())
+      .def("counters", [](const GpuArrayCache& c) { return counters_dict(c.counters()); })
+      .def("reset_counters", &GpuArrayCache::reset_counters)
+      .def("error", &GpuArrayCache::error)
+      .def("clear_error", &GpuArrayCache::clear_error)
+      .def("tags", &GpuArrayCache::tags)
+      .def("ref_bytes", [](const GpuArrayCache& c) {
+        const ArrayRef& r = c.ref();
+        return nb::bytes(reinterpret_cast<const char*>(&r), sizeof(r));
+      });
+#endif
+}

@@ -1,0 +1,17 @@
+"""BFS, CC and SSSP on an out-of-core CSR graph (issue 12 item 2): the edges and weights live on storage and are
+read through BaM-style device arrays (gpuio.DeviceArray) on the GPU, through TensorFile gathers of the
+frontier's adjacency ranges on the CPU, or through the baselines (pread + copy, np.memmap + copy).
+
+    g = generate_kronecker("g/", scale=20, device="cuda")          # Graph500 Kronecker, or load_edges(...)
+    rp = torch.from_numpy(g.row_ptr).cuda()
+    src = make_source("gpuio-array", g, "cuda", cache_bytes=1 << 30)
+    level, parent, stats = bfs(rp, src, root=choose_root(g, 1))
+    assert not validate_bfs(g, root, level, parent)
+"""
+from .algos import bfs, connected_components, expand, scipy_reference, sssp, validate_bfs
+from .csr import CSRGraph, build_csr, choose_root, generate_kronecker, kronecker_edges, load_edges
+from .sources import SOURCES, make_source
+
+__all__ = ["CSRGraph", "SOURCES", "bfs", "build_csr", "choose_root", "connected_components", "expand",
+           "generate_kronecker", "kronecker_edges", "load_edges", "make_source", "scipy_reference", "sssp",
+           "validate_bfs"]

@@ -1,0 +1,321 @@
+"""`gpuio.DeviceArray`: a BaM-style array of N elements on storage, read (and written) element-wise through a
+page cache — on the GPU (kernels in cpp/include/gpuio/array.cuh) or on the host (the same algorithm,
+HostArrayCache in cpp/include/gpuio/array_cache.hpp).
+
+    a = gpuio.DeviceArray.create("col.npy", n, "int32", cache_bytes=1 << 30)      # or DeviceArray(tf, ...)
+    a[torch.tensor([5, 17, 5], device="cuda")]    # elements, on the array's device
+    a[idx] = vals                                 # cached; written back on eviction or a.flush()
+    a.stats()                                     # hits, misses, hit_rate, page_reads, page_writes, ...
+
+The cache is set-associative (sets x ways pages of page_bytes, page p in set p % sets, CLOCK within the set).
+A warp (the host replays the same 32-access groups) coalesces its misses into one engine request per round;
+on the GPU the engine reads them into host-mapped pinned memory and the waiting warp copies them into the
+cache itself, so no kernel waits on a CUDA call of a host thread. Consistency: one DeviceArray owns its
+blocks while open (single writer; nobody else may write them); writes reach storage on eviction or flush();
+flush/stats/invalidate run between kernels. Kernels of your own take `ref_bytes()` (the C++ ArrayRef, by
+value) and use `gpuio::DeviceArray<T>`.
+"""
+from __future__ import annotations
+
+import errno
+import math
+import os
+
+import numpy as np
+import torch
+
+# Documented defaults (C++ takes what Python passes; array_cache.hpp holds the limits).
+DEFAULTS = {
+    "cache_bytes": 64 << 20,   # page-cache capacity (rounded down to whole sets of pages)
+    "page_bytes": None,        # None: the store's block size; else a power of two of 1..16 blocks
+    "ways": 8,                 # associativity (capped by the number of pages the cache holds)
+    "staging_groups": 256,     # GPU: host-mapped staging areas, one per warp filling at once
+    "round_bytes": 128 << 10,  # a warp fills at most this many bytes of pages per round (>= 1, <= 32 pages):
+                               #   its staging area; pinned staging = staging_groups x round_bytes
+}
+ELEM_BYTES = (1, 2, 4, 8)
+
+
+def _core():
+    from . import _core as core
+
+    return core
+
+
+def _resolve_device(device) -> torch.device:
+    if device is None:
+        try:
+            built = bool(_core().cuda_built)
+        except ImportError:
+            built = False
+        return torch.device("cuda" if built and torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is not a device name (use 'cuda', 'cuda:1' or 'cpu')") from None
+    if dev.type not in ("cuda", "cpu"):
+        raise ValueError(f"device={device!r}: a DeviceArray caches on 'cuda' or 'cpu'")
+    if dev.type == "cuda":
+        if not _core().cuda_built:
+            raise RuntimeError(f"device={device!r} but gpuio was built without the CUDA layer")
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device={device!r} but torch sees no CUDA device")
+    return dev
+
+
+class DeviceArray:
+    """Elements of a TensorFile (flattened, C order) behind a page cache on `device`. See the module doc."""
+
+    def __init__(self, source, cache_bytes: int = DEFAULTS["cache_bytes"], *, page_bytes: int | None = None,
+                 ways: int = DEFAULTS["ways"], device=None, staging_groups: int = DEFAULTS["staging_groups"]):
+        from .tensor import TensorFile
+
+        if not isinstance(source, TensorFile):
+            raise TypeError(f"source must be a gpuio.TensorFile, got {type(source).__name__}")
+        self.file = source
+        self.dtype = source.dtype
+        self.torch_dtype = source.torch_dtype
+        if self.dtype.itemsize not in ELEM_BYTES:
+            raise ValueError(f"dtype {self.dtype} has {self.dtype.itemsize}-byte elements; DeviceArray takes "
+                             f"{', '.join(map(str, ELEM_BYTES))}-byte elements")
+        bs = source.block_size
+        page_bytes = bs if page_bytes is None else page_bytes
+        if not isinstance(page_bytes, int) or page_bytes < bs or page_bytes & (page_bytes - 1) or page_bytes > 16 * bs:
+            raise ValueError(f"page_bytes={page_bytes!r} must be a power of two of 1..16 blocks of {bs} bytes")
+        if not isinstance(cache_bytes, int) or cache_bytes < page_bytes:
+            raise ValueError(f"cache_bytes={cache_bytes!r} must be an int >= page_bytes={page_bytes}")
+        if not isinstance(ways, int) or not 1 <= ways <= 255:
+            raise ValueError(f"ways={ways!r} must be an int in [1, 255]")
+        if not isinstance(staging_groups, int) or staging_groups < 1:
+            raise ValueError(f"staging_groups={staging_groups!r} must be an int >= 1")
+        self.device = _resolve_device(device)
+        slots = cache_bytes // page_bytes
+        self.ways = min(ways, slots)
+        self.sets = slots // self.ways
+        self.page_bytes = page_bytes
+        self.cache_bytes = self.sets * self.ways * page_bytes
+        self.n = math.prod(source.shape)
+        self.round_pages = max(1, min(32, DEFAULTS["round_bytes"] // page_bytes))
+        self.geometry = dict(n_elems=self.n, elem_bytes=self.dtype.itemsize, page_bytes=page_bytes, block_bytes=bs,
+                             base_block=source.data_offset // bs, sets=self.sets, ways=self.ways,
+                             round_pages=self.round_pages)
+        eng = source.engine
+        if self.device.type == "cuda":
+            from . import gpu
+
+            with torch.cuda.device(self.device):
+                path = eng._gpu if eng._gpu is not None else gpu.attach(eng)
+                queues = [list(path.queue(i)) for i in range(path.options["queues"])]
+                self._c = _core().GpuArrayCache(eng._core._address, queues, self.geometry, staging_groups)
+        else:
+            self._c = _core().HostArrayCache(eng._core._address, self.geometry)
+        self._closed = False
+
+    # -- construction ---------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path, n: int, dtype="float32", cache_bytes: int = DEFAULTS["cache_bytes"], *,
+               block_size: int = 4096, page_bytes: int | None = None, fill=None, **options) -> "DeviceArray":
+        """A new array file of n elements (zeros, or `fill`: an array-like of n values written first)."""
+        from .tensor import TensorFile
+
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n={n!r} must be an int >= 1")
+        array_opts = {k: options.pop(k) for k in ("ways", "device", "staging_groups") if k in options}
+        tf = TensorFile.create(path, (int(n),), dtype, block_size=block_size, **options)
+        if fill is not None:
+            vals = np.ascontiguousarray(fill, dtype=tf.dtype).reshape(-1)
+            if vals.size != n:
+                raise ValueError(f"fill has {vals.size} values, the array {n}")
+            write_raw(tf, vals)
+        tf.close()
+        pad_to_pages(path, page_bytes or block_size)
+        return cls.open(path, "r+", cache_bytes, block_size=block_size, page_bytes=page_bytes, **array_opts, **options)
+
+    @classmethod
+    def open(cls, path, mode: str = "r", cache_bytes: int = DEFAULTS["cache_bytes"], *, block_size: int = 4096,
+             page_bytes: int | None = None, ways: int = DEFAULTS["ways"], device=None,
+             staging_groups: int = DEFAULTS["staging_groups"], **engine_options) -> "DeviceArray":
+        """Open an array file (a TensorFile); mode "r+" allows writes (the file is then padded to whole pages)."""
+        from .tensor import TensorFile
+
+        if mode == "r+":
+            pad_to_pages(path, page_bytes or block_size)
+        tf = TensorFile.open(path, mode, block_size=block_size, **engine_options)
+        try:
+            return cls(tf, cache_bytes, page_bytes=page_bytes, ways=ways, device=device, staging_groups=staging_groups)
+        except BaseException:
+            tf.close()
+            raise
+
+    # -- access ---------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return (f"gpuio.DeviceArray({self.file.path!r}, n={self.n}, dtype={self.dtype}, device={self.device}, "
+                f"cache {self.sets} sets x {self.ways} ways x {self.page_bytes} B)")
+
+    def _idx(self, idx) -> torch.Tensor:
+        if self._closed:
+            raise ValueError("DeviceArray is closed")
+        if isinstance(idx, np.ndarray):
+            idx = torch.from_numpy(idx)
+        elif not isinstance(idx, torch.Tensor):
+            idx = torch.as_tensor(idx)
+        if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
+            raise TypeError(f"indices must be integers, got dtype {idx.dtype}")
+        idx = idx.reshape(-1).to(self.device, torch.int64).contiguous()
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.n):
+            raise IndexError(f"indices must lie in [0, {self.n}), got min {int(idx.min())}, max {int(idx.max())}")
+        return idx
+
+    def _check(self) -> None:
+        err = self._c.error()
+        if err == 0:
+            return
+        self._c.clear_error()
+        if err == errno.ERANGE:
+            raise IndexError(f"{self!r}: a kernel accessed an element outside [0, {self.n})")
+        raise OSError(err, f"{self!r}: a page read or write-back failed ({os.strerror(err)}); engine: "
+                           f"{self.file.engine.stats().get('gpu_last_error', '')}")
+
+    def gather(self, idx, *, check: bool = True) -> torch.Tensor:
+        """Elements idx (any integer array/tensor, duplicates allowed) as a tensor on the array's device.
+        GPU: ordered on torch's current stream; check=True waits for it and raises a failed read."""
+        idx = self._idx(idx)
+        out = torch.empty(idx.numel(), dtype=self.torch_dtype, device=self.device)
+        if idx.numel() == 0:
+            return out
+        if self.device.type == "cuda":
+            stream = torch.cuda.current_stream(self.device)
+            self._c.gather(idx.data_ptr(), idx.numel(), out.data_ptr(), stream.cuda_stream)
+            if check:
+                stream.synchronize()
+                self._check()
+        else:
+            self._c.gather(idx.data_ptr(), idx.numel(), out.data_ptr())
+        return out
+
+    def scatter(self, idx, vals, *, check: bool = True) -> None:
+        """a[idx] = vals (cached, dirty until evicted or flushed). With duplicate indices one value wins."""
+        if not self.file.writable:
+            raise ValueError(f"{self.file.path} is open read-only; open it with mode='r+'")
+        idx = self._idx(idx)
+        vals = torch.as_tensor(vals)
+        if vals.numel() != idx.numel():
+            raise ValueError(f"{vals.numel()} values for {idx.numel()} indices")
+        vals = vals.reshape(-1).to(self.device, self.torch_dtype).contiguous()
+        if idx.numel() == 0:
+            return
+        if self.device.type == "cuda":
+            stream = torch.cuda.current_stream(self.device)
+            self._c.scatter(idx.data_ptr(), idx.numel(), vals.data_ptr(), stream.cuda_stream)
+            if check:
+                stream.synchronize()
+                self._check()
+        else:
+            self._c.scatter(idx.data_ptr(), idx.numel(), vals.data_ptr())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, (int, np.integer)):
+            i = int(idx) + (self.n if idx < 0 else 0)
+            return self.gather(torch.tensor([i]))[0].item()
+        if isinstance(idx, slice):
+            idx = torch.arange(*idx.indices(self.n))
+        return self.gather(idx)
+
+    def __setitem__(self, idx, vals) -> None:
+        if isinstance(idx, (int, np.integer)):
+            idx = [int(idx) + (self.n if idx < 0 else 0)]
+            vals = [vals]
+        elif isinstance(idx, slice):
+            idx = torch.arange(*idx.indices(self.n))
+        self.scatter(idx, vals)
+
+    # -- cache control --------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write every dirty page back (they stay cached, clean); GPU: waits for the device first."""
+        if self._closed:
+            raise ValueError("DeviceArray is closed")
+        self._c.flush()
+        self._check()
+
+    def invalidate(self) -> None:
+        """Drop every cached page (unflushed writes are lost: flush() first to keep them)."""
+        self._c.invalidate()
+
+    def stats(self) -> dict:
+        """hits, misses (element accesses), hit_rate, page_reads, page_writes, evictions, requests."""
+        s = dict(self._c.counters())
+        total = s["hits"] + s["misses"]
+        s["hit_rate"] = s["hits"] / total if total else 0.0
+        s.update(device=str(self.device), cache_bytes=self.cache_bytes, sets=self.sets, ways=self.ways,
+                 page_bytes=self.page_bytes, round_pages=self.round_pages)
+        return s
+
+    def reset_stats(self) -> None:
+        self._c.reset_counters()
+
+    def cached_pages(self) -> list[int]:
+        """Page held by each cache slot (slot = set * ways + way), -1 where empty."""
+        return list(self._c.tags())
+
+    def ref_bytes(self) -> bytes:
+        """GPU: the C++ gpuio::ArrayRef (by value) for kernels of your own using gpuio::DeviceArray<T>."""
+        if self.device.type != "cuda":
+            raise ValueError("ref_bytes() exists for a DeviceArray on a CUDA device")
+        return self._c.ref_bytes()
+
+    def close(self, flush: bool = True) -> None:
+        """Flush (unless flush=False), free the cache, close the file. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if flush and self.file.writable:
+                self.flush()
+        finally:
+            self._closed = True
+            self._c = None
+            self.file.close()
+
+    def __enter__(self) -> "DeviceArray":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def pad_to_pages(path, page_bytes: int) -> None:
+    """Extend a TensorFile so its data ends on a whole page (pages past the data read as zeros)."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+        offset = f.tell()
+    nbytes = math.prod(shape) * dtype.itemsize
+    need = offset + max(page_bytes, -(-nbytes // page_bytes) * page_bytes)
+    if os.path.getsize(path) < need:
+        os.truncate(path, need)
+
+
+def write_raw(tf, values: np.ndarray, start: int = 0) -> None:
+    """Write flat `values` into TensorFile tf from element `start` on (block-aligned chunks through the engine;
+    used to fill large arrays without a per-row scatter)."""
+    item = tf.dtype.itemsize
+    bs = tf.block_size
+    flat = np.ascontiguousarray(values, dtype=tf.dtype).reshape(-1)
+    if (start * item) % bs:
+        raise ValueError(f"start={start} must fall on a block boundary ({bs // item} elements)")
+    chunk = (64 << 20) // bs * bs
+    raw = flat.view(np.uint8)
+    first = tf.data_offset // bs + start * item // bs
+    for lo in range(0, raw.size, chunk):
+        part = raw[lo:lo + chunk]
+        nblk = -(-part.size // bs)
+        buf = np.zeros(nblk * bs, np.uint8)
+        buf[:part.size] = part
+        if part.size % bs and lo + chunk >= raw.size:  # keep what follows the last element in its block
+            tail = np.empty(bs, np.uint8)
+            tf.engine.read(np.array([first + lo // bs + nblk - 1], np.int64), tail)
+            buf[part.size:] = tail[part.size % bs:]
+        tf.engine.write(np.arange(first + lo // bs, first + lo // bs + nblk, dtype=np.int64), buf)
