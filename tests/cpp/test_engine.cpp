@@ -44,7 +44,7 @@ static void check_roundtrip(Engine& e, uint64_t seed, size_t n, size_t misalign)
     used[b] = true;
     blocks[i] = b;
   }
-  uint32_t bs = e.options().block_bytes;
+  uint32_t bs = e.options().block_size;
   HostBuffer src(n * bs, misalign), dst(n * bs, misalign);
   for (size_t i = 0; i < n * bs; ++i) src.ptr[i] = static_cast<uint8_t>(rng());
   e.write(blocks.data(), n, src.ptr);
@@ -122,7 +122,7 @@ TEST(Engine, BadInputIsNamedAndTouchesNothing) {
   blocks[2] = -1;
   EXPECT_THROW(e->read(blocks.data(), 3, out.ptr), std::out_of_range);
   EngineOptions bad = o;
-  bad.block_bytes = 3000;
+  bad.block_size = 3000;
   EXPECT_THROW(Engine::create(bad), std::invalid_argument);
   bad = o;
   bad.queue_depth = 0;
