@@ -21,6 +21,8 @@ import struct
 import numpy as np
 import torch
 
+from gpuio._index import check_ids
+
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
 # Engine workers for a table unless engine_options name them. The engine's own default for one device is
 # CAM's ceil(N/2) = 1, but one queue does not reach a single disk's 4 KiB random-read rate on the GPU
@@ -109,8 +111,8 @@ class TensorFile:
     # -- construction -----------------------------------------------------------------------------
     @staticmethod
     def _check_block_size(block_size: int) -> None:
-        if not isinstance(block_size, int) or block_size < 512 or block_size & (block_size - 1):
-            raise ValueError(f"block_size must be a power of two >= 512, got {block_size!r}")
+        from gpuio.engine import check_option  # the engine's own range check (C++), not a copy of it
+        check_option("block_size", block_size)
 
     @classmethod
     def create(cls, path, shape, dtype="float32", block_size: int = 4096, **engine_options) -> "TensorFile":
@@ -199,17 +201,9 @@ class TensorFile:
 
     # -- planning ------------------------------------------------------------------------------------
     def _index(self, idx) -> torch.Tensor:
-        if isinstance(idx, np.ndarray):
-            idx = torch.from_numpy(idx)
-        elif not isinstance(idx, torch.Tensor):
-            idx = torch.as_tensor(idx, dtype=torch.long)
-        if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
-            raise TypeError(f"row index must be an integer tensor, got dtype {idx.dtype}")
-        idx = idx.long().flatten()
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
-            raise IndexError(f"row ids must lie in [0, {self.num_rows}), got min {int(idx.min())}, "
-                             f"max {int(idx.max())}")
-        return idx
+        """Row ids as a flat int64 tensor (on idx's device), checked by gpuio._index.check_ids."""
+        idx = check_ids(idx, "row ids", upper=self.num_rows)
+        return (idx if isinstance(idx, torch.Tensor) else torch.from_numpy(idx)).flatten()
 
     def _plan(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Distinct blocks holding `rows` (sorted, data-relative) and each row's element offset in the

@@ -11,15 +11,16 @@ import torch
 from torch_geometric.data import FeatureStore as PygFeatureStore
 from torch_geometric.data import TensorAttr
 
+from gpuio._index import check_ids
+
 
 def _rows(index, num_rows: int) -> torch.Tensor | None:
     if index is None:
         return None
     if isinstance(index, slice):
         return torch.arange(num_rows)[index]
-    if isinstance(index, np.ndarray):
-        index = torch.from_numpy(index)
-    return torch.as_tensor(index)
+    index = check_ids(index, "index", upper=num_rows)
+    return index if isinstance(index, torch.Tensor) else torch.from_numpy(index)
 
 
 class FeatureStore(PygFeatureStore):
