@@ -15,6 +15,7 @@ import atexit
 import collections
 import os
 import sys
+import threading
 import weakref
 from typing import Any, Iterable
 
@@ -133,6 +134,7 @@ class Engine:
         self.block_size = self._core.block_size
         self.backend = backend
         self._inflight: collections.deque[Handle] = collections.deque()
+        self._inflight_lock = threading.Lock()
         self._gpu = None  # the CUDA layer's stream-ordered path, created on first use
         _open_engines.add(self)
 
@@ -158,10 +160,11 @@ class Engine:
         data = data_buffer(buf, n * self.block_size, writable=(op == READ), name=name)
         if ids.kind == _buffers.DEVICE or data.kind == _buffers.DEVICE:
             return self._gpu_submit(op, ids, data, n, buf)
-        while self._inflight and self._inflight[0].done():
-            self._inflight.popleft()
         h = Handle(self._core.submit(op, ids.ptr, n, data.ptr, 0), (ids.owner, data.owner), buf)
-        self._inflight.append(h)
+        with self._inflight_lock:  # submitters in several threads: check-then-pop must not interleave
+            while self._inflight and self._inflight[0].done():
+                self._inflight.popleft()
+            self._inflight.append(h)
         return h
 
     def _gpu_submit(self, op, ids, data, n, buf) -> Handle:
