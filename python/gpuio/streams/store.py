@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import warnings
 
 import numpy as np
 
 from . import chain
 from .buffers import BufferPool, aligned_empty
-from .format import SBLOCK_BYTES_MAX, TRAILER_BYTES, StreamStoreCorrupt, Superblock, blocks_for
+from .format import SBLOCK_BYTES_MAX, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock, blocks_for
 from .freepool import FreePool
 from .reader import StreamReader
 from .serializer import decode
@@ -128,6 +129,8 @@ class StreamStore:
         self._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
         self._table.load(region)
         del region
+        for msg in self._table.damaged:  # check() raises on them too
+            warnings.warn(f"{self._engine.paths}: {msg}", StreamStoreWarning, stacklevel=3)
         self._pool = FreePool(sb.total_blocks, sb.data_start)
         ids = self._table.live_ids()
         chain.walk(self._engine, sb, ((i, self._table.entries[i]) for i in ids),
