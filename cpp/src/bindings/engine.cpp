@@ -2,12 +2,14 @@
 // buffers and hands raw addresses here; options, their defaults and their checks live in C++. Waits and submissions release the GIL.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
 #include <set>
 
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
+#include "gpuio/crc32c.hpp"
 #include "gpuio/engine.hpp"
 
 namespace nb = nanobind;
@@ -142,6 +144,14 @@ struct Holder {
 }  // namespace
 
 GPUIO_BIND(engine, 10) {
+  m.def("crc32c",
+        [](nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data, uint32_t crc) {
+          nb::gil_scoped_release unlocked;
+          return crc32c(data.data(), data.size(), crc);
+        },
+        nb::arg("data"), nb::arg("crc") = 0,
+        "CRC-32C of a 1-D contiguous uint8 buffer, continuing crc (SSE4.2 where the CPU has it).");
+  m.def("crc32c_hardware", &crc32c_hardware);
   m.def("engine_defaults", &engine_defaults, "Default of every gpuio.Engine keyword (from EngineOptions).");
   m.def("engine_option_ranges", [] {
     nb::dict d;
