@@ -139,12 +139,13 @@ def _stamp_pack(out, offset: int, magic: int, page: int, seq: int, uuid: int, bo
 
 
 def _stamp_unpack(buf, offset: int, magic: int, page: int, uuid: int):
-    """None: not a stamp of this page and store (never written, or from another format or page); "bad": a
-    stamp of ours that fails its own CRC (its magic or the store's uuid is there, yet a bit changed: a
-    damaged sector, since sectors are written whole and no tear makes one); else (seq, body_crc)."""
+    """None: not a stamp of this page and store (never written: zeros, since formatting zeroes the table
+    region; or a whole stamp of another page or format); "bad": anything else that fails the stamp's own CRC
+    (a damaged sector: sectors are written whole, so no tear makes one); else (seq, body_crc)."""
     m, pg, seq, uid, bcrc, scrc = _STAMP.unpack_from(buf, offset)
-    if scrc != zlib.crc32(bytes(buf[offset:offset + 28])):
-        return "bad" if (m == magic or uid == uuid) else None
+    raw = bytes(buf[offset:offset + 28])
+    if scrc != zlib.crc32(raw):
+        return None if scrc == 0 and not any(raw) else "bad"
     if m != magic or pg != page or uid != uuid:
         return None
     return seq, bcrc

@@ -113,6 +113,11 @@ class StreamStore:
         self._engine.read(np.zeros(1, dtype=np.int64), head)
         if not head.any():  # a fresh (all-zero) device: format it; the uuid disowns any older table pages
             sb = Superblock.plan(bb, total, streams_max, secrets.randbits(63) + 1)
+            # Zero the table region first: a table stamp that is neither zeros nor intact is then damage,
+            # never leftovers of whatever the device held before (see format.page_unpack).
+            zeros = aligned_empty((sb.data_start - sb.table_start) * bb)
+            zeros[:] = 0
+            self._engine.write(np.arange(sb.table_start, sb.data_start, dtype=np.int64), zeros)
             head[:] = 0
             raw = sb.pack()
             head[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
