@@ -59,6 +59,13 @@ class StreamHandle:
 
 
 class StreamStore:
+    """SSDStreamer's stream store (see the module docstring).
+
+    Thread safety: every public method may be called from any thread; one re-entrant lock serialises the
+    calls (an I/O wait inside one call holds it). A StreamHandle belongs to its store and may be passed
+    between threads, but two threads interleaving writes to one stream get an interleaved stream. One
+    process per device set: the engine's exclusive flock (``lock=True``) refuses a second opener."""
+
     def __init__(self, path_or_paths, sblock_bytes: int = DEFAULTS["sblock_bytes"],
                  prefetch_depth: int = DEFAULTS["prefetch_depth"],
                  buffer_pool_bytes: int = DEFAULTS["buffer_pool_bytes"], *,
