@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from ..engine import DEFAULTS as ENGINE_DEFAULTS
 from . import chain
 from .buffers import BufferPool, aligned_empty
 from .format import SBLOCK_BYTES_MAX, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock, blocks_for
@@ -35,7 +36,7 @@ DEFAULTS = {
     "buffer_pool_bytes": 64 << 20,    # all open streams' buffers together
     "create_bytes": 1 << 30,          # size of the file(s) created when the path does not exist
     "streams_max": 1 << 17,           # stream ids in the table (fixed when the store is formatted)
-    "block_size": 4096,               # engine block size (fixed when the store is formatted)
+    "block_size": ENGINE_DEFAULTS["block_size"],  # engine block size (fixed when the store is formatted)
     "durable": True,                  # close/destroy return after an engine sync(); False: the OS decides
     "checksum_payload": True,         # CRC-32C of each sblock's payload, verified on read (metadata always has
                                       #   CRCs); cost vs read throughput: benchmarks/streams_bench.py
