@@ -1,6 +1,6 @@
 """Striped block locks for read-modify-write of shared blocks (TensorFile.scatter) with lock-free readers.
 
-Writers take the locks of the stripes their blocks fall in (block id % STRIPES), in ascending order (no
+Writers take the locks of the stripes their blocks fall in (block id mod STRIPES), in ascending order (no
 deadlock), and bump each stripe's version to odd before writing and back to even after: two scatters
 touching the same block are serialised, so rows that share a block never lose each other's writes.
 Readers take no lock (a data loader's gathers stay parallel): they note the versions of their stripes
@@ -21,13 +21,17 @@ READ_TRIES = 8     # optimistic reads before a reader locks out writers
 
 class BlockLocks:
     def __init__(self, stripes: int = STRIPES):
+        if stripes < 1 or stripes & (stripes - 1):
+            raise ValueError(f"stripes must be a power of two, got {stripes}")
         self._locks = [threading.Lock() for _ in range(stripes)]
         self._version = np.zeros(stripes, dtype=np.int64)
         self.stripes = stripes
 
     def stripes_of(self, blocks) -> np.ndarray:
         """Sorted distinct stripes of the (int64, NumPy or CPU torch) block ids."""
-        return np.unique(np.asarray(blocks, dtype=np.int64) % self.stripes)
+        hit = np.zeros(self.stripes, dtype=np.bool_)
+        hit[np.asarray(blocks, dtype=np.int64) & (self.stripes - 1)] = True  # O(n), no sort: gathers pay this
+        return np.flatnonzero(hit)
 
     @contextmanager
     def writing(self, stripes: np.ndarray):
