@@ -94,7 +94,8 @@ class TensorFile:
     share a block never lose each other's writes); gathers take no lock and re-read when a scatter
     overlapped them, so every row a gather returns is one some scatter wrote whole (or the initial
     value), never a mix. Concurrent scatters of the *same* row land in an unspecified order. close() must
-    not race with other calls. Durability: see sync()."""
+    not race with other calls. The locks belong to this object: two TensorFiles (or processes) writing
+    one file are not coordinated. Durability: see sync()."""
 
     def __init__(self, path, shape, dtype, data_offset, block_size, writable, engine_options):
         self.path = os.fspath(path)
@@ -318,11 +319,11 @@ class TensorFile:
     def _consistent(self, blocks: torch.Tensor, start, finish):
         """Run start() (which submits reads of data-relative `blocks`) and return a Prefetch whose wait()
         gives finish(); on a writable file, a read that a scatter overlapped is done again (seqlock)."""
-        handles = start()
         if not self.writable:
-            return Prefetch(finish, handles)
+            return Prefetch(finish, start())
         stripes = self._locks.stripes_of(blocks.numpy())
-        before = self._locks.snapshot(stripes)
+        before = self._locks.snapshot(stripes)  # before the reads start: a write in between is then seen
+        handles = start()
 
         def checked(tries=1, before=before):
             while not self._locks.unchanged(stripes, before):
