@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ._index import check_ids
+
 HOST, DEVICE = 0, 1
 
 
@@ -28,28 +30,16 @@ def is_tensor(x: Any) -> bool:
 
 
 def block_ids(blocks: Any, name: str = "blocks") -> Buffer:
-    """int64 block ids, contiguous. CUDA tensors stay on the GPU (the GPU layer reads them there)."""
-    if is_tensor(blocks):
-        import torch
-
-        if blocks.dtype != torch.int64:
-            raise TypeError(f"{name} must be int64, got {blocks.dtype}")
-        if blocks.dim() != 1:
-            raise ValueError(f"{name} must be 1-D, got shape {tuple(blocks.shape)}")
-        t = blocks.contiguous()
+    """int64 block ids, 1-D and contiguous, checked by gpuio._index.check_ids (integers only, >= 0). CUDA
+    tensors stay on the GPU (the GPU layer reads them there)."""
+    ids = check_ids(blocks, name)
+    if ids.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(ids.shape)}")
+    if is_tensor(ids):
+        t = ids.contiguous()
         return Buffer(t.data_ptr(), t.numel() * 8, DEVICE if t.is_cuda else HOST, t,
                       t.device.index if t.is_cuda else -1)
-    if isinstance(blocks, np.ndarray):
-        if blocks.dtype != np.int64:
-            raise TypeError(f"{name} must be int64, got {blocks.dtype}")
-        arr = blocks
-    elif isinstance(blocks, (list, tuple, range)):
-        arr = np.asarray(blocks, dtype=np.int64)
-    else:
-        raise TypeError(f"{name} must be an int64 NumPy array or tensor, got {type(blocks).__name__}")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    arr = np.ascontiguousarray(arr)
+    arr = np.ascontiguousarray(ids)
     return Buffer(arr.ctypes.data, arr.nbytes, HOST, arr)
 
 

@@ -4,8 +4,10 @@
         out = np.empty(len(blocks) * 4096, np.uint8)
         eng.read(blocks, out)
 
-Every knob has a documented default (DEFAULTS). Errors name the offending value: ValueError/TypeError/
-IndexError for bad arguments, OSError (errno kept) for failed I/O, naming block, device and offset.
+Every knob's default, range and name come from C++ (EngineOptions, gpuio/engine.hpp): DEFAULTS below is
+read from `_core.engine_defaults()`, and values are checked there, once. Errors name the offending value:
+ValueError/TypeError/IndexError for bad arguments, OSError (errno kept) for failed I/O, naming block,
+device and offset.
 """
 from __future__ import annotations
 
@@ -13,33 +15,27 @@ import atexit
 import collections
 import os
 import sys
+import threading
 import weakref
 from typing import Any, Iterable
 
 from . import _buffers
 from ._buffers import block_ids, data_buffer
 
-# Documented defaults for the keyword options of Engine (C++ limits.hpp holds the same numbers).
-DEFAULTS = {
-    "direct": True,            # O_DIRECT; False goes through the page cache (file systems without O_DIRECT)
-    "writable": True,          # open devices read-write
-    "queue_depth": 128,        # entries per worker ring
-    "staging_bytes": 32 << 20,  # fixed staging pool (unaligned/GPU buffers go through it)
-    "staging_slot_bytes": 128 << 10,
-    "io_bytes_max": 1 << 20,   # contiguous runs are merged up to this many bytes per device request
-    "io_timeout_ms": 60000,
-    "direct_min_bytes": 16 << 10,  # O_DIRECT runs shorter than this go through registered staging (cheaper
-                                   #   than pinning a fresh page per small request on virtual disks); 0: never    # a batch not complete by then raises OSError(ETIMEDOUT)
-    "sqpoll": False,           # uring: kernel thread polls the submission queue
-    "iopoll": False,           # uring: polled completions, only where the device supports it (reported)
-    "posix_threads": 32,       # posix backend: pread/pwrite threads per worker queue
-    "lock": False,             # exclusive flock on every device (single writer; survives kill -9 safely)
-    "lock_wait_ms": 10000,     # how long to wait for another holder's lock before OSError(EWOULDBLOCK)
-    "sim": None,               # backend "sim" (paths are names like "sim0"): dict(preset, device_bytes, paced,
-                               #   backing_dir, channels, write_buffer_pages, seed); GPUIO_SIM env overrides
-    "fault": None,             # fault:<backend>: dict(seed, eio_rate, short_rate, latency_rate, latency_us,
-                               #   torn_write_rate, disappear_after, disappear_device, bytes_per_s)
-}
+try:
+    from . import _core as _core_module
+except ImportError as e:  # pragma: no cover - a source checkout without the compiled module
+    raise ImportError(f"gpuio's compiled core (gpuio._core) is missing: build it (scripts/setup.sh) ({e})") from e
+
+# The defaults of every Engine keyword, as C++ sets them (EngineOptions). Read-only by convention.
+DEFAULTS: dict = _core_module.engine_defaults()
+
+
+def check_option(name: str, value: int) -> None:
+    """Raise ValueError (TypeError for a non-int) naming `name` when `value` is outside that engine knob's
+    range: the engine's own C++ check, for layers above that take the same knob (TensorFile's block_size)."""
+    _core_module.check_engine_option(name, value)
+
 
 READ, WRITE = 0, 1
 
@@ -58,9 +54,7 @@ def _close_open_engines() -> None:
 
 
 def _core():
-    from . import _core as core  # the compiled module; imported here so errors say what is missing
-
-    return core
+    return _core_module
 
 
 class Handle:
@@ -85,32 +79,62 @@ class Handle:
 
 
 class Engine:
-    """CPU-managed I/O engine over one device or RAID-0 stripes of several (files or block devices)."""
+    """CPU-managed I/O engine over one device or RAID-0 stripes of several (files or block devices).
 
-    def __init__(self, paths: str | os.PathLike | Iterable[str | os.PathLike], block_size: int = 4096,
-                 stripe_bytes: int = 65536, backend: str = "uring", workers: int | None = None, **options: Any):
+    Keywords (defaults from C++ EngineOptions; ranges checked there, ValueError naming the option):
+      block_size          bytes per logical block, a power of two >= every device's logical block size
+      stripe_bytes        RAID-0 stripe unit over several paths (a multiple of block_size)
+      backend             "uring" | "posix" | "sim" | "fault:<backend>"
+      workers             worker threads; 0 (or None): dynamic between ceil(N/4) and ceil(N/2) for N devices
+      queue_depth         entries per worker ring
+      staging_bytes       fixed staging pool (unaligned/GPU buffers and short direct runs go through it)
+      staging_slot_bytes  one staging slot
+      io_bytes_max        contiguous runs are merged up to this many bytes per device request
+      io_timeout_ms       a batch not complete by then raises OSError(ETIMEDOUT)
+      direct_min_bytes    O_DIRECT runs shorter than this go through registered staging (cheaper than pinning
+                          a fresh page per small request on virtual disks); 0: never
+      direct              O_DIRECT; False goes through the page cache (file systems without O_DIRECT)
+      writable            open devices read-write
+      sqpoll, iopoll      uring: kernel submission polling; polled completions where the device supports it
+      posix_threads       posix backend: pread/pwrite threads per worker queue
+      lock                exclusive flock on every device (single writer; survives kill -9 safely)
+      lock_wait_ms        how long to wait for another holder's lock before OSError(EWOULDBLOCK)
+      sim                 backend "sim" (paths are names like "sim0"): dict(preset, device_bytes, paced,
+                          backing_dir, channels, write_buffer_pages, seed); GPUIO_SIM env overrides
+      fault               backend "fault:<backend>": dict(seed, eio_rate, short_rate, latency_rate, latency_us,
+                          torn_write_rate, disappear_after, disappear_device, bytes_per_s)
+
+    Thread safety: any thread may submit, wait, read, write and sync concurrently (batches are independent;
+    the C++ engine serialises what it must). Batches that write the same blocks concurrently land in an
+    unspecified order. close() must not race with calls still being made on the engine.
+    """
+
+    def __init__(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *,
+                 block_size: int = DEFAULTS["block_size"], stripe_bytes: int = DEFAULTS["stripe_bytes"],
+                 backend: str = DEFAULTS["backend"], workers: int | None = DEFAULTS["workers"],
+                 queue_depth: int = DEFAULTS["queue_depth"], staging_bytes: int = DEFAULTS["staging_bytes"],
+                 staging_slot_bytes: int = DEFAULTS["staging_slot_bytes"], io_bytes_max: int = DEFAULTS["io_bytes_max"],
+                 io_timeout_ms: int = DEFAULTS["io_timeout_ms"], direct_min_bytes: int = DEFAULTS["direct_min_bytes"],
+                 direct: bool = DEFAULTS["direct"], writable: bool = DEFAULTS["writable"], sqpoll: bool = DEFAULTS["sqpoll"],
+                 iopoll: bool = DEFAULTS["iopoll"], posix_threads: int = DEFAULTS["posix_threads"],
+                 lock: bool = DEFAULTS["lock"], lock_wait_ms: int = DEFAULTS["lock_wait_ms"],
+                 sim: dict | None = None, fault: dict | None = None):
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [os.fspath(p) for p in paths]
         if not paths:
             raise ValueError("paths is empty: give at least one file or block device")
-        unknown = set(options) - set(DEFAULTS)
-        if unknown:
-            raise TypeError(f"unknown Engine option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-        for name, value in (("block_size", block_size), ("stripe_bytes", stripe_bytes)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if workers is not None and (not isinstance(workers, int) or workers < 1):
-            raise ValueError(f"workers must be None (dynamic) or an int >= 1, got {workers!r}")
-        opts = dict(DEFAULTS, **options)
-        if opts["fault"] is not None and not backend.startswith("fault:"):
-            raise ValueError(f"fault options given but backend={backend!r}; use backend='fault:{backend}'")
-        opts.update(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers or 0)
-        self._core = _core().EngineCore(paths, opts)
+        opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
+                    queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
+                    io_bytes_max=io_bytes_max, io_timeout_ms=io_timeout_ms, direct_min_bytes=direct_min_bytes,
+                    direct=direct, writable=writable, sqpoll=sqpoll, iopoll=iopoll, posix_threads=posix_threads,
+                    lock=lock, lock_wait_ms=lock_wait_ms, sim=sim, fault=fault)
+        self._core = _core_module.EngineCore(paths, opts)
         self.paths = paths
-        self.block_size = block_size
+        self.block_size = self._core.block_size
         self.backend = backend
         self._inflight: collections.deque[Handle] = collections.deque()
+        self._inflight_lock = threading.Lock()
         self._gpu = None  # the CUDA layer's stream-ordered path, created on first use
         _open_engines.add(self)
 
@@ -136,10 +160,11 @@ class Engine:
         data = data_buffer(buf, n * self.block_size, writable=(op == READ), name=name)
         if ids.kind == _buffers.DEVICE or data.kind == _buffers.DEVICE:
             return self._gpu_submit(op, ids, data, n, buf)
-        while self._inflight and self._inflight[0].done():
-            self._inflight.popleft()
         h = Handle(self._core.submit(op, ids.ptr, n, data.ptr, 0), (ids.owner, data.owner), buf)
-        self._inflight.append(h)
+        with self._inflight_lock:  # submitters in several threads: check-then-pop must not interleave
+            while self._inflight and self._inflight[0].done():
+                self._inflight.popleft()
+            self._inflight.append(h)
         return h
 
     def _gpu_submit(self, op, ids, data, n, buf) -> Handle:

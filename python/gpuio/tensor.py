@@ -19,9 +19,14 @@ import math
 import os
 import stat
 import struct
+import threading
 
 import numpy as np
 import torch
+
+from gpuio._blocklocks import READ_TRIES, BlockLocks
+from gpuio._index import check_ids
+from gpuio._npy import read_header as read_npy_header
 
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
 # Engine workers for a table unless engine_options name them. The engine's own default for one device is
@@ -142,8 +147,15 @@ class TensorFile:
     """Rows of an on-disk .npy tensor, read and written in blocks through `gpuio.Engine`.
     Use `TensorFile.create` / `TensorFile.open` (calling TensorFile(...) directly is refused).
     Indexing is torch-like: `tf[i]`, `tf[a:b:s]`, `tf[idx]` (idx of any shape: result idx.shape + row shape),
-    `tf[idx, ...]` then indexes within rows; `tf[idx] = rows` writes (mode 'r+'). Thread contract: one
-    thread at a time."""
+    `tf[idx, ...]` then indexes within rows; `tf[idx] = rows` writes (mode 'r+').
+
+    Thread safety: gather, prefetch, gather_pages, scatter and sync may be called from any number of
+    threads at once. Scatters that touch the same block are serialised by striped block locks (rows that
+    share a block never lose each other's writes); gathers take no lock and re-read when a scatter
+    overlapped them, so every row a gather returns is one some scatter wrote whole (or the initial
+    value), never a mix. Concurrent scatters of the *same* row land in an unspecified order. close() must
+    not race with other calls. The locks belong to this object: two TensorFiles (or processes) writing
+    one file are not coordinated. Durability: see sync()."""
 
     def __init__(self, *args, **kwargs):
         raise TypeError("TensorFile is not constructed directly: use TensorFile.open(path, mode='r'|'r+') for "
@@ -173,6 +185,8 @@ class TensorFile:
         # where the rows land. H200: to CUDA, sorted reads + a GPU permute ran ~1.5x in-place (see
         # benchmarks/RESULTS.md, "Gather rate"); to the host, in place saves a full copy.
         self.in_place_devices = ("cpu",)
+        self._locks = BlockLocks()  # scatter's read-modify-write of shared blocks; seqlock for gathers
+        self._stats_lock = threading.Lock()
         self._counters = dict(gathers=0, rows_gathered=0, blocks_read=0, scatters=0, rows_scattered=0,
                               blocks_written=0)
         self.direct, self.engine = self._open_engine(engine_options)
@@ -180,8 +194,8 @@ class TensorFile:
     # -- construction -----------------------------------------------------------------------------
     @staticmethod
     def _check_block_size(block_size: int) -> None:
-        if not isinstance(block_size, int) or block_size < 512 or block_size & (block_size - 1):
-            raise ValueError(f"block_size must be a power of two >= 512, got {block_size!r}")
+        from gpuio.engine import check_option  # the engine's own range check (C++), not a copy of it
+        check_option("block_size", block_size)
 
     @classmethod
     def create(cls, path, shape, dtype="float32", block_size: int = 4096, overwrite: bool = False,
@@ -211,12 +225,7 @@ class TensorFile:
         if mode not in ("r", "r+"):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
         cls._check_block_size(block_size)
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, fortran, dtype = read_header(f)
-            offset = f.tell()
+        shape, fortran, dtype, offset = read_npy_header(path)  # refuses what NumPy refuses, and more
         if fortran:
             raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save it C-ordered")
         if offset % block_size or offset < DATA_ALIGN_BYTES:
@@ -262,8 +271,28 @@ class TensorFile:
         s["engine"] = self.engine.stats()
         return s
 
+    def _count(self, **add) -> None:
+        with self._stats_lock:
+            for k, v in add.items():
+                self._counters[k] += v
+
+    def sync(self) -> None:
+        """Make every scatter that has returned durable: fdatasync of the file (or the block device's
+        flush), so it survives a crash or power loss. See README, "Durability"."""
+        self.engine.sync()
+
+    def flush(self) -> None:
+        """Same as sync(): scatter keeps no user-space buffer (its writes have reached the OS or the device
+        when it returns), so the only flush left to do is the durable one."""
+        self.sync()
+
     def close(self) -> None:
-        self.engine.close()
+        """sync() when opened writable (so a closed file's rows are durable), then stop the engine."""
+        try:
+            if self.writable and not self.engine.closed:
+                self.sync()
+        finally:
+            self.engine.close()
 
     def __enter__(self):
         return self
@@ -302,17 +331,9 @@ class TensorFile:
 
     # -- planning ------------------------------------------------------------------------------------
     def _index(self, idx) -> torch.Tensor:
-        if isinstance(idx, np.ndarray):
-            idx = torch.from_numpy(idx)
-        elif not isinstance(idx, torch.Tensor):
-            idx = torch.as_tensor(idx, dtype=torch.long)
-        if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
-            raise TypeError(f"row index must be an integer tensor, got dtype {idx.dtype}")
-        idx = idx.long().flatten()
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
-            raise IndexError(f"row ids must lie in [0, {self.num_rows}), got min {int(idx.min())}, "
-                             f"max {int(idx.max())}")
-        return idx
+        """Row ids as a flat int64 tensor (on idx's device), checked by gpuio._index.check_ids."""
+        idx = check_ids(idx, "row ids", upper=self.num_rows)
+        return (idx if isinstance(idx, torch.Tensor) else torch.from_numpy(idx)).flatten()
 
     def _plan(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Distinct blocks holding `rows` (sorted, data-relative) and each row's element offset in the
@@ -387,20 +408,40 @@ class TensorFile:
         for lo in range(0, ids.size, READ_BLOCKS_MAX):
             hi = min(lo + READ_BLOCKS_MAX, ids.size)
             handles.append(self.engine.read_async(ids[lo:hi], buf[lo * self.block_size:hi * self.block_size]))
-        self._counters["blocks_read"] += ids.size
+        self._count(blocks_read=ids.size)
         return handles
-
-    def _read_blocks(self, blocks: torch.Tensor, pin: bool, device=None):
-        device = torch.device(device) if device is not None else torch.device("cuda" if pin else "cpu")
-        staging = self._buffer(blocks.numel() * self.block_size, device)
-        return staging, self._read_into(blocks, staging)
 
     def prefetch(self, idx) -> Prefetch:
         """Start reading rows `idx`; the handle's wait() returns them on idx.device."""
         device = idx.device if isinstance(idx, torch.Tensor) else torch.device("cpu")
         rows = self._index(idx)
-        self._counters["gathers"] += 1
-        self._counters["rows_gathered"] += rows.numel()
+        self._count(gathers=1, rows_gathered=rows.numel())
+        return self._prefetch_rows(rows, device)
+
+    def _consistent(self, blocks: torch.Tensor, start, finish):
+        """Run start() (which submits reads of data-relative `blocks`) and return a Prefetch whose wait()
+        gives finish(); on a writable file, a read that a scatter overlapped is done again (seqlock)."""
+        if not self.writable:
+            return Prefetch(finish, start())
+        stripes = self._locks.stripes_of(blocks.numpy())
+        before = self._locks.snapshot(stripes)  # before the reads start: a write in between is then seen
+        handles = start()
+
+        def checked(tries=1, before=before):
+            while not self._locks.unchanged(stripes, before):
+                if tries >= READ_TRIES:  # writers keep overlapping: read once with them locked out
+                    with self._locks.writing(stripes):
+                        for h in start():
+                            h.wait()
+                    return finish()
+                before = self._locks.snapshot(stripes)
+                for h in start():
+                    h.wait()
+                tries += 1
+            return finish()
+        return Prefetch(checked, handles)
+
+    def _prefetch_rows(self, rows: torch.Tensor, device) -> Prefetch:
         if rows.numel() == 0 or self.row_bytes == 0:
             empty = torch.zeros((rows.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
             return Prefetch(lambda: empty, [])
@@ -411,12 +452,13 @@ class TensorFile:
             if device.type in self.in_place_devices and torch.unique(rows).numel() == rows.numel():
                 # Distinct whole-block rows: read them in request order straight into the result.
                 out = self._buffer(rows.numel() * self.row_bytes, device)
-                handles = self._read_into(blocks, out)
                 shape = (rows.numel(), *self.shape[1:])
-                return Prefetch(lambda: out.view(self.torch_dtype).view(shape), handles)
+                return self._consistent(blocks, lambda: self._read_into(blocks, out),
+                                        lambda: out.view(self.torch_dtype).view(shape))
         blocks, pos = self._plan(rows)
-        staging, handles = self._read_blocks(blocks, pin=device.type == "cuda", device=device)
-        return Prefetch(lambda: self._extract(staging, pos, device), handles)
+        staging = self._buffer(blocks.numel() * self.block_size, device)
+        return self._consistent(blocks, lambda: self._read_into(blocks, staging),
+                                lambda: self._extract(staging, pos, device))
 
     def reads_in_place(self, device) -> bool:
         """True when reads bound for `device` land in request order (see in_place_devices)."""
@@ -430,7 +472,11 @@ class TensorFile:
         """Pages of `page_rows` consecutive rows, [n, page_rows, ...] on `device`. When a page is exactly
         one block this reads the blocks straight into the result (no per-row cut); rows past the end of
         the table come back as zeros (file padding)."""
-        pages = torch.as_tensor(pages).long().flatten()
+        if isinstance(page_rows, bool) or not isinstance(page_rows, int) or page_rows < 1:
+            raise ValueError(f"page_rows must be an int >= 1, got {page_rows!r}")
+        npages = -(-self.num_rows // page_rows)  # the last page may be partial (its tail reads as zeros)
+        pages = check_ids(pages, "page ids", upper=npages)
+        pages = (pages if isinstance(pages, torch.Tensor) else torch.from_numpy(pages)).flatten()
         device = torch.device(device) if device is not None else pages.device
         if not self.pages_are_blocks(page_rows):
             ids = (pages[:, None] * page_rows + torch.arange(page_rows, device=pages.device)).flatten()
@@ -438,26 +484,24 @@ class TensorFile:
             out = torch.zeros((ids.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
             out[valid.to(device)] = self.gather(ids[valid].cpu()).to(device)
             return out.view(pages.numel(), page_rows, *self.shape[1:])
-        nblocks = -(-self.nbytes // self.block_size)
-        if pages.numel() and (int(pages.min()) < 0 or int(pages.max()) >= nblocks):
-            raise IndexError(f"page ids must lie in [0, {nblocks}), got min {int(pages.min())}, "
-                             f"max {int(pages.max())}")
-        self._counters["gathers"] += 1
-        self._counters["rows_gathered"] += pages.numel() * page_rows
+        self._count(gathers=1, rows_gathered=pages.numel() * page_rows)
         if pages.numel() == 0:
             return torch.zeros((0, page_rows, *self.shape[1:]), dtype=self.torch_dtype, device=device)
-        staging, handles = self._read_blocks(pages.cpu(), pin=device.type == "cuda", device=device)
-        for h in handles:
-            h.wait()
-        return staging.to(device, non_blocking=True).view(self.torch_dtype).view(
-            pages.numel(), page_rows, *self.shape[1:])
+        blocks = pages.cpu()
+        staging = self._buffer(blocks.numel() * self.block_size, device)
+        return self._consistent(blocks, lambda: self._read_into(blocks, staging), lambda: staging.to(
+            device, non_blocking=True).view(self.torch_dtype).view(pages.numel(), page_rows, *self.shape[1:])).wait()
 
     def gather(self, idx) -> torch.Tensor:
         """Rows `idx` (integer tensor/array; duplicates and empty allowed) as a tensor on idx.device."""
         return self.prefetch(idx).wait()
 
     def scatter(self, idx, rows) -> None:
-        """Write `rows` at row ids `idx`; with duplicate ids the last occurrence wins."""
+        """Write `rows` at row ids `idx`; with duplicate ids the last occurrence wins. Values must survive
+        the conversion to the file's dtype unchanged: a value that changes on the cast (1.0000000001 into
+        float32, 2**40 into int32, 1e300 into float32's inf) raises TypeError naming it and its row; NaN
+        stays NaN and is accepted. Cast rows yourself to store them rounded. Safe under concurrent callers
+        (see the class docstring); durable after sync() or close()."""
         if not self.writable:
             raise ValueError(f"{self.path} is open read-only; open it with mode='r+'")
         ids = self._index(idx)
@@ -468,7 +512,8 @@ class TensorFile:
             raise TypeError(f"rows of dtype {vals.dtype} cannot be stored as {self.torch_dtype} without loss")
         if ids.numel() == 0 or self.row_bytes == 0:
             return
-        vals = vals.to("cpu", self.torch_dtype).reshape(ids.numel(), -1)
+        vals = vals.to("cpu").reshape(ids.numel(), -1)
+        vals = self._exact_cast(vals)
         ids = ids.cpu()
         uniq, inv = torch.unique(ids, return_inverse=True)
         last = torch.full((uniq.numel(),), -1, dtype=torch.long).scatter_reduce_(
@@ -477,18 +522,36 @@ class TensorFile:
         blocks, pos = self._plan(ids)
         staging = _aligned_bytes(blocks.numel() * self.block_size, pin=False).zero_()  # padding stays 0
         partial = ~self._fully_covered(ids, blocks)
-        if bool(partial.any()):  # read-modify-write only the blocks the rows do not cover whole
-            old, handles = self._read_blocks(blocks[partial], pin=False)
-            for h in handles:
-                h.wait()
-            staging.view(-1, self.block_size)[partial] = old.view(-1, self.block_size)
         elems = staging.view(self.torch_dtype)
         flat = (pos[:, None] + torch.arange(self.row_elems)).flatten()
-        elems.index_copy_(0, flat, vals.flatten())
         ids_np = (blocks + self._base_block).numpy()
-        for lo in range(0, blocks.numel(), READ_BLOCKS_MAX):
-            hi = min(lo + READ_BLOCKS_MAX, blocks.numel())
-            self.engine.write(ids_np[lo:hi], staging[lo * self.block_size:hi * self.block_size])
-        self._counters.update(scatters=self._counters["scatters"] + 1,
-                              rows_scattered=self._counters["rows_scattered"] + ids.numel(),
-                              blocks_written=self._counters["blocks_written"] + blocks.numel())
+        # Read-modify-write under the blocks' stripe locks: a scatter to other rows of the same block
+        # cannot slip between our read of it and our write of it (that lost writes: issue 16).
+        with self._locks.writing(self._locks.stripes_of(blocks.numpy())):
+            if bool(partial.any()):  # read-modify-write only the blocks the rows do not cover whole
+                old = _aligned_bytes(int(partial.sum()) * self.block_size, pin=False)
+                for h in self._read_into(blocks[partial], old):
+                    h.wait()
+                staging.view(-1, self.block_size)[partial] = old.view(-1, self.block_size)
+            elems.index_copy_(0, flat, vals.flatten())
+            for lo in range(0, blocks.numel(), READ_BLOCKS_MAX):
+                hi = min(lo + READ_BLOCKS_MAX, blocks.numel())
+                self.engine.write(ids_np[lo:hi], staging[lo * self.block_size:hi * self.block_size])
+        self._count(scatters=1, rows_scattered=ids.numel(), blocks_written=blocks.numel())
+
+    def _exact_cast(self, vals: torch.Tensor) -> torch.Tensor:
+        """vals in the file's dtype, or TypeError naming the first value the cast changes ("lossy": it does
+        not come back equal when cast back; NaN counts as equal to NaN)."""
+        out = vals.to(self.torch_dtype)
+        if vals.dtype == self.torch_dtype or vals.dtype == torch.bool:
+            return out
+        back = out.to(vals.dtype)
+        same = back == vals
+        if vals.is_floating_point() or vals.is_complex():
+            same |= torch.isnan(back) & torch.isnan(vals)
+        if not bool(same.all()):
+            bad = torch.nonzero(~same)[0].tolist()
+            raise TypeError(f"rows[{bad[0]}, {bad[1]}] = {vals[bad[0], bad[1]].item()!r} changes to "
+                            f"{out[bad[0], bad[1]].item()!r} when stored as {self.torch_dtype} (lossy); "
+                            f"cast the rows to {self.torch_dtype} yourself to store them rounded")
+        return out

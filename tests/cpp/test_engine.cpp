@@ -7,6 +7,7 @@
 
 #include "engine/controller.hpp"
 #include "engine/layout.hpp"
+#include "gpuio/crc32c.hpp"
 #include "gpuio/engine.hpp"
 #include "test_util.hpp"
 
@@ -44,7 +45,7 @@ static void check_roundtrip(Engine& e, uint64_t seed, size_t n, size_t misalign)
     used[b] = true;
     blocks[i] = b;
   }
-  uint32_t bs = e.options().block_bytes;
+  uint32_t bs = e.options().block_size;
   HostBuffer src(n * bs, misalign), dst(n * bs, misalign);
   for (size_t i = 0; i < n * bs; ++i) src.ptr[i] = static_cast<uint8_t>(rng());
   e.write(blocks.data(), n, src.ptr);
@@ -122,7 +123,7 @@ TEST(Engine, BadInputIsNamedAndTouchesNothing) {
   blocks[2] = -1;
   EXPECT_THROW(e->read(blocks.data(), 3, out.ptr), std::out_of_range);
   EngineOptions bad = o;
-  bad.block_bytes = 3000;
+  bad.block_size = 3000;
   EXPECT_THROW(Engine::create(bad), std::invalid_argument);
   bad = o;
   bad.queue_depth = 0;
@@ -237,4 +238,31 @@ TEST(Engine, SmallDirectRunsGoThroughStagingLargeOnesZeroCopy) {
   bad.paths = {f.path()};
   bad.direct_min_bytes = 1 << 20;  // larger than a staging slot
   EXPECT_THROW(Engine::create(bad), std::invalid_argument);
+}
+
+TEST(Crc32c, KnownVectorsAndContinuation) {
+  const char* v = "123456789";
+  EXPECT_EQ(crc32c(v, 9), 0xE3069283u);
+  EXPECT_EQ(crc32c(v, 0), 0u);
+  std::vector<uint8_t> big(3 * 8192 * 2 + 77);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 131 + (i >> 7));
+  uint32_t whole = crc32c(big.data(), big.size());
+  for (size_t k : {size_t(0), size_t(1), size_t(7), size_t(8192), size_t(3 * 8192 + 5)}) {
+    EXPECT_EQ(crc32c(big.data() + k, big.size() - k, crc32c(big.data(), k)), whole) << k;
+  }
+}
+
+TEST(EngineOptions, RangesNameTheOption) {
+  try {
+    check_option("queue_depth", -1);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "queue_depth=-1 must lie in [1, 4096]");
+  }
+  EXPECT_THROW(check_option("no_such_knob", 1), std::invalid_argument);
+  EngineOptions o;
+  o.paths = {"x"};
+  EXPECT_NO_THROW(validate(o));
+  o.direct_min_bytes = o.staging_slot_bytes + 4096;
+  EXPECT_THROW(validate(o), std::invalid_argument);
 }

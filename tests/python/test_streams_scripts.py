@@ -17,6 +17,9 @@ def test_streams_bench_tiny(tmp_path, capsys):
         # the judged ratio never uses a slower reference than the engine's own raw pass
         assert row["ratio_max"] <= max(row["vs_engine_raw"]) + 1e-9
     assert r["rows"]["read"]["speculation_misses"] == [0, 0]  # a freshly written stream is laid out back to back
+    c = r["checksum"]  # payload CRC-32C on by default; its cost is measured and printed
+    assert c["enabled"] and len(c["read_cost"]) == 2 and min(c["crc32c_MBps"]) > 0
+    assert "payload CRC-32C" in out and "read throughput cost" in out
 
 
 def test_stream_cache_example_tiny(tmp_path, capsys):

@@ -13,9 +13,12 @@
 
 namespace gpuio {
 
+// Every knob has one name, the same in C++ and Python (gpuio.Engine keyword = field name here, backend
+// fields flattened: direct, writable, sqpoll, iopoll, posix_threads, lock, lock_wait_ms); the Python
+// defaults are read from a default-constructed EngineOptions (gpuio._core.engine_defaults()).
 struct EngineOptions {
   std::vector<std::string> paths;
-  uint32_t block_bytes = 4096;        // >= every device's logical block size
+  uint32_t block_size = 4096;         // bytes per logical block; a power of two >= every device's logical block
   uint64_t stripe_bytes = 65536;      // RAID-0 stripe unit (used when there are several devices)
   BackendOptions backend;             // backend.kind: uring | posix | sim | fault:<inner>
   uint32_t workers = 0;               // 0: dynamic between ceil(N/4) and ceil(N/2); else fixed
@@ -26,6 +29,21 @@ struct EngineOptions {
   uint32_t io_timeout_ms = limits::io_timeout_ms_default;
   uint32_t direct_min_bytes = limits::direct_min_bytes_default;  // shorter direct extents are staged; 0: never
 };
+
+// Range of one integer knob (inclusive), by its name. The one place ranges live: check_option() tests a
+// value before it is narrowed into EngineOptions (a Python int of any size), validate() a whole struct.
+struct OptionRange {
+  const char* name;
+  int64_t min;
+  int64_t max;
+};
+const std::vector<OptionRange>& engine_option_ranges();
+// Throws std::invalid_argument "NAME=VALUE must lie in [MIN, MAX]" (block_size: "... a power of two in");
+// std::out_of_range-free: an unknown name is std::invalid_argument too.
+void check_option(const std::string& name, int64_t value);
+// Every range above plus the relations between knobs (io_bytes_max >= block_size, ...). Engine::create
+// calls it; the error text is the same whichever language set the value.
+void validate(const EngineOptions& o);
 
 // Where a batch's data goes to (read) or comes from (write).
 enum class MemKind : uint8_t { host = 0, device = 1 };

@@ -1,13 +1,15 @@
 // gpuio._core.Engine: the C++ engine behind gpuio.Engine (python/gpuio/engine.py), which validates Python
-// buffers and hands raw addresses here. Waits and submissions release the GIL.
+// buffers and hands raw addresses here; options, their defaults and their checks live in C++. Waits and submissions release the GIL.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
 #include <set>
 
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
+#include "gpuio/crc32c.hpp"
 #include "gpuio/engine.hpp"
 
 namespace nb = nanobind;
@@ -48,33 +50,68 @@ SimOptions sim_options(nb::dict d) {
   return s;
 }
 
-// Options arrive as a dict so Python keeps the documented defaults in one place (gpuio/engine.py);
-// any key left over is a typo and is named in the error.
+// Options arrive as a dict of the keywords gpuio.Engine was given (the others keep the C++ defaults);
+// integers are range-checked by gpuio::check_option before narrowing, relations by gpuio::validate in
+// Engine::create, so the error text is C++'s whichever side set the value. Leftover keys are typos.
 EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   nb::dict d = copy_dict(given);
   EngineOptions o;
   o.paths = std::move(paths);
-  o.block_bytes = take<uint32_t>(d, "block_size", o.block_bytes);
-  o.stripe_bytes = take<uint64_t>(d, "stripe_bytes", o.stripe_bytes);
+  auto range = [](const std::string& key, int64_t v) { check_option(key, v); };
+  o.block_size = take<uint32_t>(d, "block_size", o.block_size, range);
+  o.stripe_bytes = take<uint64_t>(d, "stripe_bytes", o.stripe_bytes, range);
   o.backend.kind = take<std::string>(d, "backend", o.backend.kind);
-  o.workers = take<uint32_t>(d, "workers", o.workers);
-  o.queue_depth = take<uint32_t>(d, "queue_depth", o.queue_depth);
-  o.staging_bytes = take<uint64_t>(d, "staging_bytes", o.staging_bytes);
-  o.staging_slot_bytes = take<uint32_t>(d, "staging_slot_bytes", o.staging_slot_bytes);
-  o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max);
-  o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms);
-  o.direct_min_bytes = take<uint32_t>(d, "direct_min_bytes", o.direct_min_bytes);
+  if (d.contains("workers") && d["workers"].is_none()) nb::del(d["workers"]);  // None: dynamic (0)
+  o.workers = take<uint32_t>(d, "workers", o.workers, range);
+  o.queue_depth = take<uint32_t>(d, "queue_depth", o.queue_depth, range);
+  o.staging_bytes = take<uint64_t>(d, "staging_bytes", o.staging_bytes, range);
+  o.staging_slot_bytes = take<uint32_t>(d, "staging_slot_bytes", o.staging_slot_bytes, range);
+  o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max, range);
+  o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms, range);
+  o.direct_min_bytes = take<uint32_t>(d, "direct_min_bytes", o.direct_min_bytes, range);
   o.backend.direct = take<bool>(d, "direct", o.backend.direct);
   o.backend.writable = take<bool>(d, "writable", o.backend.writable);
   o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);
   o.backend.iopoll = take<bool>(d, "iopoll", o.backend.iopoll);
-  o.backend.posix_threads = take<uint32_t>(d, "posix_threads", o.backend.posix_threads);
+  o.backend.posix_threads = take<uint32_t>(d, "posix_threads", o.backend.posix_threads, range);
   o.backend.lock = take<bool>(d, "lock", o.backend.lock);
-  o.backend.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", o.backend.lock_wait_ms);
+  o.backend.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", o.backend.lock_wait_ms, range);
   if (auto s = take_section(d, "sim")) o.backend.sim = sim_options(*s);
-  if (auto f = take_section(d, "fault")) o.backend.fault = fault_options(*f);
+  if (auto f = take_section(d, "fault")) {
+    if (o.backend.kind.rfind("fault:", 0) != 0)
+      throw std::invalid_argument("fault options given but backend='" + o.backend.kind + "'; use backend='fault:" +
+                                  o.backend.kind + "'");
+    o.backend.fault = fault_options(*f);
+  }
   reject_unknown(d, "engine");
   return o;
+}
+
+// The defaults of every gpuio.Engine keyword, read from a default-constructed EngineOptions (KvikIO's
+// way: Python restates none of them). sim and fault are sections, None unless given.
+nb::dict engine_defaults() {
+  EngineOptions o;
+  nb::dict d;
+  d["block_size"] = o.block_size;
+  d["stripe_bytes"] = o.stripe_bytes;
+  d["backend"] = o.backend.kind;
+  d["workers"] = o.workers;
+  d["queue_depth"] = o.queue_depth;
+  d["staging_bytes"] = o.staging_bytes;
+  d["staging_slot_bytes"] = o.staging_slot_bytes;
+  d["io_bytes_max"] = o.io_bytes_max;
+  d["io_timeout_ms"] = o.io_timeout_ms;
+  d["direct_min_bytes"] = o.direct_min_bytes;
+  d["direct"] = o.backend.direct;
+  d["writable"] = o.backend.writable;
+  d["sqpoll"] = o.backend.sqpoll;
+  d["iopoll"] = o.backend.iopoll;
+  d["posix_threads"] = o.backend.posix_threads;
+  d["lock"] = o.backend.lock;
+  d["lock_wait_ms"] = o.backend.lock_wait_ms;
+  d["sim"] = nb::none();
+  d["fault"] = nb::none();
+  return d;
 }
 
 nb::dict stats_dict(const EngineStats& s) {
@@ -107,6 +144,24 @@ struct Holder {
 }  // namespace
 
 GPUIO_BIND(engine, 10) {
+  m.def("crc32c",
+        [](nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data, uint32_t crc) {
+          nb::gil_scoped_release unlocked;
+          return crc32c(data.data(), data.size(), crc);
+        },
+        nb::arg("data"), nb::arg("crc") = 0,
+        "CRC-32C of a 1-D contiguous uint8 buffer, continuing crc (SSE4.2 where the CPU has it).");
+  m.def("crc32c_hardware", &crc32c_hardware);
+  m.def("engine_defaults", &engine_defaults, "Default of every gpuio.Engine keyword (from EngineOptions).");
+  m.def("engine_option_ranges", [] {
+    nb::dict d;
+    for (const OptionRange& r : engine_option_ranges()) d[r.name] = nb::make_tuple(r.min, r.max);
+    return d;
+  });
+  m.def("check_engine_option",
+        [](const std::string& name, nb::handle value) { check_option(name, bindings::int_value(name.c_str(), value)); },
+        nb::arg("name"), nb::arg("value"),
+        "ValueError/TypeError naming the option when value is outside its range (the engine's own check).");
   nb::class_<BatchHandle>(m, "BatchHandle")
       .def("done", &BatchHandle::done)
       .def("wait", &BatchHandle::wait, nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>())
@@ -138,7 +193,7 @@ GPUIO_BIND(engine, 10) {
       // The C++ Engine's address, for the GPU layer (bindings/gpu.cpp) to attach to; valid while this lives.
       .def_prop_ro("_address", [](const Holder& h) { return reinterpret_cast<uintptr_t>(h.engine.get()); })
       .def_prop_ro("total_blocks", [](const Holder& h) { return h->total_blocks(); })
-      .def_prop_ro("block_size", [](const Holder& h) { return h->options().block_bytes; })
+      .def_prop_ro("block_size", [](const Holder& h) { return h->options().block_size; })
       .def_prop_ro("devices",
                    [](const Holder& h) {
                      nb::list l;

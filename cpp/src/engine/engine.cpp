@@ -17,23 +17,8 @@ uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
-  uint32_t bs = o.block_bytes;
-  GPUIO_EXPECT(bs >= limits::block_bytes_min && bs <= limits::block_bytes_max && (bs & (bs - 1)) == 0,
-               "block_size=" + std::to_string(bs) + " must be a power of two in [" +
-                   std::to_string(limits::block_bytes_min) + ", " + std::to_string(limits::block_bytes_max) + "]");
-  GPUIO_EXPECT(o.queue_depth >= 1 && o.queue_depth <= limits::queue_depth_max,
-               "queue_depth=" + std::to_string(o.queue_depth) + " must lie in [1, " +
-                   std::to_string(limits::queue_depth_max) + "]");
-  GPUIO_EXPECT(o.workers <= limits::workers_max,
-               "workers=" + std::to_string(o.workers) + " exceeds workers_max=" + std::to_string(limits::workers_max));
-  GPUIO_EXPECT(o.io_bytes_max >= bs && o.io_bytes_max <= limits::io_bytes_max,
-               "io_bytes_max=" + std::to_string(o.io_bytes_max) + " must lie in [block_size, " +
-                   std::to_string(limits::io_bytes_max) + "]");
-  GPUIO_EXPECT(o.direct_min_bytes <= o.staging_slot_bytes,
-               "direct_min_bytes=" + std::to_string(o.direct_min_bytes) + " exceeds staging_slot_bytes=" +
-                   std::to_string(o.staging_slot_bytes) + " (a staged extent must fit one slot)");
-  GPUIO_EXPECT(o.staging_slot_bytes >= bs, "staging_slot_bytes=" + std::to_string(o.staging_slot_bytes) +
-                                               " is smaller than block_size=" + std::to_string(bs));
+  validate(o);
+  const uint32_t bs = o.block_size;
   backend = make_backend(o.paths, o.backend);
   std::vector<uint64_t> sizes;
   for (size_t i = 0; i < backend->device_count(); ++i) {
@@ -92,7 +77,7 @@ uint32_t EngineImpl::pick_worker(uint32_t device, uint32_t active) {
 }
 
 void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged) {
-  const uint32_t bs = opts.block_bytes;
+  const uint32_t bs = opts.block_size;
   const uint64_t run_max = (staged ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
   const uint32_t active = controller->active();
   const uint64_t small = direct_align != 0 ? opts.direct_min_bytes : 0;  // see limits::direct_min_bytes_default

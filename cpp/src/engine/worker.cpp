@@ -192,7 +192,7 @@ bool Worker::poll_copies() {
 
 void Worker::complete(Inflight& f, int err) {
   if (err != 0) {
-    uint32_t bs = engine_.opts.block_bytes;
+    uint32_t bs = engine_.opts.block_size;
     uint64_t k = f.done / bs;  // blocks fully done before the failure
     Location loc{f.e.device, f.e.offset + k * bs};
     f.e.batch->record_failure({f.e.first_index + k, f.e.first_block + static_cast<int64_t>(k), loc.device,

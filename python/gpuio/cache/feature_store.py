@@ -52,6 +52,13 @@ class Ticket:
 
 
 class FeatureStore:
+    """BaM/GIDS tiered row cache over a row table (see the module docstring).
+
+    Thread safety: not thread-safe. One thread calls in (a data loader's worker); the caches' eviction
+    state and the accumulator are unguarded. Several threads need a FeatureStore each, or a lock around
+    calls. The table underneath (a TensorFile) may meanwhile be scattered to from other threads: a row
+    cached before such a scatter stays stale until evicted (the cache is read-through, not coherent)."""
+
     def __init__(self, tf, gpu_cache_bytes: int = 256 << 20, host_cache_rows: int = 0, hot_scores=None,
                  window: int = 8, accumulate: bool = True, *, graph=None, hot: str = "degree",
                  policy: str = "clock", device=None, inflight_pages_min: int = INFLIGHT_PAGES_MIN):

@@ -9,15 +9,12 @@ import mmap
 import numpy as np
 import torch
 
+from gpuio._index import check_ids
+
 
 def _check_idx(idx, num_rows: int) -> torch.Tensor:
-    idx = torch.as_tensor(idx)
-    if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
-        raise TypeError(f"row index must be an integer tensor, got dtype {idx.dtype}")
-    idx = idx.long().flatten()
-    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= num_rows):
-        raise IndexError(f"row ids must lie in [0, {num_rows}), got min {int(idx.min())}, max {int(idx.max())}")
-    return idx
+    idx = check_ids(idx, "row ids", upper=num_rows)
+    return (idx if isinstance(idx, torch.Tensor) else torch.from_numpy(idx)).flatten()
 
 
 class InMemoryRows:

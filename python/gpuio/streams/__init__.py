@@ -2,10 +2,10 @@
 read back through a small prefetching DRAM buffer; ``Cache`` for iterative ML on top of it."""
 from __future__ import annotations
 
-from .format import StreamStoreCorrupt
+from .format import StreamStoreCorrupt, StreamStoreWarning
 from .store import DEFAULTS, StreamHandle, StreamStore
 
-__all__ = ["StreamStore", "StreamHandle", "StreamStoreCorrupt", "Cache", "DEFAULTS"]
+__all__ = ["StreamStore", "StreamHandle", "StreamStoreCorrupt", "StreamStoreWarning", "Cache", "DEFAULTS"]
 
 
 def __getattr__(name):

@@ -16,6 +16,9 @@ def check_store(store) -> dict:
     region = aligned_empty(2 * sb.table_pages * bb)
     store._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
     disk.load(region)
+    damaged = store._table.damaged + [d for d in disk.damaged if d not in store._table.damaged]
+    if damaged:  # found at mount (and perhaps overwritten since) or now: either way reported, never silent
+        raise StreamStoreCorrupt(damaged[0] + (f" (and {len(damaged) - 1} more pages)" if len(damaged) > 1 else ""))
     diff = np.flatnonzero(disk.entries != store._table.entries)
     if diff.size:
         i = int(diff[0])

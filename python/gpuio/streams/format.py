@@ -13,6 +13,15 @@ one 8-byte entry that packs the first sblock's start block and effective size (0
 
 Every metadata structure carries the store's random ``uuid`` and a CRC-32, so that a torn write, a stale
 sblock or table page from an earlier format are recognised instead of trusted.
+
+A table page copy is ``head stamp | entries | tail stamp``: both stamps carry (page, seq, uuid) under their
+own CRC, and a body CRC covers the entries. That tells two failures apart that look alike otherwise
+(page_unpack's states): a *torn* copy (its first and last sectors come from different writes, or one was
+never written: a crash during the write, which was never acknowledged, so the older copy is the truth)
+from a *damaged* one (both stamps intact and equal, yet the body or a stamp fails its CRC: the write had
+completed, so it may have been acknowledged, and falling back to the older copy silently could resurrect
+a destroyed stream or drop the last published one). Version 2 added the stamps and made the payload
+checksum CRC-32C.
 """
 from __future__ import annotations
 
@@ -20,14 +29,15 @@ import dataclasses
 import struct
 import zlib
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SUPER_MAGIC = b"GPUIOSTR"
 PAGE_MAGIC = 0x47504754  # "TGPG"
+PAGE_TAIL_MAGIC = 0x45504754  # "TGPE"
 TRAILER_MAGIC = 0x314B4253  # "SBK1"
 TRAILER_BYTES = 64
 
 FLAG_END = 1           # last sblock of its stream
-FLAG_PAYLOAD_CRC = 2   # payload_crc holds the CRC-32 of the payload
+FLAG_PAYLOAD_CRC = 2   # payload_crc holds the CRC-32C (Castagnoli) of the payload
 
 # Table entry: start block in the high 40 bits, effective size in bytes in the low 24 bits.
 ENTRY_EFF_BITS = 24
@@ -36,13 +46,25 @@ ENTRY_START_MAX = (1 << 40) - 1
 SBLOCK_BYTES_MAX = 1 << 23  # 8 MiB: an effective size must fit ENTRY_EFF_BITS
 
 _SUPER = struct.Struct("<8sIIIIQQQQ")         # magic ver block streams_max pages total table_start data_start uuid
-_PAGE_HDR = struct.Struct("<IIQQI4x")          # magic page seq uuid crc  (32 bytes)
+_STAMP = struct.Struct("<IIQQII")             # magic page seq uuid body_crc stamp_crc (32 bytes, head and tail)
 _TRAILER = struct.Struct("<IHHQQQIIQI8xI")     # 64 bytes, CRC-32 of the first 60 last
-assert _TRAILER.size == TRAILER_BYTES and _PAGE_HDR.size == 32
+assert _TRAILER.size == TRAILER_BYTES and _STAMP.size == 32
 
 
 class StreamStoreCorrupt(OSError):
     """Metadata on disk that fails its checks (bad magic, CRC, uuid, or a broken chain)."""
+
+
+class StreamStoreWarning(UserWarning):
+    """The store mounted, but found metadata damaged after it was written (see StreamStore.check())."""
+
+
+def payload_crc(buf) -> int:
+    """CRC-32C of a payload (1-D uint8 array): SSE4.2 in the C++ core, GIL released. See streams_bench.py
+    for its cost against stream read throughput (the reason it is on by default)."""
+    from .. import _core
+
+    return _core.crc32c(buf)
 
 
 def entry_pack(start_block: int, eff_bytes: int) -> int:
@@ -104,28 +126,65 @@ class Superblock:
 
 
 def entries_per_page(block_bytes: int) -> int:
-    return (block_bytes - _PAGE_HDR.size) // 8
+    return (block_bytes - 2 * _STAMP.size) // 8
+
+
+def _body_crc(body, page: int, seq: int, uuid: int) -> int:
+    return zlib.crc32(body, zlib.crc32(struct.pack("<IQQ", page, seq, uuid)))
+
+
+def _stamp_pack(out, offset: int, magic: int, page: int, seq: int, uuid: int, body_crc: int) -> None:
+    _STAMP.pack_into(out, offset, magic, page, seq, uuid, body_crc, 0)
+    struct.pack_into("<I", out, offset + 28, zlib.crc32(bytes(out[offset:offset + 28])))
+
+
+def _stamp_unpack(buf, offset: int, magic: int, page: int, uuid: int):
+    """None: not a stamp of this page and store (never written: zeros, since formatting zeroes the table
+    region; or a whole stamp of another page or format); "bad": anything else that fails the stamp's own CRC
+    (a damaged sector: sectors are written whole, so no tear makes one); else (seq, body_crc)."""
+    m, pg, seq, uid, bcrc, scrc = _STAMP.unpack_from(buf, offset)
+    raw = bytes(buf[offset:offset + 28])
+    if scrc != zlib.crc32(raw):
+        return None if scrc == 0 and not any(raw) else "bad"
+    if m != magic or pg != page or uid != uuid:
+        return None
+    return seq, bcrc
 
 
 def page_pack(out, page: int, seq: int, uuid: int, entries) -> None:
     """Writes table page ``page`` (entries: uint64 array of entries_per_page) into ``out`` (one block, uint8)."""
     body = memoryview(entries).cast("B")
-    crc = zlib.crc32(body, zlib.crc32(struct.pack("<IQQ", page, seq, uuid)))
-    _PAGE_HDR.pack_into(out, 0, PAGE_MAGIC, page, seq, uuid, crc)
-    out[_PAGE_HDR.size:_PAGE_HDR.size + len(body)] = body
-    out[_PAGE_HDR.size + len(body):] = 0
+    crc = _body_crc(body, page, seq, uuid)
+    out[_STAMP.size:_STAMP.size + len(body)] = body
+    out[_STAMP.size + len(body):] = 0
+    _stamp_pack(out, 0, PAGE_MAGIC, page, seq, uuid, crc)
+    _stamp_pack(out, len(out) - _STAMP.size, PAGE_TAIL_MAGIC, page, seq, uuid, crc)
+
+
+VALID, EMPTY, TORN, DAMAGED = "valid", "empty", "torn", "damaged"
 
 
 def page_unpack(buf, page: int, uuid: int):
-    """Returns (seq, entries view) of a valid slot, or None for a slot that is empty, torn or stale."""
-    magic, pg, seq, uid, crc = _PAGE_HDR.unpack_from(buf, 0)
-    if magic != PAGE_MAGIC or pg != page or uid != uuid:
-        return None
-    n = entries_per_page(len(buf))
-    body = buf[_PAGE_HDR.size:_PAGE_HDR.size + 8 * n]
-    if crc != zlib.crc32(body, zlib.crc32(struct.pack("<IQQ", page, seq, uuid))):
-        return None
-    return seq, body
+    """Classifies one copy of a table page: (state, seq, entries view).
+
+    VALID (seq, entries); EMPTY (never written in this store); TORN (its stamps come from different writes,
+    or only one of them was written: an interrupted write, never acknowledged); DAMAGED (changed after its
+    write completed: both stamps agree but the body fails its CRC, or a stamp fails its own; seq is the
+    seq the copy claims, None when no intact stamp says)."""
+    head = _stamp_unpack(buf, 0, PAGE_MAGIC, page, uuid)
+    tail = _stamp_unpack(buf, len(buf) - _STAMP.size, PAGE_TAIL_MAGIC, page, uuid)
+    if head == "bad" or tail == "bad":
+        other = tail if head == "bad" else head
+        return DAMAGED, (other[0] if isinstance(other, tuple) else None), None
+    if head is None and tail is None:
+        return EMPTY, None, None
+    if head is None or tail is None or head != tail:
+        return TORN, None, None
+    seq, crc = head
+    body = buf[_STAMP.size:_STAMP.size + 8 * entries_per_page(len(buf))]
+    if crc != _body_crc(body, page, seq, uuid):
+        return DAMAGED, seq, None
+    return VALID, seq, body
 
 
 @dataclasses.dataclass(frozen=True)

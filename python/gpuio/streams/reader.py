@@ -16,12 +16,11 @@ again until the fence has passed, so the copies overlap the next sblocks' consum
 from __future__ import annotations
 
 import collections
-import zlib
 
 import numpy as np
 
 from . import chain
-from .format import FLAG_PAYLOAD_CRC, TRAILER_BYTES, StreamStoreCorrupt, blocks_for, entry_unpack
+from .format import FLAG_PAYLOAD_CRC, TRAILER_BYTES, StreamStoreCorrupt, blocks_for, entry_unpack, payload_crc
 
 
 class _Fetch:
@@ -156,9 +155,9 @@ class StreamReader:
         buf = self.store._buffers.view(f.slot)
         chain.check_extent(sb, self.stream_id, index, start, eff)
         t = chain.validate(sb, buf, eff - TRAILER_BYTES, self.stream_id, index, start, eff)
-        if t.flags & FLAG_PAYLOAD_CRC and zlib.crc32(buf[:t.payload_bytes]) != t.payload_crc:
+        if t.flags & FLAG_PAYLOAD_CRC and payload_crc(buf[:t.payload_bytes]) != t.payload_crc:
             raise StreamStoreCorrupt(f"stream {self.stream_id}: sblock {index} at block {start} fails its "
-                                     f"payload CRC-32")
+                                     f"payload CRC-32C (the data changed on the device after it was written)")
         self._cur = (f, used)
         self._view, self._off = buf[:t.payload_bytes], 0
         if t.end:

@@ -26,12 +26,15 @@ import errno
 import os
 import secrets
 import threading
+import warnings
 
 import numpy as np
 
+from ..engine import DEFAULTS as ENGINE_DEFAULTS
 from . import chain
 from .buffers import BufferPool, aligned_empty
-from .format import SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, Superblock, blocks_for
+from .format import (SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock,
+                     blocks_for)
 from .freepool import FreePool
 from .reader import StreamReader
 from .serializer import decode
@@ -45,9 +48,10 @@ DEFAULTS = {
     "mode": "r+",                     # "r+": open an existing store, "c": create when missing, "w": format
     "create_bytes": 1 << 30,          # size of the file(s) that mode "c"/"w" creates (sparse), all devices together
     "streams_max": 1 << 17,           # stream ids in the table (fixed when the store is formatted)
-    "block_size": 4096,               # engine block size (fixed when the store is formatted)
+    "block_size": ENGINE_DEFAULTS["block_size"],  # engine block size (fixed when the store is formatted)
     "durable": True,                  # close/destroy return after an engine sync(); False: the OS decides
-    "checksum_payload": False,        # CRC-32 of each sblock's payload too (metadata always has one)
+    "checksum_payload": True,         # CRC-32C of each sblock's payload, verified on read (metadata always has
+                                      #   CRCs); cost vs read throughput: benchmarks/streams_bench.py
 }
 
 
@@ -92,6 +96,13 @@ class StreamHandle:
 
 
 class StreamStore:
+    """SSDStreamer's stream store (see the module docstring).
+
+    Thread safety: every public method may be called from any thread; one re-entrant lock serialises the
+    calls (an I/O wait inside one call holds it). A StreamHandle belongs to its store and may be passed
+    between threads, but two threads interleaving writes to one stream get an interleaved stream. One
+    process per device set: the engine's exclusive flock (``lock=True``) refuses a second opener."""
+
     def __init__(self, path_or_paths, sblock_bytes: int = DEFAULTS["sblock_bytes"],
                  prefetch_depth: int = DEFAULTS["prefetch_depth"],
                  buffer_pool_bytes: int = DEFAULTS["buffer_pool_bytes"], *, mode: str = DEFAULTS["mode"],
@@ -174,6 +185,11 @@ class StreamStore:
                                          f"its contents")
         if fresh:  # format; the uuid disowns any older table pages
             sb = Superblock.plan(bb, total, streams_max, secrets.randbits(63) + 1)
+            # Zero the table region first: a table stamp that is neither zeros nor intact is then damage,
+            # never leftovers of whatever the device held before (see format.page_unpack).
+            zeros = aligned_empty((sb.data_start - sb.table_start) * bb)
+            zeros[:] = 0
+            self._engine.write(np.arange(sb.table_start, sb.data_start, dtype=np.int64), zeros)
             head[:] = 0
             raw = sb.pack()
             head[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
@@ -191,6 +207,8 @@ class StreamStore:
         self._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
         self._table.load(region)
         del region
+        for msg in self._table.damaged:  # check() raises on them too
+            warnings.warn(f"{self._engine.paths}: {msg}", StreamStoreWarning, stacklevel=3)
         self._pool = FreePool(sb.total_blocks, sb.data_start)
         ids = self._table.live_ids()
         chain.walk(self._engine, sb, ((i, self._table.entries[i]) for i in ids),

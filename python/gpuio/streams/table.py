@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .format import Superblock, entries_per_page, page_pack, page_unpack
+from .format import DAMAGED, VALID, Superblock, entries_per_page, page_pack, page_unpack
 
 
 class StreamTable:
@@ -21,17 +21,33 @@ class StreamTable:
         self.page_seq = np.zeros(sb.table_pages, dtype=np.uint64)
         self.page_slot = np.ones(sb.table_pages, dtype=np.uint8)  # slot of the newest copy; empty: 1
         self._cursor = 0
+        self.damaged: list[str] = []  # see load()
 
     def load(self, region: np.ndarray) -> None:
-        """Reads the table region (2 * table_pages blocks, as uint8) and keeps the newest valid slot per page."""
+        """Reads the table region (2 * table_pages blocks, as uint8) and keeps the newest valid slot per page.
+        A torn copy (a crash mid-write) is passed over silently, as designed; a damaged copy that is newer
+        than the one kept (or of unknown age) may hold an acknowledged update, and is recorded in
+        ``damaged`` (one line per page) for the store to warn about and check() to report."""
         bb = self.sb.block_bytes
+        self.damaged: list[str] = []
         for p in range(self.sb.table_pages):
-            best = None
+            best, hurt = None, []
             for slot in (0, 1):
                 off = (2 * p + slot) * bb
-                got = page_unpack(region[off:off + bb], p, self.sb.uuid)
-                if got is not None and (best is None or got[0] > best[0]):
-                    best = (got[0], slot, got[1])
+                state, seq, body = page_unpack(region[off:off + bb], p, self.sb.uuid)
+                if state == VALID and (best is None or seq > best[0]):
+                    best = (seq, slot, body)
+                elif state == DAMAGED:
+                    hurt.append((slot, seq))
+            for slot, seq in hurt:
+                if best is None or seq is None or seq > best[0]:
+                    ids = f"{p * self.per_page}..{min((p + 1) * self.per_page, self.sb.streams_max) - 1}"
+                    kept = f"the copy of seq {best[0]} in slot {best[1]}" if best else "no valid copy (empty)"
+                    self.damaged.append(
+                        f"stream table page {p} (stream ids {ids}): its newest copy (slot {slot}, block "
+                        f"{self.sb.slot_block(p, slot)}, seq {seq if seq is not None else 'unknown'}) was fully "
+                        f"written but fails its CRC (media damage); using {kept}, so streams published or "
+                        f"destroyed in the damaged copy may be wrong")
             if best is not None:
                 self.page_seq[p], self.page_slot[p] = best[0], best[1]
                 self.entries[p * self.per_page:(p + 1) * self.per_page] = np.frombuffer(best[2], dtype=np.uint64)

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import collections
 import errno
-import zlib
 
 import numpy as np
 
 from .buffers import aligned_empty
-from .format import FLAG_END, FLAG_PAYLOAD_CRC, TRAILER_BYTES, Trailer, blocks_for, entry_pack
+from .format import FLAG_END, FLAG_PAYLOAD_CRC, TRAILER_BYTES, Trailer, blocks_for, entry_pack, payload_crc
 from .serializer import HostSegment, encode
 
 
@@ -171,7 +170,7 @@ class StreamWriter:
         buf = store._buffers.view(sb.slot)
         crc = 0
         if store.checksum_payload:
-            crc, flags = zlib.crc32(buf[:sb.fill]), flags | FLAG_PAYLOAD_CRC
+            crc, flags = payload_crc(buf[:sb.fill]), flags | FLAG_PAYLOAD_CRC
         eff = sb.fill + TRAILER_BYTES
         t = Trailer(flags, store._sb.uuid, self.stream_id, sb.index, sb.fill, crc, next_start, next_eff)
         t.pack_into(buf, sb.fill)
