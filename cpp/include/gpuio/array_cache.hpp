@@ -155,9 +155,9 @@ class HostArrayCache {
  public:
   HostArrayCache(Engine& engine, const CacheGeometry& g) : eng_(engine), g_(g) {
     g_.validate(engine.total_blocks());
-    if (g_.block_bytes != engine.options().block_bytes)
+    if (g_.block_bytes != engine.options().block_size)
       throw std::invalid_argument("block_bytes=" + std::to_string(g_.block_bytes) + " differs from the engine's " +
-                                  std::to_string(engine.options().block_bytes));
+                                  std::to_string(engine.options().block_size));
     pages_.assign(g_.slots() * g_.page_bytes, 0);
     tags_.assign(g_.slots(), -1);
     ref_.assign(g_.slots(), 0);

@@ -71,9 +71,9 @@ GpuArrayCache::GpuArrayCache(Engine& engine, const std::vector<QueueRef>& queues
                              uint32_t staging_groups)
     : eng_(engine) {
   g.validate(engine.total_blocks());
-  if (g.block_bytes != engine.options().block_bytes)
+  if (g.block_bytes != engine.options().block_size)
     throw std::invalid_argument("block_bytes=" + std::to_string(g.block_bytes) + " differs from the engine's " +
-                                std::to_string(engine.options().block_bytes));
+                                std::to_string(engine.options().block_size));
   if (staging_groups == 0) throw std::invalid_argument("staging_groups=0 must be >= 1");
   if (queues.empty()) throw std::invalid_argument("queues is empty: give the GPU runtime's device-API queues");
   ref_.g = g;

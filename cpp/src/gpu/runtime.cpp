@@ -91,7 +91,7 @@ void GpuRuntime::Impl::start() {
   GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&ids_pinned), sizeof(int64_t) * gpu_limits::request_blocks_max,
                            cudaHostAllocDefault));
   GPUIO_CUDA(cudaStreamCreateWithFlags(&control_stream, cudaStreamNonBlocking));
-  bounce.init(opts.bounce_bytes, engine.options().block_bytes);
+  bounce.init(opts.bounce_bytes, engine.options().block_size);
   GPUIO_CUDA(cudaDeviceSynchronize());
   qstate.resize(nq);
   engine.set_device_mover(mover.get());

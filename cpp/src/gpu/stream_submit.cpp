@@ -22,7 +22,7 @@ namespace gpuio {
 
 void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n,
                                     void* mem, MemKind kind, const detail::BounceRegion& r, bool capturing) {
-  const uint32_t bs = engine.options().block_bytes;
+  const uint32_t bs = engine.options().block_size;
   const size_t bytes = size_t{n} * bs;
   void* io_mem = kind == MemKind::device ? static_cast<void*>(r.data) : mem;  // host memory needs no bounce
   const uint32_t idx = next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
@@ -85,7 +85,7 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
       }
     }
   }
-  const uint32_t bs = m.engine.options().block_bytes;
+  const uint32_t bs = m.engine.options().block_size;
   const uint32_t chunk = m.bounce.slot_blocks();
   for (uint32_t off = 0; off < n; off += chunk) {
     const uint32_t k = std::min(chunk, n - off);
