@@ -1,0 +1,64 @@
+"""What every application's command line shares: --size, --store, --device, --cold, and the store pair."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .store import PosixStore, Store, paths_of
+
+SIZES = ("tiny", "small", "medium", "large")
+
+
+def default_store(app: str) -> str:
+    return os.path.abspath(f"gpuio-apps-{app}.bin")
+
+
+def parser(app: str, doc: str, sizes: dict) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=app, description=doc.split("\n")[0])
+    ap.add_argument("--size", default="tiny", choices=list(sizes),
+                    help="; ".join(f"{k}: {v}" for k, v in sizes.items()))
+    ap.add_argument("--store", default=None,
+                    help="a file, or comma-separated files (RAID-0), that hold the data "
+                         f"(default: {os.path.basename(default_store(app))} in the current directory)")
+    ap.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when torch sees one)")
+    ap.add_argument("--cold", action="store_true", help="sync + drop the page cache before each timed pass (root)")
+    ap.add_argument("--workers", type=int, default=None, help="gpuio engine worker threads (default: engine's)")
+    ap.add_argument("--keep", action="store_true", help="keep the store files afterwards")
+    return ap
+
+
+def size_params(sizes: dict, size: str) -> dict:
+    if size not in sizes:
+        raise ValueError(f"size={size!r} is not one of {', '.join(sizes)}")
+    return dict(sizes[size])
+
+
+def open_pair(store: Any, capacity_bytes: int, workers: int | None = None,
+              engine_options: dict | None = None) -> tuple[Store, PosixStore]:
+    """The gpuio store and the pread/pwrite baseline over the same files (extents are allocated alike)."""
+    g = Store(store, capacity_bytes, workers=workers, **(engine_options or {}))
+    return g, PosixStore(store, capacity_bytes)
+
+
+def remove(store: Any) -> None:
+    for p in paths_of(store):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def alloc_both(g, p, name: str, nbytes: int):
+    """Allocate the same extent on both stores (both bump-allocate from block 0, so they stay equal)."""
+    e = g.alloc(name, nbytes)
+    if p.alloc(name, nbytes) != e:
+        raise AssertionError(f"extent {name!r} differs between the two stores")
+    return e
+
+
+def print_row(r: dict) -> None:
+    print(f"{r['app']} {r['size']} [{r['regime']}] data_path={r['data_path']}: gpuio {r['gpuio_s']:.3f} s, "
+          f"{r['baseline']} {r['baseline_s']:.3f} s (speedup {r['speedup']:.2f}x); I/O alone {r['io_s']:.3f} s, "
+          f"compute alone {r['compute_s']:.3f} s, ideal {r['ideal_s']:.3f} s (gpuio/ideal {r['of_ideal']:.2f}); "
+          f"check: {r['check']}", flush=True)
