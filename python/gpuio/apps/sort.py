@@ -27,6 +27,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
 
 from . import common
@@ -49,6 +50,14 @@ def keys(start: int, count: int, seed: int = 0) -> torch.Tensor:
     """Input keys [start, start + count): full int32 range, many duplicates at small sizes too."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + start)
     return torch.randint(-(1 << 31), 1 << 31, (count,), dtype=torch.int64, generator=g).to(torch.int32)
+
+
+def sort_keys(k: torch.Tensor) -> torch.Tensor:
+    """Sorted copy: torch.sort on the GPU; NumPy's sort on the CPU (measured ~7x faster than torch.sort
+    there for int32, which also builds an int64 index array)."""
+    if k.device.type == "cpu":
+        return torch.from_numpy(np.sort(k.numpy()))
+    return torch.sort(k).values
 
 
 def checksums(k: torch.Tensor) -> torch.Tensor:
@@ -124,7 +133,7 @@ class ExternalSort:
         n = self.run_len(r)
 
         def compute(bufs):
-            v = torch.sort(bufs[0].view(torch.int32)[:n]).values
+            v = sort_keys(bufs[0].view(torch.int32)[:n])
             pad = (-n) % (BLOCK // KEY)
             return [torch.cat([v, v.new_zeros(pad)]) if pad else v]
         return compute
@@ -150,7 +159,8 @@ class ExternalSort:
         pos = [0] * self.runs               # keys of run r read so far
         last = [0] * self.runs              # the last key read of run r
         held: list[torch.Tensor] = []       # per run: its keys in memory, not yet merged
-        reads, writes, pend = [], [], torch.empty(0, dtype=torch.int32, device=device)
+        reads, writes = [], []
+        pend, pend_n = [], 0                # merged keys not yet written (pieces; joined once per write)
         written = 0
 
         def start_read(r):  # io: one sync-looking call per chunk; the handle is waited on before use
@@ -169,12 +179,14 @@ class ExternalSort:
             return dst.view(torch.int32)[:n]
 
         def flush(final=False):  # io: the merged keys go back in whole blocks, asynchronously
-            nonlocal pend, written
+            nonlocal pend, pend_n, written
             step = BLOCK // KEY
-            cut = pend.numel() if final else pend.numel() // self.out_keys * self.out_keys
+            cut = pend_n if final else pend_n // self.out_keys * self.out_keys
             if cut == 0:
                 return
-            out, pend = pend[:cut], pend[cut:]
+            joined = torch.cat(pend) if len(pend) > 1 else pend[0]
+            out, rest = joined[:cut], joined[cut:]
+            pend, pend_n = ([rest] if rest.numel() else []), rest.numel()
             pad = (-cut) % step
             out = torch.cat([out, out.new_zeros(pad)]) if pad else out.contiguous()
             if mode == "pipeline":
@@ -211,31 +223,32 @@ class ExternalSort:
                 if mode == "pipeline":
                     nxt = (r_star, start_read(r_star))
             parts = []
+            if open_runs:
+                bound = torch.tensor([cutoff], dtype=torch.int32, device=device)
             for r in range(self.runs):
                 k = held[r]
-                if not open_runs:
-                    cut = k.numel()
-                else:
-                    cut = int(torch.searchsorted(k, torch.tensor(cutoff, dtype=torch.int32, device=device),
-                                                 right=True))
+                if not k.numel():
+                    continue
+                cut = int(torch.searchsorted(k, bound, right=True)) if open_runs else k.numel()
                 if cut:
                     parts.append(k[:cut])
                     held[r] = k[cut:]
             if parts:
-                merged = torch.sort(torch.cat(parts)).values if len(parts) > 1 else parts[0]
-                pend = torch.cat([pend, merged])
+                merged = sort_keys(torch.cat(parts)) if len(parts) > 1 else parts[0]
                 if mode == "pipeline":
+                    pend.append(merged)
+                    pend_n += merged.numel()
                     flush()
                 else:
-                    written += pend.numel() // self.out_keys * self.out_keys
-                    pend = pend[pend.numel() // self.out_keys * self.out_keys:]
+                    written += merged.numel()
             if not open_runs:
                 break
             if mode == "compute":
                 got = untimed(lambda: take(*start_read(r_star)))
             else:
                 r_star, got = nxt[0], take(*nxt[1])
-            held[r_star] = torch.cat([held[r_star], got])
+            # r_star's keys in memory were all <= cutoff = its last key, so all merged: the chunk replaces them
+            held[r_star] = got
             last[r_star] = int(got[-1])
         if mode == "pipeline":
             flush(final=True)
@@ -243,8 +256,6 @@ class ExternalSort:
                 h.wait()  # io
             sync(device)
             store.sync()
-        else:
-            written += pend.numel()
         sync(device)
         clock += time.perf_counter() - t_last
         if written != self.n:
