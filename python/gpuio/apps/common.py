@@ -62,3 +62,16 @@ def print_row(r: dict) -> None:
           f"{r['baseline']} {r['baseline_s']:.3f} s (speedup {r['speedup']:.2f}x); I/O alone {r['io_s']:.3f} s, "
           f"compute alone {r['compute_s']:.3f} s, ideal {r['ideal_s']:.3f} s (gpuio/ideal {r['of_ideal']:.2f}); "
           f"check: {r['check']}", flush=True)
+
+
+def raw_rates(path: str, seconds: float) -> dict:
+    """The raw device's best sequential 1 MiB read and write rates on `path` (bytes/s), O_DIRECT."""
+    from ..bench.measure import raw_best
+
+    out = {}
+    for write in (False, True):
+        r, label = raw_best(path, 1 << 20, sequential=True, write=write, seconds=seconds)
+        if r:
+            out["raw_write_Bps" if write else "raw_read_Bps"] = r["bytes"] / r["seconds"]
+            out["raw_write_cfg" if write else "raw_read_cfg"] = label
+    return out

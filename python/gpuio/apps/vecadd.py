@@ -89,19 +89,6 @@ class VecAdd:
         return f"ok (all {self.n} elements exact)"
 
 
-def raw_rates(path: str, seconds: float) -> dict:
-    """The raw device's best sequential 1 MiB read and write rates on `path` (bytes/s), O_DIRECT."""
-    from ..bench.measure import raw_best
-
-    out = {}
-    for write in (False, True):
-        r, label = raw_best(path, 1 << 20, sequential=True, write=write, seconds=seconds)
-        if r:
-            out["raw_write_Bps" if write else "raw_read_Bps"] = r["bytes"] / r["seconds"]
-            out["raw_write_cfg" if write else "raw_read_cfg"] = label
-    return out
-
-
 def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False, workers: int | None = None,
         keep: bool = False, raw_seconds: float = 0.5, **overrides) -> dict:
     prm = common.size_params(SIZES, size)
@@ -116,7 +103,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
         r = measure_steps("vecadd", size, g, p, app.steps, app.verify, dev, cold, "pread/pwrite+copy",
                           on=dev.type, n=app.n, batch_bytes=prm["batch_bytes"])
         if len(g.paths) == 1 and raw_seconds > 0:
-            r.update(raw_rates(g.paths[0], raw_seconds))
+            r.update(common.raw_rates(g.paths[0], raw_seconds))
             if "raw_read_Bps" in r and "raw_write_Bps" in r:
                 # time the raw device needs for these bytes, reads and writes at their own best rates
                 raw_s = r["bytes_read"] / r["raw_read_Bps"] + r["bytes_written"] / r["raw_write_Bps"]
