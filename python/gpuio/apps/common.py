@@ -64,6 +64,11 @@ def print_row(r: dict) -> None:
           f"check: {r['check']}", flush=True)
 
 
+def raw_seconds_for(size: str) -> float:
+    """Seconds per configuration of the raw reference grid (6 configurations, read and write each)."""
+    return 0.05 if size == "tiny" else 1.0
+
+
 def raw_rates(path: str, seconds: float) -> dict:
     """The raw device's best sequential 1 MiB read and write rates on `path` (bytes/s), O_DIRECT."""
     from ..bench.measure import raw_best

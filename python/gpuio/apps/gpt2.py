@@ -103,7 +103,7 @@ def _metadata_of(path: str) -> dict:
 
 
 def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False, workers: int | None = None,
-        keep: bool = False, model: str | None = None, raw_seconds: float = 0.5, **overrides) -> dict:
+        keep: bool = False, model: str | None = None, raw_seconds: float | None = None, **overrides) -> dict:
     import safetensors.torch as sft
 
     prm = common.size_params(SIZES, size)
@@ -164,6 +164,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
         sync(dev)
         train_s = time.perf_counter() - t0
         raw = {}
+        raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
         if raw_seconds > 0:
             scratch = path + ".raw"
             with open(scratch, "wb") as f:

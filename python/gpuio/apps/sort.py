@@ -155,6 +155,7 @@ class ExternalSort:
         if mode == "io":
             return self._merge_io(store, device, order)
         io_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        wr_stream = torch.cuda.Stream(device) if device.type == "cuda" else None  # reads never queue behind writes
         clock, t_last = 0.0, time.perf_counter()
         pos = [0] * self.runs               # keys of run r read so far
         last = [0] * self.runs              # the last key read of run r
@@ -191,9 +192,9 @@ class ExternalSort:
             out = torch.cat([out, out.new_zeros(pad)]) if pad else out.contiguous()
             if mode == "pipeline":
                 if device.type == "cuda":
-                    out.record_stream(io_stream)
-                    io_stream.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(io_stream):
+                    out.record_stream(wr_stream)
+                    wr_stream.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(wr_stream):
                         writes.append((store.write_async(self.ext["output"], written * KEY, out), out))  # io
                 else:
                     writes.append((store.write_async(self.ext["output"], written * KEY, out), out))  # io

@@ -90,7 +90,7 @@ class VecAdd:
 
 
 def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False, workers: int | None = None,
-        keep: bool = False, raw_seconds: float = 0.5, **overrides) -> dict:
+        keep: bool = False, raw_seconds: float | None = None, **overrides) -> dict:
     prm = common.size_params(SIZES, size)
     prm.update(overrides)
     dev = resolve_device(device)
@@ -102,6 +102,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
         app.prepare(g)
         r = measure_steps("vecadd", size, g, p, app.steps, app.verify, dev, cold, "pread/pwrite+copy",
                           on=dev.type, n=app.n, batch_bytes=prm["batch_bytes"])
+        raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
         if len(g.paths) == 1 and raw_seconds > 0:
             r.update(common.raw_rates(g.paths[0], raw_seconds))
             if "raw_read_Bps" in r and "raw_write_Bps" in r:
