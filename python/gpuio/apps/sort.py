@@ -22,7 +22,6 @@ every store; gpuio needs no more, the hand-written async version needs ThreadedS
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
