@@ -36,7 +36,7 @@ SIZES = {  # model, batch x seq tokens per step, timed training steps
     "tiny": dict(model="tiny", batch=2, seq=32, steps=2),
     "small": dict(model="small", batch=4, seq=256, steps=3),
     "medium": dict(model="medium", batch=4, seq=512, steps=3),
-    "large": dict(model="medium", batch=8, seq=1024, steps=3),
+    "large": dict(model="medium", batch=4, seq=1024, steps=3),
 }
 
 

@@ -28,7 +28,7 @@ SIZES = {  # images, input H x W, output h x w, batch (images per step)
     "tiny": dict(images=48, hw=64, out=32, batch=16),
     "small": dict(images=300, hw=256, out=128, batch=20),
     "medium": dict(images=1200, hw=512, out=256, batch=16),
-    "large": dict(images=3000, hw=1024, out=512, batch=8),
+    "large": dict(images=1000, hw=1024, out=512, batch=8),   # 3 GiB of decoded 1024^2 images
 }
 # scikit-image's shipped colour and grey photographs (files in skimage/data, no download)
 SKIMAGE_PHOTOS = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png",
