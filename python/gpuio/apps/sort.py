@@ -22,6 +22,7 @@ every store; gpuio needs no more, the hand-written async version needs ThreadedS
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -163,7 +164,7 @@ class ExternalSort:
         pend, pend_n = [], 0                # merged keys not yet written (pieces; joined once per write)
         written = 0
 
-        def start_read(r):  # io: one sync-looking call per chunk; the handle is waited on before use
+        def start_read(r):  # one sync-looking call per chunk; the handle is waited on before use
             n = min(self.chunk_keys, self.run_len(r) - pos[r])
             nb = -(-n * KEY // BLOCK) * BLOCK
             dst = buffer(nb, device)
@@ -175,10 +176,10 @@ class ExternalSort:
             return h, dst, n
 
         def take(h, dst, n):
-            h.wait()  # io
+            h.wait()
             return dst.view(torch.int32)[:n]
 
-        def flush(final=False):  # io: the merged keys go back in whole blocks, asynchronously
+        def flush(final=False):  # the merged keys go back in whole blocks, asynchronously
             nonlocal pend, pend_n, written
             step = BLOCK // KEY
             cut = pend_n if final else pend_n // self.out_keys * self.out_keys
@@ -194,11 +195,11 @@ class ExternalSort:
                     out.record_stream(wr_stream)
                     wr_stream.wait_stream(torch.cuda.current_stream())
                     with torch.cuda.stream(wr_stream):
-                        writes.append((store.write_async(self.ext["output"], written * KEY, out), out))  # io
+                        writes.append((store.write_async(self.ext["output"], written * KEY, out), out))
                 else:
-                    writes.append((store.write_async(self.ext["output"], written * KEY, out), out))  # io
+                    writes.append((store.write_async(self.ext["output"], written * KEY, out), out))
                 while len(writes) > 2:
-                    writes.pop(0)[0].wait()  # io
+                    writes.pop(0)[0].wait()
             written += cut
 
         def untimed(fn):
@@ -253,7 +254,7 @@ class ExternalSort:
         if mode == "pipeline":
             flush(final=True)
             for h, _ in writes:
-                h.wait()  # io
+                h.wait()
             sync(device)
             store.sync()
         sync(device)
@@ -330,11 +331,15 @@ class _null:
         return False
 
 
+_IO_CALL = re.compile(r"store\.(read_async|write_async|sync)\(|\.wait\(\)")
+
+
 def loc_report() -> dict:
-    """CAM's lines-of-code comparison, counted from this file: the merge's I/O lines (marked `# io`) are
-    the same sync-looking calls on every store; hand-written async I/O adds ThreadedStore's lines."""
+    """CAM's lines-of-code comparison, counted from this file: the merge's I/O lines (the calls of the store
+    API: read_async, write_async, wait, sync) are the same sync-looking calls on every store; hand-written
+    async I/O needs ThreadedStore's lines on top."""
     src = inspect.getsource(ExternalSort.merge)
-    io_lines = sum(1 for line in src.splitlines() if "# io" in line)
+    io_lines = sum(1 for line in src.splitlines() if _IO_CALL.search(line))
     threaded = [line for line in inspect.getsource(ThreadedStore).splitlines()
                 if line.strip() and not line.strip().startswith(("#", '"""'))]
     return {"merge_io_lines_gpuio": io_lines, "merge_io_lines_handwritten_async": io_lines + len(threaded)}
