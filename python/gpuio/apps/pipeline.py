@@ -28,7 +28,8 @@ import torch
 from ..bench import cache as _cache
 from .store import Extent
 
-WRITES_IN_FLIGHT_MAX = 2  # groups of step writes not yet waited for (each keeps its output tensors alive)
+DEPTH_DEFAULT = 2  # input slots: step i computes while steps i+1 .. i+depth-1 read (2: double buffering);
+                   # also the groups of step writes left in flight (each keeps its output tensors alive)
 
 
 @dataclasses.dataclass
@@ -71,12 +72,12 @@ def buffer(nbytes: int, device: torch.device) -> torch.Tensor:
 class _Streams:
     """CPU: no streams. CUDA: io / write streams beside the current (compute) one, with buffer events."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, slots: int):
         self.cuda = device.type == "cuda"
         if self.cuda:
             self.io, self.wr = torch.cuda.Stream(device), torch.cuda.Stream(device)
-            self.freed = [torch.cuda.Event() for _ in range(2)]
-            self.used = [False, False]
+            self.freed = [torch.cuda.Event() for _ in range(slots)]
+            self.used = [False] * slots
 
     def on_io(self, slot: int):
         if not self.cuda:
@@ -104,19 +105,23 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8).view(-1)
 
 
-def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipeline") -> dict:
-    """Run `steps` over `store` (a Store or PosixStore) in `mode`; {"seconds", "compute_s", "bytes_read",
-    "bytes_written"}. compute_s is only measured in "compute" mode (the other modes overlap it)."""
+def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipeline",
+              depth: int = DEPTH_DEFAULT) -> dict:
+    """Run `steps` over `store` (a Store or PosixStore) in `mode` with `depth` input slots; {"seconds",
+    "compute_s", "bytes_read", "bytes_written"}. compute_s is only measured in "compute" mode (the other
+    modes overlap it). An output tensor of step i may be reused by step i + depth + 1 (its write is done)."""
     if mode not in ("pipeline", "io", "compute"):
         raise ValueError(f"mode must be 'pipeline', 'io' or 'compute', got {mode!r}")
+    if not isinstance(depth, int) or depth < 2:
+        raise ValueError(f"depth must be an int >= 2 (input slots), got {depth!r}")
     nreads = max((len(s.reads) for s in steps), default=0)
     sizes = [max((s.reads[j][2] for s in steps if len(s.reads) > j), default=0) for j in range(nreads)]
-    bufs = [[buffer(n, device) for n in sizes] for _ in range(2)]
+    bufs = [[buffer(n, device) for n in sizes] for _ in range(depth)]
     scratch = None
     if mode == "io":
         outs = max((max(s.out_nbytes, default=0) for s in steps), default=0)
         scratch = buffer(max(outs, store.block_size), device).zero_()
-    st = _Streams(device)
+    st = _Streams(device, depth)
     moved = {"r": 0, "w": 0}
 
     def inputs(i: int, slot: int) -> list[torch.Tensor]:
@@ -156,22 +161,23 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
     sync(device)
     t0 = time.perf_counter()
     pending: list[tuple] = []
-    h = issue_reads(0, 0) if steps else []
+    ahead = [issue_reads(i, i % depth) for i in range(min(depth - 1, len(steps)))]
     for i, s in enumerate(steps):
-        nxt = issue_reads(i + 1, (i + 1) % 2) if i + 1 < len(steps) else []
-        for r in h:
+        j = i + depth - 1
+        if j < len(steps):  # into the slot step i-1 used (released after its compute)
+            ahead.append(issue_reads(j, j % depth))
+        for r in ahead.pop(0):
             r.wait()
         if mode == "pipeline":
-            outs = s.compute(inputs(i, i % 2))
+            outs = s.compute(inputs(i, i % depth))
         else:
             outs = [scratch[:n] for n in s.out_nbytes]
-        st.release(i % 2)
+        st.release(i % depth)
         if s.writes:
             pending.append(issue_writes(i, outs))
-            while len(pending) > WRITES_IN_FLIGHT_MAX:
+            while len(pending) > depth:
                 for w in pending.pop(0)[0]:
                     w.wait()
-        h = nxt
     for hs, _ in pending:
         for w in hs:
             w.wait()
@@ -207,18 +213,18 @@ def row(app: str, size: str, regime_text: str, data_path: str, gpuio_s: float, b
 
 def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any], list[Step]],
                   verify: Callable[[Any], str], device: torch.device, cold: bool, baseline: str,
-                  **extra: Any) -> dict:
+                  depth: int = DEPTH_DEFAULT, **extra: Any) -> dict:
     """The standard comparison: gpuio io-only, compute-only, pipeline (verified), then the same steps over
     the pread/pwrite store (verified). Page cache dropped before every timed pass where allowed."""
     failure = drop_caches(cold)
-    io = run_steps(gstore, make_steps(gstore), device, "io")
-    comp = run_steps(gstore, make_steps(gstore), device, "compute")
+    io = run_steps(gstore, make_steps(gstore), device, "io", depth)
+    comp = run_steps(gstore, make_steps(gstore), device, "compute", depth)
     drop_caches(cold)
-    full = run_steps(gstore, make_steps(gstore), device, "pipeline")
+    full = run_steps(gstore, make_steps(gstore), device, "pipeline", depth)
     check = verify(gstore)
     drop_caches(cold)
-    base = run_steps(pstore, make_steps(pstore), device, "pipeline")
+    base = run_steps(pstore, make_steps(pstore), device, "pipeline", depth)
     check_b = verify(pstore)
     return row(app, size, regime(cold, failure), gstore.data_path(), full["seconds"], baseline, base["seconds"],
                io["seconds"], comp["compute_s"], check if check == check_b else f"{check}; baseline: {check_b}",
-               bytes_read=full["bytes_read"], bytes_written=full["bytes_written"], **extra)
+               bytes_read=full["bytes_read"], bytes_written=full["bytes_written"], depth=depth, **extra)
