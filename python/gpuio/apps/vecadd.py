@@ -2,8 +2,9 @@
 
 Step i reads batch i of a and of b (1 MiB each by default), adds them on the device and writes batch i of
 c; steps run DEPTH_DEFAULT (8) batches deep (gpuio.apps.pipeline), since one 1 MiB request at a time
-leaves the device idle between requests. I/O dominates: the ideal is the I/O time. The vectors are a closed-form function of the index (exact in float64), so the check recomputes every batch
-of c without holding a or b. Baseline: the same steps over pread/pwrite + copy. The raw device's
+leaves the device idle between requests. I/O dominates: the ideal is the I/O time. The vectors are a
+closed-form function of the index (exact in float64), so the check recomputes every batch of c without
+holding a or b. Baseline: the same steps over pread/pwrite + copy. The raw device's
 sequential read and write rates (gpuio.bench's in-tree raw reference, O_DIRECT) are printed beside it
 where the store is one file: the judged figure is vecadd bytes/s >= 0.9 x the raw read+write rate.
 
