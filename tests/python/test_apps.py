@@ -39,6 +39,18 @@ def test_store_and_pread_baseline_agree_on_raid0_layout(tmp_path):
     assert all(os.path.getsize(x) >= (2 << 20) // 3 for x in paths)
 
 
+def test_store_on_emulated_devices_creates_no_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with Store(["sim0", "sim1"], 4 << 20, backend="sim", sim=dict(preset="znand", device_bytes=8 << 20, paced=False)) as s:
+        e = s.alloc("x", 1 << 20)
+        d = torch.arange(1 << 18, dtype=torch.int32)
+        s.write(e, 0, d)
+        out = torch.empty_like(d)
+        s.read(e, 0, out)
+        assert torch.equal(out, d) and s.capacity_blocks == 1024
+    assert not os.listdir(tmp_path)
+
+
 def test_store_errors_name_the_bad_value(tmp_path):
     with Store(str(tmp_path / "s.bin"), 1 << 20) as g:
         e = g.alloc("a", 64 << 10)

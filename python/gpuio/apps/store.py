@@ -25,6 +25,8 @@ import torch
 BLOCK_BYTES_DEFAULT = 4096
 STRIPE_BYTES_DEFAULT = 65536   # gpuio.Engine's default RAID-0 stripe
 WORKERS_DEFAULT = None         # None: the engine's own (dynamic) worker count
+FILE_BACKENDS = ("uring", "posix")  # backends whose paths are files the store may create; others (sim, a
+                                    # volume) name devices that exist already
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +85,7 @@ class _Done:
 class _Base:
     kind = "?"
 
-    def __init__(self, store: Any, capacity_bytes: int, block_size: int, stripe_bytes: int):
+    def __init__(self, store: Any, capacity_bytes: int, block_size: int, stripe_bytes: int, files: bool = True):
         if not isinstance(capacity_bytes, int) or capacity_bytes <= 0:
             raise ValueError(f"capacity_bytes must be a positive int, got {capacity_bytes!r}")
         if not isinstance(block_size, int) or block_size < 512 or block_size & (block_size - 1):
@@ -95,7 +97,7 @@ class _Base:
         n = len(self.paths)
         unit = block_size if n == 1 else stripe_bytes
         per_device = -(-capacity_bytes // (unit * n)) * unit
-        for p in self.paths:
+        for p in self.paths if files else ():  # files are created or grown; devices/volumes are taken as they are
             if not os.path.exists(p) or os.path.getsize(p) < per_device:
                 with open(p, "ab") as f:
                     f.truncate(per_device)
@@ -145,7 +147,8 @@ class Store(_Base):
     def __init__(self, store: Any, capacity_bytes: int, block_size: int = BLOCK_BYTES_DEFAULT,
                  stripe_bytes: int = STRIPE_BYTES_DEFAULT, workers: int | None = WORKERS_DEFAULT,
                  **engine_options: Any):
-        super().__init__(store, capacity_bytes, block_size, stripe_bytes)
+        backend = str(engine_options.get("backend", "uring")).removeprefix("fault:")
+        super().__init__(store, capacity_bytes, block_size, stripe_bytes, files=backend in FILE_BACKENDS)
         from ..engine import Engine
 
         self._gpu_ids: dict = {}
@@ -159,6 +162,7 @@ class Store(_Base):
             # e.g. tmpfs refuses O_DIRECT: go through the page cache, and say so in data_path
             self.engine = Engine(self.paths, block_size=block_size, stripe_bytes=stripe_bytes, workers=workers,
                                  direct=False, **engine_options)
+        self.capacity_blocks = min(self.capacity_blocks, self.engine.total_blocks)
 
     def _block_ids(self, ext: Extent, offset: int, t: torch.Tensor, name: str):
         ids = self._ids(ext, offset, _nbytes(t, self.block_size, name))
