@@ -67,7 +67,9 @@ def test_store_errors_name_the_bad_value(tmp_path):
     with pytest.raises(TypeError, match="store must be a path"):
         Store(3, 4096)
     with pytest.raises(ValueError, match="device='tpu'"):
-        common.size_params(gemm.SIZES, "tiny") and gemm.run("tiny", str(tmp_path / "g.bin"), device="tpu")
+        gemm.run("tiny", str(tmp_path / "g.bin"), device="tpu")
+    with pytest.raises(ValueError, match="size='huge' is not one of tiny, small, medium, large"):
+        vecadd.run("huge", str(tmp_path / "v.bin"), "cpu")
 
 
 # -- applications -------------------------------------------------------------------------------------
