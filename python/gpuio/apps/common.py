@@ -34,10 +34,22 @@ def size_params(sizes: dict, size: str) -> dict:
     return dict(sizes[size])
 
 
-def open_pair(store: Any, capacity_bytes: int, workers: int | None = None,
-              engine_options: dict | None = None) -> tuple[Store, PosixStore]:
-    """The gpuio store and the pread/pwrite baseline over the same files (extents are allocated alike)."""
-    g = Store(store, capacity_bytes, workers=workers, **(engine_options or {}))
+# Engine staging for CUDA destinations (the same sizing as examples/cam_pipeline.py for its multi-MiB
+# chunks): GPU reads go storage -> pinned staging -> GPU in slots of this size, so large requests need
+# large slots and enough of them in flight. Host destinations are read by O_DIRECT in place.
+CUDA_STAGING = {"staging_bytes": 256 << 20, "staging_slot_bytes": 1 << 20}
+
+
+def engine_options_for(device) -> dict:
+    return dict(CUDA_STAGING) if str(device).startswith("cuda") else {}
+
+
+def open_pair(store: Any, capacity_bytes: int, workers: int | None = None, engine_options: dict | None = None,
+              device=None) -> tuple[Store, PosixStore]:
+    """The gpuio store and the pread/pwrite baseline over the same files (extents are allocated alike).
+    device: where the app computes (CUDA gets engine_options_for's staging unless engine_options say)."""
+    opts = dict(engine_options_for(device), **(engine_options or {}))
+    g = Store(store, capacity_bytes, workers=workers, **opts)
     return g, PosixStore(store, capacity_bytes)
 
 

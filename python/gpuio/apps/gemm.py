@@ -120,7 +120,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     dev = resolve_device(device)
     store = store or common.default_store("gemm")
     app = Gemm(prm["n"], prm["tile"], dtype)
-    g, p = common.open_pair(store, 3 * app.matrix_bytes, workers)
+    g, p = common.open_pair(store, 3 * app.matrix_bytes, workers, device=dev)
     try:
         app.alloc(g, p)
         app.prepare(g)

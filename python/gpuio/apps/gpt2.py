@@ -121,7 +121,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     train_step(m, opt, batch(vocab, prm["batch"], prm["seq"], 0, dev))  # Adam state exists from here
     state, meta = state_tensors(m, opt)
     nbytes = sum(t.numel() * t.element_size() for t in state.values())
-    opts = {"workers": workers} if workers else {}
+    opts = dict(common.engine_options_for(dev), **({"workers": workers} if workers else {}))
     savers = {"gpuio": lambda p: checkpoint.save_file(state, p, meta, **opts),
               "torch": lambda p: torch.save(state, p),
               "safetensors": lambda p: sft.save_file(state, p, metadata=meta)}

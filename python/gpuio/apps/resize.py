@@ -136,7 +136,8 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     dev = resolve_device(device)
     store = store or common.default_store("resize")
     app = Resize(prm["images"], prm["hw"], prm["out"], prm["batch"])
-    g, p = common.open_pair(store, app.images * (app.in_img + app.out_img) + 2 * app.batch * app.in_img, workers)
+    capacity = app.images * (app.in_img + app.out_img) + 2 * app.batch * app.in_img
+    g, p = common.open_pair(store, capacity, workers, device=dev)
     try:
         app.alloc(g, p)
         app.prepare(g)

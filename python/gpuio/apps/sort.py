@@ -360,7 +360,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     dev = resolve_device(device)
     store = store or common.default_store("sort")
     app = ExternalSort(prm["n"], prm["budget"])
-    g, p = common.open_pair(store, 3 * app.bytes, workers)
+    g, p = common.open_pair(store, 3 * app.bytes, workers, device=dev)
     stores = [g, p]
     try:
         app.alloc(g, p)

@@ -98,7 +98,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     dev = resolve_device(device)
     store = store or common.default_store("vecadd")
     app = VecAdd(prm["n"], prm["batch_bytes"], prm.get("depth", DEPTH_DEFAULT))
-    g, p = common.open_pair(store, 3 * app.vec_bytes, workers)
+    g, p = common.open_pair(store, 3 * app.vec_bytes, workers, device=dev)
     try:
         app.alloc(g, p)
         app.prepare(g)
