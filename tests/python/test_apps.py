@@ -41,7 +41,8 @@ def test_store_and_pread_baseline_agree_on_raid0_layout(tmp_path):
 
 def test_store_on_emulated_devices_creates_no_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with Store(["sim0", "sim1"], 4 << 20, backend="sim", sim=dict(preset="znand", device_bytes=8 << 20, paced=False)) as s:
+    sim = dict(preset="znand", device_bytes=8 << 20, paced=False)
+    with Store(["sim0", "sim1"], 4 << 20, backend="sim", sim=sim) as s:
         e = s.alloc("x", 1 << 20)
         d = torch.arange(1 << 18, dtype=torch.int32)
         s.write(e, 0, d)

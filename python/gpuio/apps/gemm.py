@@ -50,7 +50,8 @@ class Gemm:
         self.nt = n // tile_rows
         self.tile_bytes = tile_rows * tile_rows * self.dtype.itemsize
         if self.tile_bytes % 4096:
-            raise ValueError(f"a {tile_rows}x{tile_rows} {dtype} tile is {self.tile_bytes} bytes, not whole 4 KiB blocks")
+            raise ValueError(f"a {tile_rows}x{tile_rows} {dtype} tile is {self.tile_bytes} bytes, "
+                             "not whole 4 KiB blocks")
 
     @property
     def matrix_bytes(self) -> int:
