@@ -9,6 +9,9 @@ import typer
 
 
 def bench(
+    mode: Optional[str] = typer.Argument(None, metavar="[apps]",
+                                         help="apps: the applications (gpuio.apps) at --size tiny|small|medium|large "
+                                              "(--workload picks apps, --file is their directory, --cold, --json)."),
     size: str = typer.Option("1G", help="Data file size (e.g. 512M, 8G); written with real data once, reused."),
     file: str = typer.Option("gpuio-bench.dat", help="Data file (created in the current directory by default)."),
     repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
@@ -48,6 +51,13 @@ def bench(
 
     from ..bench import cache, meta, report
 
+    if mode is not None:  # `gpuio bench apps`: its own runner (cli/bench_apps.py)
+        if mode != "apps":
+            raise typer.BadParameter(f"{mode!r}: the only mode is 'apps'")
+        from .bench_apps import SIZE_DEFAULT, bench_apps
+        return bench_apps(SIZE_DEFAULT if size == "1G" else size, cold,
+                          "gpuio-apps-bench.json" if json_path == "gpuio-bench.json" else json_path, workload,
+                          None if file == "gpuio-bench.dat" else file)
     console = Console(width=max(Console().width, 200))  # the table is wide; never wrap it into unreadable cells
     path = os.path.abspath(file)
     o = gb.Options(path=path, size_bytes=nbytes, workloads=chosen, repeats=repeats, seconds=seconds,

@@ -1,0 +1,14 @@
+"""GPT-2 load / train / checkpoint with safetensors-compatible checkpoints written through gpuio.
+
+    python3 examples/app_gpt2.py --size tiny --device cpu
+    python3 examples/app_gpt2.py --size large --device cuda --cold --store /data/gpt2.safetensors
+
+The code is the library module gpuio.apps.gpt2 (its docstring says what is measured and checked);
+--help lists the options.
+"""
+import sys
+
+from gpuio.apps.gpt2 import main
+
+if __name__ == "__main__":
+    sys.exit(main())

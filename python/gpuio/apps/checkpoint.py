@@ -1,0 +1,198 @@
+"""Checkpoints through gpuio in the safetensors layout, with the tensor data block-aligned.
+
+    checkpoint.save_file({"w": w, ...}, "ckpt.safetensors")   # gpuio writes; safetensors can load it
+    tensors = checkpoint.load_file("ckpt.safetensors", device="cuda")
+    safetensors.torch.load_file("ckpt.safetensors")            # reads the same file
+
+Layout (the safetensors format): 8-byte little-endian header length H, H bytes of JSON header, then the
+tensors' bytes back to back. The JSON is padded with spaces (the format allows trailing whitespace) so
+the data starts at a multiple of `align` (4096 by default): the data region is then whole blocks written
+and read by O_DIRECT in large requests, straight from / into the tensors' device (GPU memory through the
+engine's stream path). The format forbids holes between tensors, so tensors are packed, largest element
+size first: every tensor's offset is then a multiple of its element size, and loading returns views into
+one buffer (no per-tensor copy). The file is truncated to its exact length (safetensors checks it); the
+last partial block is read with one plain pread.
+
+`save`/`load` take any gpuio store (`gpuio.apps.store.Store` and an extent: RAID-0 over files works too;
+only a single plain file is loadable by safetensors itself, since the bytes are striped otherwise).
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any
+
+import torch
+
+from .pipeline import buffer, sync
+from .store import Extent, Store
+
+ALIGN_BYTES = 4096
+CHUNK_BYTES = 64 << 20  # staging piece per write request while saving (two in flight)
+READ_BYTES_MAX = 256 << 20  # bytes per read request while loading (several in flight)
+DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+          torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+          torch.bool: "BOOL"}
+_BY_NAME = {v: k for k, v in DTYPES.items()}
+
+
+def layout(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None,
+           align: int = ALIGN_BYTES) -> tuple[bytes, list[tuple[str, torch.Tensor, int]], int]:
+    """(the 8-byte length + padded JSON header, [(name, tensor, data offset)], data bytes)."""
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"checkpoint entry {name!r} is a {type(t).__name__}, not a tensor")
+        if t.dtype not in DTYPES:
+            raise TypeError(f"checkpoint entry {name!r} has dtype {t.dtype}, which safetensors cannot store")
+    order = sorted(tensors, key=lambda n: (-tensors[n].element_size(), n))
+    head: dict[str, Any] = {}
+    if metadata:
+        head["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    entries, off = [], 0
+    for name in order:
+        t = tensors[name]
+        nb = t.numel() * t.element_size()
+        head[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + nb]}
+        entries.append((name, t, off))
+        off += nb
+    text = json.dumps(head, separators=(",", ":")).encode()
+    total = -(-(8 + len(text)) // align) * align
+    text += b" " * (total - 8 - len(text))
+    return struct.pack("<Q", len(text)) + text, entries, off
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    if t.dim() == 0:
+        t = t.reshape(1)
+    return t.contiguous().view(-1).view(torch.uint8)
+
+
+def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.device,
+         chunk_bytes: int = CHUNK_BYTES) -> int:
+    """Stream header + tensors into `ext` through two staging pieces on `device` (each written while the
+    next one is filled). Returns the bytes written (whole blocks)."""
+    bs = store.block_size
+    total = len(header) + sum(_as_bytes(t).numel() for _, t, _ in entries)
+    chunk_bytes = max(bs, min(chunk_bytes, -(-total // bs) * bs) // bs * bs)  # small checkpoints: small pieces
+    slots = [buffer(chunk_bytes, device) for _ in range(2)]
+    inflight: list = [None, None]
+    cur, fill, written = 0, 0, 0
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    def emit(nbytes: int, last: bool):
+        nonlocal cur, fill, written
+        nb = -(-nbytes // bs) * bs
+        if last and nb > nbytes:
+            slots[cur][nbytes:nb].zero_()
+        src = slots[cur][:nb]
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                inflight[cur] = store.write_async(ext, written, src)
+        else:
+            inflight[cur] = store.write_async(ext, written, src)
+        written += nb
+        cur, fill = 1 - cur, 0
+        if inflight[cur] is not None:  # the other piece's write must be done before it is refilled
+            inflight[cur].wait()
+            inflight[cur] = None
+
+    pieces = [torch.frombuffer(bytearray(header), dtype=torch.uint8)] + [_as_bytes(t) for _, t, _ in entries]
+    for p in pieces:
+        at = 0
+        while at < p.numel():
+            take = min(p.numel() - at, chunk_bytes - fill)
+            slots[cur][fill:fill + take].copy_(p[at:at + take], non_blocking=True)
+            fill += take
+            at += take
+            if fill == chunk_bytes:
+                emit(fill, False)
+    if fill:
+        emit(fill, True)
+    for h in inflight:
+        if h is not None:
+            h.wait()
+    sync(device)
+    store.sync()
+    return written
+
+
+def save_file(tensors: dict[str, torch.Tensor], path: str, metadata: dict[str, str] | None = None,
+              device: Any = None, **store_options) -> dict:
+    """Write `tensors` to `path` (one file) through gpuio. device: where the staging pieces live (default:
+    the first tensor's device). Returns {"bytes", "data_offset"}."""
+    header, entries, data = layout(tensors, metadata)
+    if device is None:
+        device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
+    total = len(header) + data
+    if os.path.exists(path):
+        os.truncate(path, 0)  # a fresh file: no stale bytes beyond the new end
+    with Store(path, max(total, ALIGN_BYTES), **store_options) as st:
+        ext = st.alloc("checkpoint", total)
+        save(st, ext, header, entries, torch.device(device))
+    os.truncate(path, total)  # safetensors requires the file to end where the last tensor ends
+    return {"bytes": total, "data_offset": len(header)}
+
+
+def _parse(head_bytes: bytes) -> tuple[int, dict]:
+    if len(head_bytes) < 8:
+        raise ValueError("not a safetensors file: shorter than its 8-byte header length")
+    (n,) = struct.unpack("<Q", head_bytes[:8])
+    if 8 + n > len(head_bytes):
+        raise ValueError(f"header of {n} bytes is longer than the bytes given ({len(head_bytes) - 8})")
+    return 8 + n, json.loads(head_bytes[8:8 + n])
+
+
+def views(buf: torch.Tensor, data_offset: int, head: dict) -> dict[str, torch.Tensor]:
+    """The tensors as views into `buf` (the whole file's bytes)."""
+    out = {}
+    for name, e in head.items():
+        if name == "__metadata__":
+            continue
+        dt = _BY_NAME.get(e["dtype"])
+        if dt is None:
+            raise ValueError(f"tensor {name!r} has dtype {e['dtype']!r}, which this loader does not read")
+        b, end = e["data_offsets"]
+        raw = buf[data_offset + b:data_offset + end]
+        t = raw.view(dt) if raw.numel() else torch.empty(0, dtype=dt, device=buf.device)
+        out[name] = t.view(e["shape"]) if e["shape"] else t.reshape(())
+    return out
+
+
+def load(store: Store, ext: Extent, nbytes: int, device: torch.device, tail_path: str | None = None) -> dict:
+    """Read a checkpoint of `nbytes` from `ext` into one buffer on `device`, return its tensors as views.
+    tail_path: the file whose last partial block (past the engine's whole blocks) is read with pread."""
+    bs = store.block_size
+    whole = nbytes // bs * bs if tail_path else -(-nbytes // bs) * bs
+    buf = buffer(-(-nbytes // bs) * bs, device)
+    handles = [store.read_async(ext, off, buf[off:min(off + READ_BYTES_MAX, whole)])
+               for off in range(0, whole, READ_BYTES_MAX)]
+    if tail_path and whole < nbytes:
+        with open(tail_path, "rb") as f:
+            f.seek(whole)
+            tail = f.read(nbytes - whole)
+        buf[whole:nbytes].copy_(torch.frombuffer(bytearray(tail), dtype=torch.uint8))
+    for h in handles:
+        h.wait()
+    sync(device)
+    head_len = int(struct.unpack("<Q", bytes(buf[:8].cpu().numpy()))[0])
+    data_offset, head = _parse(bytes(buf[:8 + head_len].cpu().numpy()))
+    return views(buf, data_offset, head)
+
+
+def load_file(path: str, device: Any = "cpu", **store_options) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file (any, aligned or not), read through gpuio onto `device`."""
+    size = os.path.getsize(path)
+    bs = store_options.get("block_size", 4096)
+    if size < bs:  # not even one whole block: nothing for the engine to do
+        with open(path, "rb") as f:
+            data = f.read()
+        off, head = _parse(data)
+        return {k: v.to(device) for k, v in views(torch.frombuffer(bytearray(data), dtype=torch.uint8), off,
+                                                  head).items()}
+    with Store(path, size // bs * bs, **store_options) as st:
+        ext = st.alloc("checkpoint", size // bs * bs)
+        ext = Extent(ext.name, ext.first_block, size, bs)  # ids beyond the whole blocks are never asked for
+        return load(st, ext, size, torch.device(device), tail_path=path)

@@ -1,0 +1,94 @@
+"""What every application's command line shares: --size, --store, --device, --cold, and the store pair."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .store import PosixStore, Store, paths_of
+
+SIZES = ("tiny", "small", "medium", "large")
+
+
+def default_store(app: str) -> str:
+    return os.path.abspath(f"gpuio-apps-{app}.bin")
+
+
+def parser(app: str, doc: str, sizes: dict) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=app, description=doc.split("\n")[0])
+    ap.add_argument("--size", default="tiny", choices=list(sizes),
+                    help="; ".join(f"{k}: {v}" for k, v in sizes.items()))
+    ap.add_argument("--store", default=None,
+                    help="a file, or comma-separated files (RAID-0), that hold the data "
+                         f"(default: {os.path.basename(default_store(app))} in the current directory)")
+    ap.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when torch sees one)")
+    ap.add_argument("--cold", action="store_true", help="sync + drop the page cache before each timed pass (root)")
+    ap.add_argument("--workers", type=int, default=None, help="gpuio engine worker threads (default: engine's)")
+    ap.add_argument("--keep", action="store_true", help="keep the store files afterwards")
+    return ap
+
+
+def size_params(sizes: dict, size: str) -> dict:
+    if size not in sizes:
+        raise ValueError(f"size={size!r} is not one of {', '.join(sizes)}")
+    return dict(sizes[size])
+
+
+# Engine staging for CUDA destinations (the same sizing as examples/cam_pipeline.py for its multi-MiB
+# chunks): GPU reads go storage -> pinned staging -> GPU in slots of this size, so large requests need
+# large slots and enough of them in flight. Host destinations are read by O_DIRECT in place.
+CUDA_STAGING = {"staging_bytes": 256 << 20, "staging_slot_bytes": 1 << 20}
+
+
+def engine_options_for(device) -> dict:
+    return dict(CUDA_STAGING) if str(device).startswith("cuda") else {}
+
+
+def open_pair(store: Any, capacity_bytes: int, workers: int | None = None, engine_options: dict | None = None,
+              device=None) -> tuple[Store, PosixStore]:
+    """The gpuio store and the pread/pwrite baseline over the same files (extents are allocated alike).
+    device: where the app computes (CUDA gets engine_options_for's staging unless engine_options say)."""
+    opts = dict(engine_options_for(device), **(engine_options or {}))
+    g = Store(store, capacity_bytes, workers=workers, **opts)
+    return g, PosixStore(store, capacity_bytes)
+
+
+def remove(store: Any) -> None:
+    for p in paths_of(store):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def alloc_both(g, p, name: str, nbytes: int):
+    """Allocate the same extent on both stores (both bump-allocate from block 0, so they stay equal)."""
+    e = g.alloc(name, nbytes)
+    if p.alloc(name, nbytes) != e:
+        raise AssertionError(f"extent {name!r} differs between the two stores")
+    return e
+
+
+def print_row(r: dict) -> None:
+    print(f"{r['app']} {r['size']} [{r['regime']}] data_path={r['data_path']}: gpuio {r['gpuio_s']:.3f} s, "
+          f"{r['baseline']} {r['baseline_s']:.3f} s (speedup {r['speedup']:.2f}x); I/O alone {r['io_s']:.3f} s, "
+          f"compute alone {r['compute_s']:.3f} s, ideal {r['ideal_s']:.3f} s (gpuio/ideal {r['of_ideal']:.2f}); "
+          f"check: {r['check']}", flush=True)
+
+
+def raw_seconds_for(size: str) -> float:
+    """Seconds per configuration of the raw reference grid (6 configurations, read and write each)."""
+    return 0.05 if size == "tiny" else 1.0
+
+
+def raw_rates(path: str, seconds: float) -> dict:
+    """The raw device's best sequential 1 MiB read and write rates on `path` (bytes/s), O_DIRECT."""
+    from ..bench.measure import raw_best
+
+    out = {}
+    for write in (False, True):
+        r, label = raw_best(path, 1 << 20, sequential=True, write=write, seconds=seconds)
+        if r:
+            out["raw_write_Bps" if write else "raw_read_Bps"] = r["bytes"] / r["seconds"]
+            out["raw_write_cfg" if write else "raw_read_cfg"] = label
+    return out

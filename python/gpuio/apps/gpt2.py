@@ -1,0 +1,214 @@
+"""GPT-2 load / train / checkpoint (GNStor Fig. 17) with the checkpoint (weights and Adam state) on storage.
+
+The model is built from a `transformers` GPT2Config (random init, no hub download): "tiny" (CI), "small"
+(GPT-2 small, 124 M parameters), "medium" (355 M). After one Adam step (so the optimizer holds its
+exp_avg/exp_avg_sq/step), the job is timed as GNStor does: checkpoint save, checkpoint load back onto the
+device, and a few training steps, with three checkpoint paths on the same state:
+  gpuio       gpuio.apps.checkpoint (safetensors layout, block-aligned data, O_DIRECT, GPU staging);
+  torch       torch.save / torch.load(map_location=device);
+  safetensors safetensors.torch.save_file / load_file(device=device).
+Checks: every loaded tensor equals the saved one bit for bit (all three paths); safetensors' own
+load_file reads gpuio's file; a model and optimizer restored from gpuio's checkpoint take the next step
+to the same loss as the uninterrupted ones (exactly on the CPU). The raw device's sequential read and
+write rates on the same file system are printed beside the checkpoint rates (judged: >= 0.9 x raw,
+>= 3 x torch.save/torch.load).
+
+    python -m gpuio.apps.gpt2 --size small --device cuda --cold        # needs `pip install gpuio[apps]`
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import torch
+
+from . import checkpoint, common
+from .pipeline import drop_caches, regime, resolve_device, row, sync
+
+MODELS = {  # GPT2Config fields; small and medium are GPT-2's published shapes
+    "tiny": dict(n_layer=2, n_embd=64, n_head=2, vocab_size=1000, n_positions=64),
+    "small": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024),
+    "medium": dict(n_layer=24, n_embd=1024, n_head=16, vocab_size=50257, n_positions=1024),
+}
+SIZES = {  # model, batch x seq tokens per step, timed training steps
+    "tiny": dict(model="tiny", batch=2, seq=32, steps=2),
+    "small": dict(model="small", batch=4, seq=256, steps=3),
+    "medium": dict(model="medium", batch=4, seq=512, steps=3),
+    "large": dict(model="medium", batch=4, seq=1024, steps=3),
+}
+
+
+def build(model: str, device: torch.device, seed: int = 0):
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        raise ImportError("the GPT-2 application needs transformers: pip install 'gpuio[apps]'") from None
+    if model not in MODELS:
+        raise ValueError(f"model={model!r} is not one of {', '.join(MODELS)}")
+    torch.manual_seed(seed)
+    cfg = GPT2Config(**MODELS[model], bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+                     attn_pdrop=0.0)
+    m = GPT2LMHeadModel(cfg).to(device)
+    return m, torch.optim.Adam(m.parameters(), lr=1e-4)
+
+
+def batch(vocab: int, b: int, s: int, step: int, device) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1000 + step)
+    return torch.randint(0, vocab, (b, s), generator=g).to(device)
+
+
+def train_step(m, opt, ids) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss = m(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def state_tensors(m, opt) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Weights (tied ones once) and Adam state as flat named tensors; the hyperparameters as metadata."""
+    out = {f"model.{n}": p.detach() for n, p in m.named_parameters()}
+    sd = opt.state_dict()
+    for i, st in sd["state"].items():
+        for k, v in st.items():
+            out[f"optim.{i}.{k}"] = v if isinstance(v, torch.Tensor) else torch.tensor(v)
+    return out, {"param_groups": json.dumps(sd["param_groups"])}
+
+
+def restore(m, opt, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    params = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    missing = set(n for n, _ in m.named_parameters()) - set(params)
+    if missing:
+        raise KeyError(f"checkpoint lacks parameters {sorted(missing)[:3]}")
+    m.load_state_dict(params, strict=False)  # tied weights (lm_head) follow the embedding
+    state: dict[int, dict] = {}
+    for k, v in tensors.items():
+        if k.startswith("optim."):
+            _, i, name = k.split(".", 2)
+            state.setdefault(int(i), {})[name] = v.cpu() if name == "step" else v
+    opt.load_state_dict({"state": state, "param_groups": json.loads(metadata["param_groups"])})
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k].cpu(), b[k].cpu()) and a[k].shape == b[k].shape
+                                        for k in a)
+
+
+def _metadata_of(path: str) -> dict:
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n)).get("__metadata__", {})
+
+
+def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False, workers: int | None = None,
+        keep: bool = False, model: str | None = None, raw_seconds: float | None = None, **overrides) -> dict:
+    import safetensors.torch as sft
+
+    prm = common.size_params(SIZES, size)
+    prm.update(overrides)
+    if model:
+        prm["model"] = model
+    dev = resolve_device(device)
+    path = store or common.default_store("gpt2").replace(".bin", ".safetensors")
+    if not isinstance(path, str) or "," in path:
+        raise ValueError(f"store={store!r}: the GPT-2 checkpoint is one file (safetensors loads it); "
+                         "checkpoint.save/load take a RAID-0 Store directly")
+    files = {"gpuio": path, "torch": path + ".pt", "safetensors": path + ".st.safetensors"}
+    m, opt = build(prm["model"], dev)
+    vocab = m.config.vocab_size
+    train_step(m, opt, batch(vocab, prm["batch"], prm["seq"], 0, dev))  # Adam state exists from here
+    state, meta = state_tensors(m, opt)
+    nbytes = sum(t.numel() * t.element_size() for t in state.values())
+    opts = dict(common.engine_options_for(dev), **({"workers": workers} if workers else {}))
+    savers = {"gpuio": lambda p: checkpoint.save_file(state, p, meta, **opts),
+              "torch": lambda p: torch.save(state, p),
+              "safetensors": lambda p: sft.save_file(state, p, metadata=meta)}
+    loaders = {"gpuio": lambda p: checkpoint.load_file(p, dev, **opts),
+               "torch": lambda p: torch.load(p, map_location=dev),
+               "safetensors": lambda p: sft.load_file(p, device=str(dev))}
+    t: dict[str, float] = {}
+    failure = None
+    try:
+        for name in ("gpuio", "torch", "safetensors"):
+            failure = drop_caches(cold) or failure
+            sync(dev)
+            t0 = time.perf_counter()
+            savers[name](files[name])
+            sync(dev)
+            t[f"save_{name}"] = time.perf_counter() - t0
+            drop_caches(cold)
+            t0 = time.perf_counter()
+            loaded = loaders[name](files[name])
+            sync(dev)
+            t[f"load_{name}"] = time.perf_counter() - t0
+            if not _same(state, loaded):
+                raise AssertionError(f"GPT-2 checkpoint through {name}: loaded tensors differ from the saved ones")
+            if name == "gpuio":
+                from_gpuio = loaded
+        if not _same(state, sft.load_file(files["gpuio"])):
+            raise AssertionError("safetensors.torch.load_file reads different tensors from gpuio's checkpoint")
+        # resume: the restored model's next step matches the uninterrupted model's
+        ids = batch(vocab, prm["batch"], prm["seq"], 1, dev)
+        m2, opt2 = build(prm["model"], dev, seed=1)
+        restore(m2, opt2, from_gpuio, _metadata_of(files["gpuio"]))
+        loss_a, loss_b = train_step(m, opt, ids), train_step(m2, opt2, ids)
+        tol = 0.0 if dev.type == "cpu" else 1e-4 * abs(loss_a)
+        if abs(loss_a - loss_b) > tol:
+            raise AssertionError(f"GPT-2 resumed from gpuio's checkpoint: loss {loss_b} != uninterrupted {loss_a}")
+        sync(dev)
+        t0 = time.perf_counter()
+        for s in range(prm["steps"]):
+            train_step(m, opt, batch(vocab, prm["batch"], prm["seq"], 2 + s, dev))
+        sync(dev)
+        train_s = time.perf_counter() - t0
+        raw = {}
+        raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
+        if raw_seconds > 0:
+            scratch = path + ".raw"
+            with open(scratch, "wb") as f:
+                f.truncate(max(64 << 20, -(-nbytes // (1 << 20)) * (1 << 20)))
+            try:
+                raw = common.raw_rates(scratch, raw_seconds)
+            finally:
+                os.unlink(scratch)
+    finally:
+        if not keep:
+            for f in files.values():
+                if os.path.exists(f):
+                    os.unlink(f)
+    g_io = t["save_gpuio"] + t["load_gpuio"]
+    b_io = t["save_torch"] + t["load_torch"]
+    extra = {f"{k}_s": v for k, v in t.items()}
+    extra.update(on=dev.type, model=prm["model"], checkpoint_bytes=nbytes, train_steps=prm["steps"],
+                 save_vs_torch=t["save_torch"] / t["save_gpuio"], load_vs_torch=t["load_torch"] / t["load_gpuio"],
+                 save_vs_safetensors=t["save_safetensors"] / t["save_gpuio"],
+                 load_vs_safetensors=t["load_safetensors"] / t["load_gpuio"],
+                 safetensors_s=t["save_safetensors"] + t["load_safetensors"] + train_s, **raw)
+    if "raw_write_Bps" in raw:
+        extra["save_of_raw"] = nbytes / t["save_gpuio"] / raw["raw_write_Bps"]
+        extra["load_of_raw"] = nbytes / t["load_gpuio"] / raw["raw_read_Bps"]
+    return row(f"gpt2-{prm['model']}", size, regime(cold, failure), "gpuio checkpoint (safetensors layout)",
+               g_io + train_s, "torch.save/load", b_io + train_s, g_io, train_s,
+               "ok (bitwise equal on all 3 paths, safetensors reads gpuio's file, resume loss equal)", **extra)
+
+
+def main(argv=None) -> int:
+    ap = common.parser("gpt2", __doc__, SIZES)
+    ap.add_argument("--model", default=None, choices=list(MODELS), help="override the size's model")
+    a = ap.parse_args(argv)
+    r = run(a.size, a.store, a.device, a.cold, a.workers, a.keep, a.model)
+    common.print_row(r)
+    print(f"{r['model']}: checkpoint {r['checkpoint_bytes'] / 2**20:.1f} MiB; save gpuio {r['save_gpuio_s']:.3f} s, "
+          f"torch {r['save_torch_s']:.3f} s, safetensors {r['save_safetensors_s']:.3f} s; load gpuio "
+          f"{r['load_gpuio_s']:.3f} s, torch {r['load_torch_s']:.3f} s, safetensors {r['load_safetensors_s']:.3f} s; "
+          f"train {r['compute_s']:.3f} s for {r['train_steps']} steps")
+    print(f"save/load vs torch {r['save_vs_torch']:.2f}x / {r['load_vs_torch']:.2f}x (target >= 3); "
+          + (f"of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"
+             if "save_of_raw" in r else "raw device rates not measured"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

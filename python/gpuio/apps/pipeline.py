@@ -1,0 +1,230 @@
+"""The loop every streaming application here shares, and how it is measured (BENCHMARKS.md, Applications).
+
+An application is a list of `Step`s: read some byte ranges, compute on them, write the outputs back.
+`run_steps` runs them double-buffered: step i+1's reads are in flight while step i computes, and step i's
+writes drain while step i+1 computes. It runs in three modes over the same steps:
+  "pipeline"  reads, compute and writes overlapped (the application);
+  "io"        the same reads and writes, no compute (writes send scratch buffers of the right sizes);
+  "compute"   the same compute on inputs read beforehand outside the clock (each step timed alone);
+so the ideal is max(io, compute) and a pipeline near it shows the overlap works.
+
+Over a `PosixStore` (synchronous pread/pwrite + copy) the same loop is the CPU-centric baseline: nothing
+overlaps there, so it takes about io + compute.
+
+On a CUDA device the reads run on their own stream and wait (stream-ordered, no host stall) for the
+compute that last used their buffer; the compute runs on the current stream after the host saw the read
+complete (bounded waits: a stuck request raises instead of hanging); writes run on a third stream after
+the compute that produced them.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import Any, Callable
+
+import torch
+
+from ..bench import cache as _cache
+from .store import Extent
+
+DEPTH_DEFAULT = 2  # input slots: step i computes while steps i+1 .. i+depth-1 read (2: double buffering);
+                   # also the groups of step writes left in flight (each keeps its output tensors alive)
+
+
+@dataclasses.dataclass
+class Step:
+    reads: list[tuple[Extent, int, int]]            # (extent, byte offset, nbytes) -> one uint8 input each
+    compute: Callable[[list[torch.Tensor]], list[torch.Tensor]]  # inputs (uint8, on the device) -> outputs
+    writes: list[tuple[Extent, int]] = dataclasses.field(default_factory=list)  # where each output goes
+    out_nbytes: list[int] = dataclasses.field(default_factory=list)            # each output's size
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' -> cuda when torch sees one, else cpu. A CUDA request without CUDA is an error, not a fallback."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is not a device name (use 'auto', 'cpu' or 'cuda')") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but torch sees no CUDA device")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r}: the applications run on 'cpu' or 'cuda'")
+    return dev
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def buffer(nbytes: int, device: torch.device) -> torch.Tensor:
+    """A uint8 buffer for reads: GPU memory, or 4 KiB-aligned host memory (O_DIRECT lands in it in place)."""
+    if device.type == "cuda":
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    from ..tensor import _aligned_bytes
+
+    return _aligned_bytes(nbytes, pin=False)
+
+
+class _Streams:
+    """CPU: no streams. CUDA: io / write streams beside the current (compute) one, with buffer events."""
+
+    def __init__(self, device: torch.device, slots: int):
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.io, self.wr = torch.cuda.Stream(device), torch.cuda.Stream(device)
+            self.freed = [torch.cuda.Event() for _ in range(slots)]
+            self.used = [False] * slots
+
+    def on_io(self, slot: int):
+        if not self.cuda:
+            return contextlib.nullcontext()
+        if self.used[slot]:
+            self.io.wait_event(self.freed[slot])  # the compute that last read this slot is done
+        return torch.cuda.stream(self.io)
+
+    def release(self, slot: int) -> None:
+        if self.cuda:
+            self.freed[slot].record(torch.cuda.current_stream())
+            self.used[slot] = True
+
+    def on_write(self, outs: list[torch.Tensor]):
+        if not self.cuda:
+            return contextlib.nullcontext()
+        self.wr.wait_stream(torch.cuda.current_stream())  # after the compute that produced outs
+        for o in outs:
+            if o.is_cuda:
+                o.record_stream(self.wr)
+        return torch.cuda.stream(self.wr)
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8).view(-1)
+
+
+def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipeline",
+              depth: int = DEPTH_DEFAULT) -> dict:
+    """Run `steps` over `store` (a Store or PosixStore) in `mode` with `depth` input slots; {"seconds",
+    "compute_s", "bytes_read", "bytes_written"}. compute_s is only measured in "compute" mode (the other
+    modes overlap it). An output tensor of step i may be reused by step i + depth + 1 (its write is done)."""
+    if mode not in ("pipeline", "io", "compute"):
+        raise ValueError(f"mode must be 'pipeline', 'io' or 'compute', got {mode!r}")
+    if not isinstance(depth, int) or depth < 2:
+        raise ValueError(f"depth must be an int >= 2 (input slots), got {depth!r}")
+    nreads = max((len(s.reads) for s in steps), default=0)
+    sizes = [max((s.reads[j][2] for s in steps if len(s.reads) > j), default=0) for j in range(nreads)]
+    bufs = [[buffer(n, device) for n in sizes] for _ in range(depth)]
+    scratch = None
+    if mode == "io":
+        outs = max((max(s.out_nbytes, default=0) for s in steps), default=0)
+        scratch = buffer(max(outs, store.block_size), device).zero_()
+    st = _Streams(device, depth)
+    moved = {"r": 0, "w": 0}
+
+    def inputs(i: int, slot: int) -> list[torch.Tensor]:
+        return [bufs[slot][j][:n] for j, (_, _, n) in enumerate(steps[i].reads)]
+
+    def issue_reads(i: int, slot: int) -> list:
+        with st.on_io(slot):
+            hs = [store.read_async(ext, off, buf) for (ext, off, _), buf in zip(steps[i].reads, inputs(i, slot))]
+        moved["r"] += sum(n for _, _, n in steps[i].reads)
+        return hs
+
+    def issue_writes(i: int, outs: list[torch.Tensor]) -> tuple:
+        outs = [_as_bytes(o) for o in outs]
+        with st.on_write(outs):
+            hs = [store.write_async(ext, off, o) for (ext, off), o in zip(steps[i].writes, outs)]
+        moved["w"] += sum(o.numel() for o in outs)
+        return hs, outs
+
+    if mode == "compute":
+        if steps:  # one untimed run first: kernels, allocator and first-touch costs are not the steps'
+            for h in issue_reads(0, 0):
+                h.wait()
+            steps[0].compute(inputs(0, 0))
+            st.release(0)
+        total = 0.0
+        for i, s in enumerate(steps):
+            for h in issue_reads(i, 0):
+                h.wait()
+            sync(device)
+            t0 = time.perf_counter()
+            s.compute(inputs(i, 0))
+            sync(device)
+            total += time.perf_counter() - t0
+            st.release(0)
+        return {"seconds": total, "compute_s": total, "bytes_read": 0, "bytes_written": 0}
+
+    sync(device)
+    t0 = time.perf_counter()
+    pending: list[tuple] = []
+    ahead = [issue_reads(i, i % depth) for i in range(min(depth - 1, len(steps)))]
+    for i, s in enumerate(steps):
+        j = i + depth - 1
+        if j < len(steps):  # into the slot step i-1 used (released after its compute)
+            ahead.append(issue_reads(j, j % depth))
+        for r in ahead.pop(0):
+            r.wait()
+        if mode == "pipeline":
+            outs = s.compute(inputs(i, i % depth))
+        else:
+            outs = [scratch[:n] for n in s.out_nbytes]
+        st.release(i % depth)
+        if s.writes:
+            pending.append(issue_writes(i, outs))
+            while len(pending) > depth:
+                for w in pending.pop(0)[0]:
+                    w.wait()
+    for hs, _ in pending:
+        for w in hs:
+            w.wait()
+    sync(device)
+    if moved["w"]:
+        store.sync()  # written means durable for both stores (the baseline's writes sit in the page cache)
+    return {"seconds": time.perf_counter() - t0, "compute_s": None, "bytes_read": moved["r"],
+            "bytes_written": moved["w"]}
+
+
+def drop_caches(cold: bool) -> str | None:
+    """sync + drop the page cache when cold; None on success (or when not asked), else why not."""
+    return _cache.drop_caches() if cold else None
+
+
+def regime(cold: bool, failure: str | None) -> str:
+    if not cold:
+        return "warm (page cache kept; gpuio O_DIRECT)"
+    if failure:
+        return "warm (drop_caches refused: not root?; gpuio O_DIRECT)"
+    return "cold (caches dropped before each pass)"
+
+
+def row(app: str, size: str, regime_text: str, data_path: str, gpuio_s: float, baseline: str, baseline_s: float,
+        io_s: float, compute_s: float, check: str, **extra: Any) -> dict:
+    """One line of the apps table: speedup = baseline / gpuio; of_ideal = gpuio / max(io, compute)."""
+    ideal = max(io_s, compute_s)
+    return dict(app=app, size=size, regime=regime_text, data_path=data_path, gpuio_s=gpuio_s, baseline=baseline,
+                baseline_s=baseline_s, speedup=baseline_s / gpuio_s if gpuio_s > 0 else float("nan"),
+                io_s=io_s, compute_s=compute_s, ideal_s=ideal,
+                of_ideal=gpuio_s / ideal if ideal > 0 else float("nan"), check=check, **extra)
+
+
+def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any], list[Step]],
+                  verify: Callable[[Any], str], device: torch.device, cold: bool, baseline: str,
+                  depth: int = DEPTH_DEFAULT, **extra: Any) -> dict:
+    """The standard comparison: gpuio io-only, compute-only, pipeline (verified), then the same steps over
+    the pread/pwrite store (verified). Page cache dropped before every timed pass where allowed."""
+    failure = drop_caches(cold)
+    io = run_steps(gstore, make_steps(gstore), device, "io", depth)
+    comp = run_steps(gstore, make_steps(gstore), device, "compute", depth)
+    drop_caches(cold)
+    full = run_steps(gstore, make_steps(gstore), device, "pipeline", depth)
+    check = verify(gstore)
+    drop_caches(cold)
+    base = run_steps(pstore, make_steps(pstore), device, "pipeline", depth)
+    check_b = verify(pstore)
+    return row(app, size, regime(cold, failure), gstore.data_path(), full["seconds"], baseline, base["seconds"],
+               io["seconds"], comp["compute_s"], check if check == check_b else f"{check}; baseline: {check_b}",
+               bytes_read=full["bytes_read"], bytes_written=full["bytes_written"], depth=depth, **extra)

@@ -1,0 +1,280 @@
+"""Where the applications keep their data: one flat space of whole blocks on any gpuio store.
+
+    st = Store("data.bin", capacity_bytes=1 << 30)              # a file (created or grown as needed)
+    st = Store(["d0.bin", "d1.bin"], capacity_bytes=1 << 30)    # RAID-0 over files (gpuio.Engine striping)
+    a = st.alloc("A", nbytes)                                   # an extent: whole blocks, bump-allocated
+    h = st.read_async(a, 0, out)       # out: a contiguous CPU or CUDA tensor of a whole number of blocks
+    st.write(a, 0, src)
+
+`Store` goes through `gpuio.Engine` (O_DIRECT, io_uring, the CUDA layer's stream-ordered path for CUDA
+tensors). `PosixStore` is the CPU-centric baseline over the same files and the same RAID-0 mapping:
+synchronous `os.preadv`/`os.pwritev` through the page cache into a host buffer, then a copy to the
+destination (`cudaMemcpy` through `Tensor.copy_` for CUDA tensors). Both offer the same calls, so an
+application runs unchanged over either and the comparison is the same algorithm on the same bytes.
+A volume (the Ceph backend, once it exists) enters the same way: `store` is what `gpuio.Engine` takes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+BLOCK_BYTES_DEFAULT = 4096
+STRIPE_BYTES_DEFAULT = 65536   # gpuio.Engine's default RAID-0 stripe
+WORKERS_DEFAULT = None         # None: the engine's own (dynamic) worker count
+FILE_BACKENDS = ("uring", "posix")  # backends whose paths are files the store may create; others (sim, a
+                                    # volume) name devices that exist already
+
+
+@dataclasses.dataclass(frozen=True)
+class Extent:
+    """A named run of whole blocks in a store's logical block space."""
+    name: str
+    first_block: int
+    nbytes: int
+    block_size: int
+
+    @property
+    def nblocks(self) -> int:
+        return -(-self.nbytes // self.block_size)
+
+
+def paths_of(store: Any) -> list[str]:
+    """A store option (a path, or a list/tuple of paths for RAID-0; a comma-separated string too) as paths."""
+    if isinstance(store, (str, os.PathLike)):
+        parts = [p for p in os.fspath(store).split(",") if p]
+    elif isinstance(store, (list, tuple)):
+        parts = [os.fspath(p) for p in store]
+    else:
+        raise TypeError(f"store must be a path or a list of paths, got {type(store).__name__}")
+    if not parts:
+        raise ValueError(f"store={store!r} names no file")
+    return parts
+
+
+def _nbytes(t: torch.Tensor, block_size: int, name: str) -> int:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous")
+    n = t.numel() * t.element_size()
+    if n % block_size:
+        raise ValueError(f"{name} holds {n} bytes, not a whole number of {block_size}-byte blocks")
+    return n
+
+
+class _Done:
+    """The handle of a synchronous (already finished) request: the PosixStore's answer to read_async."""
+    __slots__ = ("_result",)
+
+    def __init__(self, result):
+        self._result = result
+
+    def done(self) -> bool:
+        return True
+
+    def wait(self, timeout: float | None = None):
+        return self._result
+
+    event = None
+
+
+class _Base:
+    kind = "?"
+
+    def __init__(self, store: Any, capacity_bytes: int, block_size: int, stripe_bytes: int, files: bool = True):
+        if not isinstance(capacity_bytes, int) or capacity_bytes <= 0:
+            raise ValueError(f"capacity_bytes must be a positive int, got {capacity_bytes!r}")
+        if not isinstance(block_size, int) or block_size < 512 or block_size & (block_size - 1):
+            raise ValueError(f"block_size must be a power of two >= 512, got {block_size!r}")
+        if stripe_bytes % block_size:
+            raise ValueError(f"stripe_bytes={stripe_bytes} is not a multiple of block_size={block_size}")
+        self.paths = paths_of(store)
+        self.block_size, self.stripe_bytes = block_size, stripe_bytes
+        n = len(self.paths)
+        unit = block_size if n == 1 else stripe_bytes
+        per_device = -(-capacity_bytes // (unit * n)) * unit
+        for p in self.paths if files else ():  # files are created or grown; devices/volumes are taken as they are
+            if not os.path.exists(p) or os.path.getsize(p) < per_device:
+                with open(p, "ab") as f:
+                    f.truncate(per_device)
+        self.capacity_blocks = per_device * n // block_size
+        self._next_block = 0
+        self.extents: dict[str, Extent] = {}
+
+    def alloc(self, name: str, nbytes: int) -> Extent:
+        """A new extent of nbytes (rounded up to whole blocks) after the previous ones."""
+        if name in self.extents:
+            raise KeyError(f"extent {name!r} already exists in this store")
+        ext = Extent(name, self._next_block, int(nbytes), self.block_size)
+        if ext.first_block + ext.nblocks > self.capacity_blocks:
+            raise ValueError(f"extent {name!r} of {nbytes} bytes does not fit: the store holds "
+                             f"{self.capacity_blocks} blocks, {self._next_block} in use")
+        self._next_block += ext.nblocks
+        self.extents[name] = ext
+        return ext
+
+    def _ids(self, ext: Extent, offset: int, nbytes: int) -> np.ndarray:
+        if offset % self.block_size or offset < 0:
+            raise ValueError(f"offset {offset} into extent {ext.name!r} is not a whole number of blocks")
+        if offset + nbytes > ext.nblocks * self.block_size:
+            raise IndexError(f"bytes [{offset}, {offset + nbytes}) lie outside extent {ext.name!r} "
+                             f"({ext.nblocks * self.block_size} bytes)")
+        first = ext.first_block + offset // self.block_size
+        return np.arange(first, first + nbytes // self.block_size, dtype=np.int64)
+
+    def read(self, ext: Extent, offset: int, out: torch.Tensor):
+        return self.read_async(ext, offset, out).wait()
+
+    def write(self, ext: Extent, offset: int, src: torch.Tensor) -> None:
+        self.write_async(ext, offset, src).wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Store(_Base):
+    """Extents on a gpuio.Engine over `store` (a path or a list of paths: RAID-0). Engine options
+    (workers=, backend=, direct=, staging_bytes=, ...) pass through."""
+    kind = "gpuio"
+
+    def __init__(self, store: Any, capacity_bytes: int, block_size: int = BLOCK_BYTES_DEFAULT,
+                 stripe_bytes: int = STRIPE_BYTES_DEFAULT, workers: int | None = WORKERS_DEFAULT,
+                 **engine_options: Any):
+        backend = str(engine_options.get("backend", "uring")).removeprefix("fault:")
+        super().__init__(store, capacity_bytes, block_size, stripe_bytes, files=backend in FILE_BACKENDS)
+        from ..engine import Engine
+
+        self._gpu_ids: dict = {}
+
+        try:
+            self.engine = Engine(self.paths, block_size=block_size, stripe_bytes=stripe_bytes, workers=workers,
+                                 **engine_options)
+        except OSError:
+            if "direct" in engine_options:
+                raise
+            # e.g. tmpfs refuses O_DIRECT: go through the page cache, and say so in data_path
+            self.engine = Engine(self.paths, block_size=block_size, stripe_bytes=stripe_bytes, workers=workers,
+                                 direct=False, **engine_options)
+        self.capacity_blocks = min(self.capacity_blocks, self.engine.total_blocks)
+
+    def _block_ids(self, ext: Extent, offset: int, t: torch.Tensor, name: str):
+        ids = self._ids(ext, offset, _nbytes(t, self.block_size, name))
+        if not t.is_cuda:
+            return ids
+        # CUDA destinations: the ids as a slice of one arange kept on that GPU (the stream path reads ids
+        # there; a host array would cost a synchronous copy per request)
+        key = t.device.index
+        if key not in self._gpu_ids:
+            self._gpu_ids[key] = torch.arange(self.capacity_blocks, dtype=torch.int64, device=t.device)
+        return self._gpu_ids[key][int(ids[0]):int(ids[0]) + ids.size] if ids.size else ids
+
+    def read_async(self, ext: Extent, offset: int, out: torch.Tensor):
+        """Start reading out's size from `ext` at byte `offset`. CUDA `out`: stream-ordered on the current
+        stream (the handle's .event lets other streams wait)."""
+        return self.engine.read_async(self._block_ids(ext, offset, out, "out"), out.view(torch.uint8).view(-1))
+
+    def write_async(self, ext: Extent, offset: int, src: torch.Tensor):
+        return self.engine.write_async(self._block_ids(ext, offset, src, "src"), src.view(torch.uint8).view(-1))
+
+    def data_path(self) -> str:
+        return str(self.engine.stats().get("data_path", "?"))
+
+    def sync(self) -> None:
+        self.engine.sync()
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class PosixStore(_Base):
+    """The same extents, read and written with pread/pwrite (page cache) + a copy: the CPU-centric baseline."""
+    kind = "pread"
+
+    def __init__(self, store: Any, capacity_bytes: int, block_size: int = BLOCK_BYTES_DEFAULT,
+                 stripe_bytes: int = STRIPE_BYTES_DEFAULT, **_ignored: Any):
+        super().__init__(store, capacity_bytes, block_size, stripe_bytes)
+        self._fds = [os.open(p, os.O_RDWR) for p in self.paths]
+        self._host: torch.Tensor | None = None
+
+    def _runs(self, ids: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """(device, device offset, byte offset in the request, length) runs of consecutive ids (the engine's
+        RAID-0 map: stripe s goes to device s % n at (s // n) * stripe_bytes)."""
+        bs, n = self.block_size, len(self.paths)
+        if n == 1:
+            return [(0, int(ids[0]) * bs, 0, ids.size * bs)]
+        per = self.stripe_bytes // bs
+        out, i = [], 0
+        while i < ids.size:
+            b = int(ids[i])
+            take = min(per - b % per, ids.size - i)
+            stripe = b // per
+            out.append((stripe % n, (stripe // n) * self.stripe_bytes + (b % per) * bs, i * bs, take * bs))
+            i += take
+        return out
+
+    def _staging(self, t: torch.Tensor, nbytes: int) -> torch.Tensor:
+        if t.device.type == "cpu":
+            return t.view(torch.uint8).view(-1)
+        if self._host is None or self._host.numel() < nbytes:
+            self._host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
+        return self._host[:nbytes]
+
+    def read_async(self, ext: Extent, offset: int, out: torch.Tensor):
+        nbytes = _nbytes(out, self.block_size, "out")
+        host = self._staging(out, nbytes)
+        mv = memoryview(host.numpy())
+        for dev, off, at, length in self._runs(self._ids(ext, offset, nbytes)):
+            got = os.preadv(self._fds[dev], [mv[at:at + length]], off)
+            if got != length:  # past the end of a file reads zeros, like the engine's zero-filled blocks
+                mv[at + got:at + length] = bytes(length - got)
+        if out.device.type != "cpu":
+            out.view(torch.uint8).view(-1).copy_(host)  # cudaMemcpy from pinned memory, synchronous
+        return _Done(out)
+
+    def write_async(self, ext: Extent, offset: int, src: torch.Tensor):
+        nbytes = _nbytes(src, self.block_size, "src")
+        host = self._staging(src, nbytes)
+        if src.device.type != "cpu":
+            host.copy_(src.view(torch.uint8).view(-1))
+        mv = memoryview(host.numpy())
+        for dev, off, at, length in self._runs(self._ids(ext, offset, nbytes)):
+            done = os.pwritev(self._fds[dev], [mv[at:at + length]], off)
+            if done != length:
+                raise OSError(f"short write to {self.paths[dev]} at {off}: {done} of {length} bytes")
+        return _Done(None)
+
+    def data_path(self) -> str:
+        return "pread/pwrite+copy"
+
+    def sync(self) -> None:
+        for fd in self._fds:
+            os.fdatasync(fd)
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+
+def open_store(kind: str, store: Any, capacity_bytes: int, **options: Any) -> _Base:
+    """kind "gpuio" (the engine) or "pread" (the baseline) over the same files."""
+    if kind == "gpuio":
+        return Store(store, capacity_bytes, **options)
+    if kind == "pread":
+        return PosixStore(store, capacity_bytes, **options)
+    raise ValueError(f"store kind must be 'gpuio' or 'pread', got {kind!r}")
+
+
+def same_layout(a: _Base, b: _Base, names: Sequence[str]) -> None:
+    """Give store b the extents a has (same names, same blocks), so both address the same bytes."""
+    for name in names:
+        e = a.extents[name]
+        b.extents[name] = e
+        b._next_block = max(b._next_block, e.first_block + e.nblocks)
