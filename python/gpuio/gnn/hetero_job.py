@@ -212,7 +212,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
         bound = max(r["load_only"]["run_s"], r["compute_only"]["run_s_scaled"])
         r["vs_bound"] = r["run_s"] / max(bound, 1e-9)
     if cfg.save_params:
-        params = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        params = {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
         torch.save(params, cfg.save_params + (f".rank{rank}" if world > 1 else ""))
     return r
 
