@@ -181,12 +181,17 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
     r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank, tr=trace), opt, sync=sync)
+    stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
+    if trace is not None:  # before evaluation reads more
+        per = {nt: store_vs_min(stores[nt], trace.get(nt, [])) for nt in stores}
+        got, opt_b = sum(p["gpuio_bytes"] for p in per.values()), sum(p["min_bytes"] for p in per.values())
+        r["belady"] = dict(per_type=per, gpuio_bytes=got, min_bytes=opt_b,
+                           ratio=got / opt_b if opt_b else float("nan"))
     eval_idx = ds.test_idx[: cfg.eval_nodes]
     r["test_acc"] = accuracy(model, loader(sources, eval_idx, cfg.seed + 10_007, shuffle=False,
                                            steps=None))
     r.update(backend=backend, structure=cfg.structure, rank=rank, world_size=world,
              step_ms=1000 * r["run_s"] / max(r["steps"], 1))
-    stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
     if stores:
         st = {nt: s.stats() for nt, s in stores.items()}
         req = sum(s["rows_requested"] for s in st.values()) or 1
@@ -196,11 +201,6 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
                  per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
                            for nt, s in st.items()})
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values())
-    if trace is not None:
-        per = {nt: store_vs_min(stores[nt], trace.get(nt, [])) for nt in stores}
-        got, opt_b = sum(p["gpuio_bytes"] for p in per.values()), sum(p["min_bytes"] for p in per.values())
-        r["belady"] = dict(per_type=per, gpuio_bytes=got, min_bytes=opt_b,
-                           ratio=got / opt_b if opt_b else float("nan"))
     if cfg.timing:
         fresh = make_sources(backend, ds, cfg, scores)
         r["load_only"] = load_only(loader(fresh, ds.train_idx, cfg.seed + rank))
