@@ -170,6 +170,13 @@ def test_loader_rank_sharding_and_trace(ds):
                            max_batches=3, trace=trace)
     batches = list(ld)
     assert len(batches) == 3 and all(torch.equal(t, b.n_id["author"]) for t, b in zip(trace["author"], batches))
+    per_epoch = -(-ds.train_idx.numel() // 50)
+    ld = HeteroBatchLoader(HeteroNeighborSampler(graph, [2], seed=0), feats, ds.train_idx, batch_size=50,
+                           max_batches=per_epoch + 2, background=False)
+    seeds = [b.n_id["paper"][: b.batch_size] for b in ld]
+    assert len(seeds) == len(ld) == per_epoch + 2  # a second, reshuffled epoch supplies the extra steps
+    assert torch.equal(torch.cat(seeds[:per_epoch]).sort().values, ds.train_idx)
+    assert not torch.equal(seeds[per_epoch], seeds[0])
 
 
 @lru_cache(None)

@@ -1,8 +1,9 @@
 """Belady's MIN: the fewest storage reads any cache of a given capacity could have done for a recorded
 access sequence (the offline optimum the feature stores are judged against).
 
-A trace is the list of each served batch's requested row ids (one tensor per batch, in serving order).
-It becomes a sequence of page accesses — a batch's distinct pages, ascending — where a page is
+A trace is the list of each served group's requested row ids (one tensor per group — a batch, or the
+batches a store's accumulator merged into one read — in serving order; `record_served` records it).
+It becomes a sequence of page accesses — a group's distinct pages, ascending — where a page is
 `page_rows` consecutive rows, the unit a `gpuio.FeatureStore` reads. MIN, with bypass: on a miss, if the
 cache is full, drop whichever of the resident pages and the missing page is next used farthest in the
 future (never again counts as farthest); that choice is optimal for every capacity (Belady 1966, with
@@ -15,6 +16,21 @@ import heapq
 
 import numpy as np
 import torch
+
+
+def record_served(store) -> list:
+    """Record what a `gpuio.FeatureStore` serves: appends, per served group (one flush: the batches its
+    accumulator merged, read with one request), the requested row ids. That is the trace MIN must see
+    — pages a group reads once serve every batch of the group, cached or not. (Hooks the store's
+    `_serve`; a public trace hook in gpuio.cache.feature_store would replace this.)"""
+    trace: list = []
+    serve = store._serve
+
+    def traced(tickets):
+        trace.append(torch.cat([t.rows for t in tickets]).cpu())
+        return serve(tickets)
+    store._serve = traced
+    return trace
 
 
 def page_sequence(trace, page_rows: int = 1) -> np.ndarray:

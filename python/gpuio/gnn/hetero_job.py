@@ -155,23 +155,24 @@ def _dist():
 
 
 def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) -> dict:
-    from gpuio.cache.belady import store_vs_min
+    from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     dev = torch.device(cfg.device)
     graph = HeteroGraphStore.from_dataset(ds, in_memory=cfg.structure == "memory",
                                           cache_bytes=cfg.struct_cache_mb << 20, device=dev)
-    trace = {} if cfg.belady and backend == "gpuio" else None
 
-    def loader(sources, seed_nodes, sampler_seed, shuffle=True, steps=cfg.steps, tr=None):
+    def loader(sources, seed_nodes, sampler_seed, shuffle=True, steps=cfg.steps):
         return HeteroBatchLoader(HeteroNeighborSampler(graph, list(cfg.fanouts), seed=sampler_seed), sources,
                                  seed_nodes, "paper", cfg.batch_size, labels=ds.y, shuffle=shuffle, seed=cfg.seed,
                                  depth=cfg.depth, device=dev, rank=rank if shuffle else 0,
                                  world_size=world if shuffle else 1, max_batches=steps,
-                                 background=cfg.background, trace=tr)
+                                 background=cfg.background)
 
     sources = make_sources(backend, ds, cfg, scores)
+    trace = ({nt: record_served(s) for nt, s in sources.items()} if cfg.belady and backend == "gpuio"
+             else None)
     in_dims = {nt: ds.feature_shape(nt)[1] for nt in ds.node_types}
     model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
     if world > 1:
@@ -180,7 +181,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
                                         find_unused_parameters=True)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
-    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank, tr=trace), opt, sync=sync)
+    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync)
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
     if trace is not None:  # before evaluation reads more
         per = {nt: store_vs_min(stores[nt], trace.get(nt, [])) for nt in stores}

@@ -10,7 +10,8 @@ overlap — for platforms where reads must be issued from the training thread).
 
 Data parallelism: with `world_size` > 1 every rank shuffles the seeds with the same seed, cuts them into
 the same global batches, and takes batches rank, rank + world_size, ... (the same count on every rank,
-the remainder dropped), so each rank reads its own mini-batches from the same files.
+the remainder dropped), so each rank reads its own mini-batches from the same files. `max_batches`
+sets the batches per iteration, across epochs when it exceeds one (each epoch reshuffled).
 
 `trace`: a dict filled with, per node type, the list of each served batch's requested node ids (in
 serving order) — the row-access trace gpuio.cache.belady turns into the offline optimum.
@@ -57,25 +58,34 @@ class HeteroBatchLoader:
         self.max_batches, self.background, self.trace = max_batches, background, trace
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
 
-    def _seed_batches(self) -> list:
+    def _epoch_batches(self) -> list:
         nodes = self.input_nodes
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed * 7919 + self.epoch)
             nodes = nodes[torch.randperm(nodes.numel(), generator=g)]
+        self.epoch += 1
         batches = list(torch.split(nodes, self.batch_size))
         per_rank = len(batches) // self.world_size if self.world_size > 1 else len(batches)
-        mine = batches[self.rank::self.world_size][:per_rank]
-        return mine if self.max_batches is None else mine[:self.max_batches]
+        return batches[self.rank::self.world_size][:per_rank]
+
+    def _seed_batches(self) -> list:
+        """One epoch's batches; with max_batches, exactly that many (following epochs reshuffled)."""
+        out = self._epoch_batches()
+        while self.max_batches is not None and out and len(out) < self.max_batches:
+            out += self._epoch_batches()
+        return out if self.max_batches is None else out[:self.max_batches]
+
+    def _per_epoch(self) -> int:
+        n = -(-self.input_nodes.numel() // self.batch_size)
+        return n // self.world_size if self.world_size > 1 else n
 
     def __len__(self) -> int:
-        n = -(-self.input_nodes.numel() // self.batch_size)
-        n = n // self.world_size if self.world_size > 1 else n
-        return n if self.max_batches is None else min(n, self.max_batches)
+        n = self._per_epoch()
+        return n if self.max_batches is None or n == 0 else self.max_batches
 
     def __iter__(self):
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
         seeds = self._seed_batches()
-        self.epoch += 1
         if not self.background:
             yield from self._produce(seeds, threading.Event())
             return

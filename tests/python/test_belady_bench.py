@@ -1,0 +1,15 @@
+"""benchmarks/belady_gnn.py runs tiny on the CPU; gpuio never reads less than Belady's MIN allows."""
+import json
+
+from repo_scripts import load_script
+
+
+def test_belady_gnn_benchmark_tiny(tmp_path):
+    mod = load_script("benchmarks/belady_gnn.py")
+    out = tmp_path / "r.json"
+    results = mod.main(["--tiny", "--device", "cpu", "--workdir", str(tmp_path), "--json", str(out),
+                        "--windows", "0,4", "--policies", "clock"])
+    assert [(r["window"], r["policy"]) for r in results] == [(0, "clock"), (4, "clock")]
+    for r in results:
+        assert r["steps"] == 6 and r["min_bytes"] > 0 and r["ratio"] >= 1.0  # MIN is a lower bound
+    assert len(json.loads(out.read_text())["results"]) == 2
