@@ -34,7 +34,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
                 save_params: str = typer.Option("", help="save final parameters here (.rank<r> per rank)"),
-                json_out: str = typer.Option("", "--json", help="write config and results as JSON")) -> None:
+                json_out: str = typer.Option("", "--json", help="write config and results as JSON"),
+                generate_only: bool = typer.Option(False, "--generate-only", help="write the dataset and stop")) -> None:
     from gpuio.gnn.hetero_job import HeteroConfig, run
     try:
         cfg = HeteroConfig(root=root, igbh=igbh, papers=papers, features=features, dtype=dtype,
@@ -43,7 +44,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
                            struct_cache_mb=struct_cache_mb, eval_nodes=eval_nodes, background=not inline,
                            belady=belady, timing=timing, device=device, seed=seed, save_params=save_params,
-                           json_out=json_out).resolve()
+                           json_out=json_out, generate_only=generate_only).resolve()
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     run(cfg)

@@ -20,8 +20,9 @@ same config gives the same bytes, chunk by chunk, in bounded memory):
 - Every node of every type has a planted class c = id mod C (C = `classes`, 19 as IGBH's coarse labels).
   A paper's label is its class, except for a `label_noise` share of papers whose label is redrawn
   uniformly (so no model can exceed about 1 - label_noise * (C - 1) / C).
-- Features: `signal` * centroid[type][c] + N(0, 1) per element (centroids ~ N(0, 1), one set per type):
-  a single row is a weak hint of its class, a neighbourhood's mean is a strong one.
+- Features: (signal / sqrt(features)) * centroid[type][c] + N(0, 1) per element (centroids ~ N(0, 1),
+  one set per type): two class centroids lie ~1.7 noise standard deviations apart whatever the width,
+  so a single row is a weak hint of its class and a neighbourhood's mean a strong one.
 - Edges are generated grouped by one endpoint: cites by cited paper, written_by and topic by paper,
   affiliated_to by author. A group node's degree is floor(x_m * u^(-1/tail)) clipped to [min, max]
   (power law; cites heavy-tailed with tail 1.5, the others tail 3); each edge's other endpoint has the
@@ -70,12 +71,12 @@ class IGBHConfig:
     dtype: str = "float32"  # or "float16"
     classes: int = 19
     homophily: float = 0.7
-    signal: float = 0.1
+    signal: float = 1.2  # class centroids' norm in units of the per-row noise norm / sqrt(features)
     label_noise: float = 0.1
     edge_scale: float = 1.0  # multiplies every mean degree
     max_degree: int = 4096
     seed: int = 0
-    version: int = 1
+    version: int = 2
 
     def num_nodes(self) -> dict:
         p, c = self.papers, self.classes
@@ -115,7 +116,7 @@ def feature_chunk(cfg: IGBHConfig, type_id: int, lo: int, hi: int) -> torch.Tens
     centroids = torch.randn(cfg.classes, cfg.features, generator=_gen(cfg.seed, 1, type_id))
     cls = torch.arange(lo, hi) % cfg.classes
     noise = torch.randn(hi - lo, cfg.features, generator=_gen(cfg.seed, 2, type_id, lo))
-    return noise.add_(centroids[cls], alpha=cfg.signal)
+    return noise.add_(centroids[cls], alpha=cfg.signal / math.sqrt(cfg.features))
 
 
 def paper_labels(cfg: IGBHConfig, lo: int, hi: int) -> torch.Tensor:

@@ -62,6 +62,7 @@ class HeteroConfig:
     timing: bool = False  # also time loading alone and compute alone
     save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
     json_out: str = ""
+    generate_only: bool = False  # write (or import) the dataset, then stop
     defaults: dict = field(default_factory=dict)
 
     def resolve(self) -> "HeteroConfig":
@@ -231,6 +232,10 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
         dist.barrier()  # rank 0 wrote the dataset; the others open it
     if rank != 0:
         ds, reused = prepare_dataset(cfg, say)
+    if cfg.generate_only:
+        say(f"{cfg.root}: {ds.num_nodes} nodes, {ds.num_edges:,} edges, {ds.feature_bytes() / 2**30:.2f} GiB "
+            f"of features ({'reused' if reused else 'written'})")
+        return []
     say(f"RGAT on {cfg.root}: {ds.num_nodes} nodes, {ds.num_edges:,} edges, "
         f"{ds.feature_bytes() / 2**30:.2f} GiB of features ({'reused' if reused else 'written'}); "
         f"{cfg.steps} steps of {cfg.batch_size} seeds, fan-outs {tuple(cfg.fanouts)}, structure {cfg.structure}, "
