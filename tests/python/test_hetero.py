@@ -260,3 +260,25 @@ def test_two_rank_gloo_training_ends_with_identical_parameters(ds, tmp_path):
     assert a.keys() == b.keys() == init.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)  # DDP kept the ranks in step
     assert sum(not torch.equal(a[k], init[k]) for k in a) > len(a) // 2  # and they trained
+
+
+def test_loader_lookahead_protects_coming_batches_and_keeps_results(ds):
+    graph = HeteroGraphStore.from_dataset(ds, in_memory=True, device="cpu")
+
+    def stores(window):
+        return {nt: gpuio.FeatureStore(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10,
+                                       window=window, device="cpu") for nt in ds.node_types}
+    runs = []
+    for lookahead in (0, 3):
+        feats = stores(8)
+        ld = HeteroBatchLoader(HeteroNeighborSampler(graph, [4, 2], seed=7), feats, ds.train_idx, batch_size=40,
+                               max_batches=6, depth=1, background=False, lookahead=lookahead)
+        it = iter(ld)
+        first = next(it)
+        # batches announced but not yet served when the first one is handed out
+        runs.append((len(feats["paper"].window.pending), [first] + list(it)))
+    assert runs[0][0] <= 1 and runs[1][0] >= 3
+    for a, b in zip(runs[0][1], runs[1][1]):
+        assert all(torch.equal(a.x[nt], b.x[nt]) for nt in a.x)
+    with pytest.raises(ValueError, match="lookahead 4 with depth 4 needs"):
+        HeteroBatchLoader(HeteroNeighborSampler(graph, [2], seed=0), stores(8), ds.train_idx, lookahead=4)

@@ -52,7 +52,8 @@ class HeteroConfig:
     gpu_cache_fraction: float = 0.1  # device cache per type, as a share of the type's table
     host_fraction: float = 0.2  # constant host buffer, share of each type's rows (GIDS: 20 % of the data)
     window: int = 8
-    depth: int = 4
+    depth: int = 2  # submitted batches queued before the oldest is handed out
+    lookahead: int = 4  # batches announced to the window before their rows are submitted
     struct_cache_mb: int = 64  # page cache per relation file (structure="file")
     eval_nodes: int = 0
     seed: int = 0
@@ -169,7 +170,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
                                  seed_nodes, "paper", cfg.batch_size, labels=ds.y, shuffle=shuffle, seed=cfg.seed,
                                  depth=cfg.depth, device=dev, rank=rank if shuffle else 0,
                                  world_size=world if shuffle else 1, max_batches=steps,
-                                 background=cfg.background)
+                                 background=cfg.background, lookahead=min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0)))
 
     sources = make_sources(backend, ds, cfg, scores)
     trace = ({nt: record_served(s) for nt, s in sources.items()} if cfg.belady and backend == "gpuio"

@@ -1,10 +1,12 @@
 """`HeteroBatchLoader`: sampled heterogeneous mini-batches whose features (one table per node type) are
 fetched ahead of training — the heterogeneous counterpart of `gpuio.loader.NodeBatchLoader`.
 
-The producer samples batch i + depth while batch i is consumed: each sampled batch is announced to every
-type's `gpuio.FeatureStore` window (its pages stay cached until that batch is served) and its rows are
-submitted (the accumulator may merge several batches' misses into one read); the oldest batch is then
-finished and handed out. `background=True` runs the producer in a thread (sampling and I/O overlap
+The producer samples ahead: each sampled batch is announced at once to every type's `gpuio.FeatureStore`
+window, but its rows are submitted only `lookahead` batches later — so when a batch is served, the pages
+the next `lookahead` batches need are already protected from eviction (announcing right before
+submitting would protect only the batch being served). Submitted rows may be merged with other
+batches' misses by the accumulator; up to `depth` submitted batches wait before the oldest is finished
+and handed out. `background=True` runs the producer in a thread (sampling and I/O overlap
 compute); `background=False` runs it inline on the caller's thread (same batches, same order, no
 overlap — for platforms where reads must be issued from the training thread).
 
@@ -41,9 +43,11 @@ class HeteroBatchLoader:
     def __init__(self, sampler, features: dict, input_nodes, input_type: str = "paper",
                  batch_size: int = 1024, labels=None, shuffle: bool = True, seed: int = 0, depth: int = 4,
                  device=None, rank: int = 0, world_size: int = 1, max_batches: int | None = None,
-                 background: bool = True, trace: dict | None = None):
+                 background: bool = True, trace: dict | None = None, lookahead: int = 4):
         if batch_size < 1 or depth < 1:
             raise ValueError(f"batch_size and depth must be >= 1, got {batch_size}, {depth}")
+        if lookahead < 0:
+            raise ValueError(f"lookahead must be >= 0 batches, got {lookahead}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must lie in [0, world_size={world_size}), got {rank}")
         missing = [nt for nt in sampler.graph.num_nodes if nt not in features]
@@ -56,6 +60,13 @@ class HeteroBatchLoader:
         self.device = torch.device(device) if device is not None else getattr(first, "device", torch.device("cpu"))
         self.seed, self.epoch, self.rank, self.world_size = seed, 0, rank, world_size
         self.max_batches, self.background, self.trace = max_batches, background, trace
+        self.lookahead = lookahead
+        windows = [getattr(f, "window", None) for f in features.values()]
+        # announced-but-unserved batches reach lookahead + depth + 1; a smaller window drops the oldest
+        too_small = [w.window for w in windows if w is not None and lookahead and w.window <= lookahead + depth]
+        if too_small:
+            raise ValueError(f"lookahead {lookahead} with depth {depth} needs feature-store windows > "
+                             f"{lookahead + depth} batches, got window={too_small[0]}")
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
 
     def _epoch_batches(self) -> list:
@@ -122,7 +133,8 @@ class HeteroBatchLoader:
             out.put(e)
 
     def _produce(self, seeds, stop: threading.Event):
-        pending: deque = deque()
+        ahead: deque = deque()  # sampled and announced, not yet submitted
+        pending: deque = deque()  # submitted, not yet handed out
         for s in seeds:
             if stop.is_set():
                 return
@@ -130,22 +142,30 @@ class HeteroBatchLoader:
             sampled = self.sampler.sample(s, self.input_type)
             t1 = time.perf_counter()
             self.times["sample_s"] += t1 - t0
-            tickets = {}
             for nt, ids in sampled.node.items():
-                store = self.features[nt]
-                if self.trace is not None:
-                    self.trace.setdefault(nt, []).append(ids.cpu())
-                if hasattr(store, "submit"):
-                    store.announce(ids)
-                    tickets[nt] = store.submit(ids)
-                else:
-                    tickets[nt] = store.gather(ids.cpu())
+                if hasattr(self.features[nt], "announce"):
+                    self.features[nt].announce(ids)
             self.times["feature_s"] += time.perf_counter() - t1
-            pending.append((s, sampled, tickets))
+            ahead.append((s, sampled))
+            if len(ahead) > self.lookahead:
+                pending.append(self._submit(*ahead.popleft()))
             if len(pending) > self.depth:
                 yield self._finish(*pending.popleft())
+        while ahead:
+            pending.append(self._submit(*ahead.popleft()))
         while pending:
             yield self._finish(*pending.popleft())
+
+    def _submit(self, s, sampled):
+        t0 = time.perf_counter()
+        tickets = {}
+        for nt, ids in sampled.node.items():
+            store = self.features[nt]
+            if self.trace is not None:
+                self.trace.setdefault(nt, []).append(ids.cpu())
+            tickets[nt] = store.submit(ids) if hasattr(store, "submit") else store.gather(ids.cpu())
+        self.times["feature_s"] += time.perf_counter() - t0
+        return s, sampled, tickets
 
     def _finish(self, s, sampled, tickets) -> HeteroBatch:
         t0 = time.perf_counter()
