@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("torch_geometric")
 
 import gpuio  # noqa: E402
-from gpuio.cache.belady import min_misses, page_sequence, store_vs_min  # noqa: E402
+from gpuio.cache.belady import group_min_misses, min_misses, page_sequence, store_vs_min  # noqa: E402
 from gpuio.data import igbh  # noqa: E402
 from gpuio.graph import CSCFile, CSCMemory, build_csc, csc_chunks, edge_list_chunks, open_csc  # noqa: E402
 from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler, hetero_feature_store  # noqa: E402
@@ -199,6 +199,21 @@ def _brute_min(seq, cap):
     return f(0, ())
 
 
+@lru_cache(None)
+def _brute_group_min(groups, cap):
+    """Exhaustive optimum of the group model: every subset of (cache + group) of size <= cap kept."""
+    import itertools
+
+    @lru_cache(None)
+    def f(i, cache):
+        if i == len(groups):
+            return 0
+        cand = sorted(set(cache) | set(groups[i]))
+        return len(set(groups[i]) - set(cache)) + min(
+            f(i + 1, sub) for k in range(min(cap, len(cand)) + 1) for sub in itertools.combinations(cand, k))
+    return f(0, ())
+
+
 def test_belady_min_is_the_optimum():
     rng = np.random.default_rng(5)
     for _ in range(120):
@@ -206,6 +221,14 @@ def test_belady_min_is_the_optimum():
         cap = int(rng.integers(0, 4))
         assert min_misses(np.array(seq, dtype=np.int64), cap) == _brute_min(seq, cap)
     assert page_sequence([torch.tensor([9, 1, 1, 8]), torch.tensor([3])], page_rows=4).tolist() == [0, 2, 0]
+    for _ in range(120):  # the group model: a group's pages are read together, then any `cap` are kept
+        groups = tuple(tuple(sorted(set(int(v) for v in rng.integers(0, 7, rng.integers(1, 4)))))
+                       for _ in range(rng.integers(1, 6)))
+        cap = int(rng.integers(0, 4))
+        best = _brute_group_min(groups, cap)
+        trace = [torch.tensor(g) for g in groups]
+        assert group_min_misses(trace, cap) == best <= min_misses(page_sequence(trace), cap)
+        assert group_min_misses(trace, cap, lookahead=0) >= best
     with pytest.raises(ValueError, match="capacity"):
         min_misses(np.zeros(3, np.int64), -1)
 

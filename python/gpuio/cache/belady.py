@@ -2,13 +2,18 @@
 access sequence (the offline optimum the feature stores are judged against).
 
 A trace is the list of each served group's requested row ids (one tensor per group — a batch, or the
-batches a store's accumulator merged into one read — in serving order; `record_served` records it).
-It becomes a sequence of page accesses — a group's distinct pages, ascending — where a page is
-`page_rows` consecutive rows, the unit a `gpuio.FeatureStore` reads. MIN, with bypass: on a miss, if the
-cache is full, drop whichever of the resident pages and the missing page is next used farthest in the
-future (never again counts as farthest); that choice is optimal for every capacity (Belady 1966, with
-Mattson et al.'s bypass form). Misses include the first touch of each page (the cache starts empty, as
-the stores do).
+batches a store's accumulator merged into one read — in serving order; `record_served` records it); a
+page is `page_rows` consecutive rows, the unit a `gpuio.FeatureStore` reads.
+
+- `group_min_misses` / `min_bytes`: the store's serving model — a group's missing pages are read
+  together (each once), then any `capacity` pages of those resident and those just read may be kept.
+  Keeping the pages whose next use comes soonest is optimal (farthest-in-future, Belady 1966; checked
+  against an exhaustive search in tests/python/test_hetero.py), so this is a true lower bound on the
+  bytes of any policy with that capacity. With `lookahead` L the same rule sees only the next L groups
+  (what a window buffer knows): pages no visible group needs are kept only while room is left.
+- `min_misses`: the classic page-by-page MIN with bypass over the flattened sequence (a group's pages
+  one at a time) — slightly more than the group optimum, since it cannot hold a whole group at once.
+Misses include the first touch of each page (the cache starts empty, as the stores do).
 """
 from __future__ import annotations
 
@@ -89,27 +94,59 @@ def min_misses(seq: np.ndarray, capacity: int) -> int:
     return misses
 
 
+def group_min_misses(trace, capacity: int, lookahead: int | None = None, page_rows: int = 1) -> int:
+    """Misses of the optimal cache of `capacity` pages under the group serving model (module doc);
+    with `lookahead`, of the farthest-in-future rule seeing only the next `lookahead` groups."""
+    lookahead = len(trace) if lookahead is None else lookahead
+    if capacity < 0 or lookahead < 0:
+        raise ValueError(f"capacity and lookahead must be >= 0, got {capacity}, {lookahead}")
+    groups = [np.unique(torch.as_tensor(t).cpu().numpy().astype(np.int64) // page_rows) for t in trace]
+    sizes = np.array([g.size for g in groups], dtype=np.int64)
+    seq = np.concatenate(groups) if groups else np.empty(0, np.int64)
+    gid = np.repeat(np.arange(len(groups)), sizes)
+    nu = next_use(seq)
+    nxt_all = np.where(nu < seq.size, gid[np.minimum(nu, max(seq.size - 1, 0))], np.inf)
+    next_group = np.split(nxt_all.astype(np.float64), np.cumsum(sizes)[:-1]) if groups else []
+    cache = np.empty(0, np.int64)
+    cache_next = np.empty(0, np.float64)
+    misses = 0
+    for i, pages in enumerate(groups):
+        hit = np.isin(pages, cache, assume_unique=True)
+        misses += int((~hit).sum())
+        keep = ~np.isin(cache, pages, assume_unique=True)
+        cand = np.concatenate([cache[keep], pages])
+        nxt = np.concatenate([cache_next[keep], next_group[i]])
+        known = np.where(nxt <= i + lookahead, nxt, np.inf)  # beyond the look-ahead: unknown
+        resident = np.concatenate([np.ones(int(keep.sum()), bool), hit])
+        order = np.lexsort((~resident, known))  # soonest known use first; then residents before new
+        sel = order[:capacity]
+        cache, cache_next = cand[sel], nxt[sel]
+    return misses
+
+
 def min_bytes(trace, capacity_pages: int, page_rows: int, page_bytes: int) -> int:
-    """Bytes the optimal cache of `capacity_pages` reads from storage for `trace`."""
-    return min_misses(page_sequence(trace, page_rows), capacity_pages) * page_bytes
+    """Bytes the optimal cache of `capacity_pages` reads from storage for `trace` (group model)."""
+    return group_min_misses(trace, capacity_pages, None, page_rows) * page_bytes
 
 
-def store_vs_min(store, trace) -> dict:
+def store_vs_min(store, trace, lookahead: int | None = None) -> dict:
     """A `gpuio.FeatureStore`'s storage bytes against MIN on the same trace, for the same capacity.
 
     gpuio's bytes are the blocks its table actually read (host buffer fill + page reads; the table's
     counters, else the store's page bytes + host rows). MIN gets the device cache's slots plus one page
     per host-buffer row: exactly the store's capacity when a row fills a page (rows of >= 1 block, as
-    1024-dim features), more than it when several rows share a page (the host buffer holds single rows)
-    — so MIN stays a lower bound on what any policy with these tiers could read, and the ratio is >= 1."""
+    1024-dim float32 features), more than it when several rows share a page (the host buffer holds
+    single rows) — so MIN stays a lower bound and the ratio is >= 1. With `lookahead`, also the bytes of
+    the farthest-in-future rule limited to that many groups (what window-aware admission could reach)."""
     s = store.stats()
     host_rows = s["host_rows"]
     storage = s.get("storage", {})
-    if "bytes_read" in storage:
-        got = storage["bytes_read"]
-    else:
-        got = s["bytes_from_device"] + host_rows * store.row_bytes
+    got = storage["bytes_read"] if "bytes_read" in storage else s["bytes_from_device"] + host_rows * store.row_bytes
     capacity = s["cache_slots"] + host_rows
     opt = min_bytes(trace, capacity, store.page_rows, store.page_bytes)
-    return dict(gpuio_bytes=int(got), min_bytes=opt, capacity_pages=capacity,
-                ratio=got / opt if opt else (1.0 if got == 0 else float("inf")))
+    out = dict(gpuio_bytes=int(got), min_bytes=opt, capacity_pages=capacity,
+               ratio=got / opt if opt else (1.0 if got == 0 else float("inf")))
+    if lookahead is not None:
+        w = group_min_misses(trace, capacity, lookahead, store.page_rows) * store.page_bytes
+        out.update(lookahead=lookahead, window_min_bytes=w, window_min_ratio=w / opt if opt else 1.0)
+    return out
