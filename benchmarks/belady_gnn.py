@@ -25,6 +25,22 @@ import time
 import torch
 
 
+def keep_on_overflow(store) -> None:
+    """Experimental admission (a prototype for cache/feature_store.py, applied by wrapping the store's
+    page cache): when a group misses at least as many pages as the cache has evictable slots, fill only
+    the empty slots and bypass the rest instead of replacing every resident page (which keeps whatever
+    pages had the lowest ids). Otherwise the policy chooses victims as usual."""
+    cache = store.cache
+    choose = cache.choose_victims
+
+    def victims(k, pinned):
+        evictable = int((~pinned).sum())
+        if k >= evictable:
+            return ((~pinned) & (cache.slot_page < 0)).nonzero().flatten()[:k]
+        return choose(k, pinned)
+    cache.choose_victims = victims
+
+
 def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=2_000_000)
@@ -37,6 +53,8 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--fanouts", default="25,10")
     p.add_argument("--windows", default="0,8", help="window look-ahead settings to compare (batches)")
     p.add_argument("--policies", default="clock,lru", help="eviction policies to compare")
+    p.add_argument("--admissions", default="replace,keep",
+                   help="replace: the store as it is; keep: keep_on_overflow (experimental)")
     p.add_argument("--workdir", default=".")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true")
@@ -60,27 +78,33 @@ def main(argv=None) -> list[dict]:
     seeds = seeds[: a.steps * a.batch_size]
     fan = [int(f) for f in a.fanouts.split(",")]
     results = []
-    for window in (int(w) for w in a.windows.split(",")):
-        for policy in a.policies.split(","):
-            tf = TensorFile.open(path)
-            store = FeatureStore(tf, gpu_cache_bytes=int(tf.nbytes * a.cache_fraction),
-                                 host_cache_rows=int(a.nodes * a.host_fraction), graph=data.edge_index,
-                                 window=window, accumulate=True, policy=policy, device=a.device)
-            sampler = NeighborSampler(data.edge_index, fan, seed=0, num_nodes=a.nodes, device=a.device)
-            trace = record_served(store)  # the rows of each served group, in serving order
-            loader = NodeBatchLoader(sampler, store, seeds, a.batch_size, shuffle=False, device=a.device)
-            t1 = time.perf_counter()
-            n = sum(1 for _ in loader)
-            load_s = time.perf_counter() - t1
-            r = store_vs_min(store, trace, lookahead=window)
-            r.update(window=window, policy=policy, steps=n, load_s=load_s, page_rows=store.page_rows,
-                     gpu_hit_rate=store.stats()["gpu_hit_rate"], host_hit_rate=store.stats()["host_hit_rate"])
-            results.append(r)
-            tf.close()
-            print(f"window {window:2d} policy {policy:6s}: read {r['gpuio_bytes'] / 2**20:10.1f} MiB, "
-                  f"MIN {r['min_bytes'] / 2**20:10.1f} MiB, ratio {r['ratio']:.3f} (goal <= 1.2); "
-                  f"hits host {r['host_hit_rate']:.2f} GPU {r['gpu_hit_rate']:.2f}; {r['capacity_pages']:,} pages "
-                  f"of {r['page_rows']} rows; MIN seeing {window} groups ahead: {r['window_min_ratio']:.3f} x MIN")
+    configs = [(w, pol, adm) for adm in a.admissions.split(",") for w in (int(x) for x in a.windows.split(","))
+               for pol in a.policies.split(",")]
+    for window, policy, admission in configs:
+        if admission not in ("replace", "keep"):
+            raise ValueError(f"--admissions takes replace and/or keep, got {admission!r}")
+        tf = TensorFile.open(path)
+        store = FeatureStore(tf, gpu_cache_bytes=int(tf.nbytes * a.cache_fraction),
+                             host_cache_rows=int(a.nodes * a.host_fraction), graph=data.edge_index,
+                             window=window, accumulate=True, policy=policy, device=a.device)
+        if admission == "keep":
+            keep_on_overflow(store)
+        sampler = NeighborSampler(data.edge_index, fan, seed=0, num_nodes=a.nodes, device=a.device)
+        trace = record_served(store)  # the rows of each served group, in serving order
+        loader = NodeBatchLoader(sampler, store, seeds, a.batch_size, shuffle=False, device=a.device)
+        t1 = time.perf_counter()
+        n = sum(1 for _ in loader)
+        load_s = time.perf_counter() - t1
+        r = store_vs_min(store, trace, lookahead=window)
+        r.update(window=window, policy=policy, admission=admission, steps=n, load_s=load_s,
+                 page_rows=store.page_rows, gpu_hit_rate=store.stats()["gpu_hit_rate"],
+                 host_hit_rate=store.stats()["host_hit_rate"])
+        results.append(r)
+        tf.close()
+        print(f"{admission:7s} window {window:2d} policy {policy:6s}: read {r['gpuio_bytes'] / 2**20:10.1f} MiB, "
+              f"MIN {r['min_bytes'] / 2**20:10.1f} MiB, ratio {r['ratio']:.3f} (goal <= 1.2); "
+              f"hits host {r['host_hit_rate']:.2f} GPU {r['gpu_hit_rate']:.2f}; {r['capacity_pages']:,} pages "
+              f"of {r['page_rows']} rows; MIN seeing {window} groups ahead: {r['window_min_ratio']:.3f} x MIN")
     with open(a.json, "w") as f:
         json.dump(dict(args=vars(a), results=results), f, indent=1)
     best = min(r["ratio"] for r in results)
