@@ -19,6 +19,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 features: int = typer.Option(0, help="feature columns (0: 128 on CPU, 1024 with CUDA)"),
                 dtype: str = typer.Option("float32", help="feature dtype: float32 or float16"),
                 edge_scale: float = typer.Option(1.0, help="multiplies every mean degree"),
+                gen_device: str = typer.Option("cpu", help="where feature noise is drawn (cuda: faster)"),
                 backends: str = typer.Option("gpuio,memory", help="feature sources: gpuio, mmap, memory"),
                 structure: str = typer.Option("file", help="file (CSC read through gpuio) or memory"),
                 steps: int = typer.Option(100, help="training steps timed (GIDS: 100)"),
@@ -39,7 +40,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     from gpuio.gnn.hetero_job import HeteroConfig, run
     try:
         cfg = HeteroConfig(root=root, igbh=igbh, papers=papers, features=features, dtype=dtype,
-                           edge_scale=edge_scale, backends=tuple(backends.split(",")), structure=structure,
+                           edge_scale=edge_scale, gen_device=gen_device, backends=tuple(backends.split(",")),
+                           structure=structure,
                            steps=steps, batch_size=batch_size, fanouts=_ints(fanouts, "--fanouts"),
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
                            struct_cache_mb=struct_cache_mb, eval_nodes=eval_nodes, background=not inline,

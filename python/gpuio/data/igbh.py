@@ -76,6 +76,7 @@ class IGBHConfig:
     edge_scale: float = 1.0  # multiplies every mean degree
     max_degree: int = 4096
     seed: int = 0
+    gen_device: str = "cpu"  # where feature noise is drawn ("cuda": ~10x faster; different bytes than "cpu")
     version: int = 2
 
     def num_nodes(self) -> dict:
@@ -93,6 +94,8 @@ class IGBHConfig:
         for name in ("homophily", "label_noise"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.gen_device not in ("cpu", "cuda"):
+            raise ValueError(f"gen_device must be cpu or cuda, got {self.gen_device!r}")
         if self.edge_scale <= 0 or self.max_degree < 1:
             raise ValueError(f"need edge_scale > 0 and max_degree >= 1, got {self.edge_scale}, {self.max_degree}")
         return self
@@ -104,19 +107,21 @@ _DEGREES = {"cites": ("dst", 12.0, 1.5, 0), "written_by": ("src", 6.8, 3.0, 1),
 _SKEW = 2.0
 
 
-def _gen(*key) -> torch.Generator:
+def _gen(*key, device="cpu") -> torch.Generator:
     h = 1469598103934665603
     for k in key:  # FNV-1a over the key's integers: a distinct stream per (seed, table, chunk)
         h = ((h ^ (int(k) & 0xFFFFFFFFFFFF)) * 1099511628211) & 0x7FFFFFFFFFFFFFFF
-    return torch.Generator().manual_seed(h)
+    return torch.Generator(device=device).manual_seed(h)
 
 
 def feature_chunk(cfg: IGBHConfig, type_id: int, lo: int, hi: int) -> torch.Tensor:
-    """Rows [lo, hi) of node type `type_id`'s features (float32), the generator's model."""
-    centroids = torch.randn(cfg.classes, cfg.features, generator=_gen(cfg.seed, 1, type_id))
-    cls = torch.arange(lo, hi) % cfg.classes
-    noise = torch.randn(hi - lo, cfg.features, generator=_gen(cfg.seed, 2, type_id, lo))
-    return noise.add_(centroids[cls], alpha=cfg.signal / math.sqrt(cfg.features))
+    """Rows [lo, hi) of node type `type_id`'s features (float32, on the CPU), the generator's model."""
+    dev = torch.device(cfg.gen_device)
+    centroids = torch.randn(cfg.classes, cfg.features, generator=_gen(cfg.seed, 1, type_id, device=dev),
+                            device=dev)
+    cls = torch.arange(lo, hi, device=dev) % cfg.classes
+    noise = torch.randn(hi - lo, cfg.features, generator=_gen(cfg.seed, 2, type_id, lo, device=dev), device=dev)
+    return noise.add_(centroids[cls], alpha=cfg.signal / math.sqrt(cfg.features)).cpu()
 
 
 def paper_labels(cfg: IGBHConfig, lo: int, hi: int) -> torch.Tensor:

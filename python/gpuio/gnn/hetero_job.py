@@ -41,6 +41,7 @@ class HeteroConfig:
     features: int = 0
     dtype: str = "float32"
     edge_scale: float = 1.0
+    gen_device: str = "cpu"  # where the generator draws feature noise (cuda: faster, other bytes)
     backends: tuple = ("gpuio", "memory")
     structure: str = "file"  # file (read through the engine) or memory
     steps: int = 100
@@ -97,7 +98,7 @@ def prepare_dataset(cfg: HeteroConfig, log=print):
             import_igbh(cfg.igbh, cfg.root)
         return open_igbh(cfg.root, seed=cfg.seed), True
     gen = IGBHConfig(papers=cfg.papers, features=cfg.features, dtype=cfg.dtype, edge_scale=cfg.edge_scale,
-                     seed=cfg.seed)
+                     seed=cfg.seed, gen_device=cfg.gen_device)
     try:
         with open(meta_path) as f:
             if json.load(f).get("generator") == asdict(gen):
