@@ -36,7 +36,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
                 save_params: str = typer.Option("", help="save final parameters here (.rank<r> per rank)"),
                 json_out: str = typer.Option("", "--json", help="write config and results as JSON"),
-                generate_only: bool = typer.Option(False, "--generate-only", help="write the dataset and stop")) -> None:
+                generate_only: bool = typer.Option(False, "--generate-only",
+                                                   help="write the dataset and stop")) -> None:
     from gpuio.gnn.hetero_job import HeteroConfig, run
     try:
         cfg = HeteroConfig(root=root, igbh=igbh, papers=papers, features=features, dtype=dtype,
