@@ -130,23 +130,35 @@ def min_bytes(trace, capacity_pages: int, page_rows: int, page_bytes: int) -> in
 
 
 def store_vs_min(store, trace, lookahead: int | None = None) -> dict:
-    """A `gpuio.FeatureStore`'s storage bytes against MIN on the same trace, for the same capacity.
+    """A `gpuio.FeatureStore`'s storage bytes against MIN on the same trace, two ways.
 
     gpuio's bytes are the blocks its table actually read (host buffer fill + page reads; the table's
-    counters, else the store's page bytes + host rows). MIN gets the device cache's slots plus one page
-    per host-buffer row: exactly the store's capacity when a row fills a page (rows of >= 1 block, as
-    1024-dim float32 features), more than it when several rows share a page (the host buffer holds
-    single rows) — so MIN stays a lower bound and the ratio is >= 1. With `lookahead`, also the bytes of
-    the farthest-in-future rule limited to that many groups (what window-aware admission could reach)."""
+    counters, else the store's page bytes + host rows).
+    - Per tier (`ratio`, the judged one): the host buffer is a constant tier, so MIN keeps the same
+      host rows and the same fill; the rows it serves leave the trace, and MIN runs on the rest with
+      the device cache's slots. ratio = gpuio bytes / (same fill + MIN's page reads);
+      `device_tier_ratio` compares the page reads alone.
+    - Whole capacity (`ratio_whole`): MIN may use the host buffer's room as cache too, one page per
+      host row (the store's exact capacity when a row fills a page, as 1024-dim float32 rows do; more
+      than it when rows are smaller): a lower bound on any policy with the same total capacity.
+    With `lookahead`, also the bytes of the keep-the-soonest rule limited to that many groups (what a
+    window-aware admission could reach), per tier."""
     s = store.stats()
     host_rows = s["host_rows"]
     storage = s.get("storage", {})
     got = storage["bytes_read"] if "bytes_read" in storage else s["bytes_from_device"] + host_rows * store.row_bytes
-    capacity = s["cache_slots"] + host_rows
-    opt = min_bytes(trace, capacity, store.page_rows, store.page_bytes)
-    out = dict(gpuio_bytes=int(got), min_bytes=opt, capacity_pages=capacity,
-               ratio=got / opt if opt else (1.0 if got == 0 else float("inf")))
+    pages_read = s["pages_miss"] * store.page_bytes
+    fill = max(int(got) - pages_read, 0)
+    host = getattr(store, "host", None)
+    cold = trace if host is None else [t[host.lookup(torch.as_tensor(t).to(host.row_slot.device)).cpu() < 0]
+                                       for t in trace]
+    opt_dev = min_bytes(cold, s["cache_slots"], store.page_rows, store.page_bytes)
+    whole = min_bytes(trace, s["cache_slots"] + host_rows, store.page_rows, store.page_bytes)
+    div = (lambda a, b: a / b if b else (1.0 if a == 0 else float("inf")))
+    out = dict(gpuio_bytes=int(got), host_fill_bytes=fill, device_bytes=pages_read, min_bytes=fill + opt_dev,
+               min_device_bytes=opt_dev, ratio=div(got, fill + opt_dev), device_tier_ratio=div(pages_read, opt_dev),
+               min_whole_bytes=whole, ratio_whole=div(got, whole), capacity_pages=s["cache_slots"] + host_rows)
     if lookahead is not None:
-        w = group_min_misses(trace, capacity, lookahead, store.page_rows) * store.page_bytes
-        out.update(lookahead=lookahead, window_min_bytes=w, window_min_ratio=w / opt if opt else 1.0)
+        w = group_min_misses(cold, s["cache_slots"], lookahead, store.page_rows) * store.page_bytes
+        out.update(lookahead=lookahead, window_min_bytes=fill + w, window_min_ratio=div(fill + w, fill + opt_dev))
     return out
