@@ -14,7 +14,7 @@ pytest.importorskip("torch_geometric")
 import gpuio  # noqa: E402
 from gpuio.cache.belady import group_min_misses, min_misses, page_sequence, store_vs_min  # noqa: E402
 from gpuio.data import igbh  # noqa: E402
-from gpuio.graph import CSCFile, CSCMemory, build_csc, csc_chunks, edge_list_chunks, open_csc  # noqa: E402
+from gpuio.graph import CSCFile, CSCMemory, build_csc, csc_chunks, open_csc  # noqa: E402
 from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler, hetero_feature_store  # noqa: E402
 from gpuio.pyg.hetero_loader import HeteroBatchLoader  # noqa: E402
 
@@ -115,6 +115,8 @@ def test_file_and_memory_structure_sample_the_same(ds):
             assert torch.equal(x.row[et], y.row[et]) and torch.equal(x.col[et], y.col[et])
             assert torch.equal(x.edge[et], y.edge[et])
     assert sum(s["bytes_from_device"] for s in disk.stats().values()) > 0  # read through the engine
+    with pytest.raises(FileNotFoundError, match="not a CSC relation directory"):
+        open_csc(ds.root)
 
 
 def test_sampler_contract(ds):

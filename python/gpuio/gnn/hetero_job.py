@@ -19,10 +19,9 @@ all-to-all per batch and per type; see benchmarks/RESULTS_HETERO.md for the choi
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -65,7 +64,6 @@ class HeteroConfig:
     save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
     json_out: str = ""
     generate_only: bool = False  # write (or import) the dataset, then stop
-    defaults: dict = field(default_factory=dict)
 
     def resolve(self) -> "HeteroConfig":
         if not self.device:
