@@ -107,20 +107,30 @@ def group_min_misses(trace, capacity: int, lookahead: int | None = None, page_ro
     nu = next_use(seq)
     nxt_all = np.where(nu < seq.size, gid[np.minimum(nu, max(seq.size - 1, 0))], np.inf)
     next_group = np.split(nxt_all.astype(np.float64), np.cumsum(sizes)[:-1]) if groups else []
+    top = int(seq.max()) + 1 if seq.size else 0
+    in_cache = np.zeros(top, bool)  # dense membership: O(1) per page, no sorting per group
+    in_group = np.zeros(top, bool)
+    far = float(len(groups) + lookahead + 2)  # stands for "no known use" in the integer-valued key
     cache = np.empty(0, np.int64)
     cache_next = np.empty(0, np.float64)
     misses = 0
     for i, pages in enumerate(groups):
-        hit = np.isin(pages, cache, assume_unique=True)
-        misses += int((~hit).sum())
-        keep = ~np.isin(cache, pages, assume_unique=True)
+        hit = in_cache[pages]
+        misses += int(pages.size - hit.sum())
+        in_group[pages] = True
+        keep = ~in_group[cache]
+        in_group[pages] = False
         cand = np.concatenate([cache[keep], pages])
         nxt = np.concatenate([cache_next[keep], next_group[i]])
-        known = np.where(nxt <= i + lookahead, nxt, np.inf)  # beyond the look-ahead: unknown
-        resident = np.concatenate([np.ones(int(keep.sum()), bool), hit])
-        order = np.lexsort((~resident, known))  # soonest known use first; then residents before new
-        sel = order[:capacity]
-        cache, cache_next = cand[sel], nxt[sel]
+        if cand.size > capacity:
+            known = np.where(nxt <= i + lookahead, nxt, far)  # beyond the look-ahead: unknown
+            resident = np.concatenate([np.ones(int(keep.sum()), bool), hit])
+            key = known * 2 + ~resident  # soonest known use first; then residents before new pages
+            sel = np.argpartition(key, capacity - 1)[:capacity] if capacity else np.empty(0, np.int64)
+            cand, nxt = cand[sel], nxt[sel]
+        in_cache[cache] = False
+        in_cache[cand] = True
+        cache, cache_next = cand, nxt
     return misses
 
 
