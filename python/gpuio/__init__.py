@@ -19,7 +19,7 @@ _LAZY = {
     "DeviceArray": "gpuio.device_array",
     "info": "gpuio.sysinfo",
 }
-_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "apps"}
+_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "apps", "graph"}
 
 
 def __getattr__(name: str):

@@ -3,6 +3,9 @@ neighbour sampler (no pyg-lib / torch-sparse needed)."""
 from gpuio.pyg.csc import CSC, csc_from_edge_index
 from gpuio.pyg.feature_store import FeatureStore
 from gpuio.pyg.graph_store import GraphStore
+from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler, hetero_feature_store
+from gpuio.pyg.hetero_loader import HeteroBatchLoader
 from gpuio.pyg.sampler import NeighborSampler
 
-__all__ = ["CSC", "csc_from_edge_index", "FeatureStore", "GraphStore", "NeighborSampler"]
+__all__ = ["CSC", "csc_from_edge_index", "FeatureStore", "GraphStore", "NeighborSampler", "HeteroGraphStore",
+           "HeteroNeighborSampler", "HeteroBatchLoader", "hetero_feature_store"]

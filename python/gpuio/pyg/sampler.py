@@ -40,8 +40,14 @@ def sample_hop(csc: CSC, frontier: torch.Tensor, k: int, replace: bool,
                gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample in-edges of `frontier`. Returns (csc positions of sampled edges, index into frontier)."""
     start = csc.colptr[frontier]
-    deg = csc.colptr[frontier + 1] - start
-    dev = frontier.device
+    return sample_positions(start, csc.colptr[frontier + 1] - start, k, replace, gen)
+
+
+def sample_positions(start: torch.Tensor, deg: torch.Tensor, k: int, replace: bool,
+                     gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """`sample_hop` given each frontier node's first CSC position and in-degree (so the column pointers
+    may come from anywhere: memory or a file). Returns (positions, index into the frontier)."""
+    dev = start.device
     if k < 0:
         take_all = torch.ones_like(deg, dtype=torch.bool)
     elif replace:

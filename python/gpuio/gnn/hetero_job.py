@@ -1,0 +1,300 @@
+"""GIDS's experiment on gpuio: RGAT on an IGBH-shaped graph, features (and optionally the structure) on
+storage, N steps timed end to end, accuracy reported; one process or data-parallel under torchrun.
+
+Per backend (same sampler seed, same model initialisation, same mini-batches):
+- gpuio:  per node type a `gpuio.FeatureStore` (device page cache + constant host buffer of the most
+          sampled rows + window + accumulator) over the type's TensorFile;
+- mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against);
+- memory: every table in memory (the reference: its losses are what the others must reproduce).
+Structure: `structure="file"` samples every relation's CSC through the engine (gpuio.graph.CSCFile),
+`"memory"` holds it in tensors; both give the same samples.
+
+Data parallel (torchrun sets RANK/WORLD_SIZE/LOCAL_RANK): NCCL on GPUs, gloo on the CPU; every rank
+opens the same files with its own stores and takes every world_size-th global batch; DDP averages the
+gradients, so all ranks hold the same parameters after every step. Cache design: per-GPU caches (each
+rank caches what its own batches read). The alternative — one cache partitioned by row owner, rows
+exchanged over NVLink each batch (WholeGraph / cuGraph) — has world_size x the capacity but adds an
+all-to-all per batch and per type; see benchmarks/RESULTS_HETERO.md for the choice and how to measure it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+BACKENDS = ("gpuio", "mmap", "memory")
+CPU_DEFAULTS = dict(papers=4000, features=128, batch_size=256, eval_nodes=1000)
+GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=1024, eval_nodes=20_000)
+COMPUTE_ONLY_BATCHES = 10  # batches held on the device to time compute alone (~1 GB each at 1024 columns)
+
+
+@dataclass
+class HeteroConfig:
+    root: str = "gpuio-igbh"  # dataset directory (generated here when it holds no matching dataset)
+    igbh: str = ""  # import a real IGBH `processed` directory into root first
+    papers: int = 0  # 0: the CPU or GPU default
+    features: int = 0
+    dtype: str = "float32"
+    edge_scale: float = 1.0
+    gen_device: str = "cpu"  # where the generator draws feature noise (cuda: faster, other bytes)
+    backends: tuple = ("gpuio", "memory")
+    structure: str = "file"  # file (read through the engine) or memory
+    steps: int = 100
+    batch_size: int = 0
+    fanouts: tuple = (10, 5)
+    hidden: int = 128
+    heads: int = 4
+    lr: float = 0.005
+    gpu_cache_fraction: float = 0.1  # device cache per type, as a share of the type's table
+    host_fraction: float = 0.2  # constant host buffer, share of each type's rows (GIDS: 20 % of the data)
+    window: int = 8
+    depth: int = 2  # submitted batches queued before the oldest is handed out
+    lookahead: int = 4  # batches announced to the window before their rows are submitted
+    struct_cache_mb: int = 64  # page cache per relation file (structure="file")
+    eval_nodes: int = 0
+    seed: int = 0
+    device: str = ""
+    background: bool = True  # loader thread (False: inline on the training thread)
+    belady: bool = False  # record the row trace of the gpuio run, compare its bytes with MIN
+    timing: bool = False  # also time loading alone and compute alone
+    save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
+    json_out: str = ""
+    generate_only: bool = False  # write (or import) the dataset, then stop
+
+    def resolve(self) -> "HeteroConfig":
+        if not self.device:
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        base = GPU_DEFAULTS if self.device.startswith("cuda") else CPU_DEFAULTS
+        for k, v in base.items():
+            if not getattr(self, k):
+                setattr(self, k, v)
+        bad = [b for b in self.backends if b not in BACKENDS]
+        if bad:
+            raise ValueError(f"unknown backend(s) {bad}; choose from {BACKENDS}")
+        if self.structure not in ("file", "memory"):
+            raise ValueError(f"structure must be 'file' or 'memory', got {self.structure!r}")
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        for name in ("gpu_cache_fraction", "host_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        return self
+
+
+def prepare_dataset(cfg: HeteroConfig, log=print):
+    """The dataset in cfg.root: imported from cfg.igbh, reused when its generator parameters match, else
+    generated (out of core, chunked)."""
+    from gpuio.data.igbh import IGBHConfig, generate_igbh, import_igbh, open_igbh
+    meta_path = os.path.join(cfg.root, "meta.json")
+    if cfg.igbh:
+        if not os.path.exists(meta_path):
+            log(f"importing IGBH from {cfg.igbh} into {cfg.root}")
+            import_igbh(cfg.igbh, cfg.root)
+        return open_igbh(cfg.root, seed=cfg.seed), True
+    gen = IGBHConfig(papers=cfg.papers, features=cfg.features, dtype=cfg.dtype, edge_scale=cfg.edge_scale,
+                     seed=cfg.seed, gen_device=cfg.gen_device)
+    try:
+        with open(meta_path) as f:
+            if json.load(f).get("generator") == asdict(gen):
+                return open_igbh(cfg.root, seed=cfg.seed), True
+    except (OSError, ValueError):
+        pass
+    t0 = time.perf_counter()
+    ds = generate_igbh(cfg.root, gen)
+    log(f"generated {cfg.root}: {ds.num_edges:,} edges, {ds.feature_bytes() / 2**30:.2f} GiB of features "
+        f"in {time.perf_counter() - t0:.1f} s")
+    return ds, False
+
+
+def sample_scores(ds) -> dict:
+    """Per node type, how often a node can be drawn as a sampled neighbour: its out-degree summed over
+    the relations it is a source of (streamed from the CSC row files; 8 bytes per node in memory)."""
+    from gpuio.graph.csc_file import csc_chunks
+    scores = {nt: np.zeros(n, dtype=np.int64) for nt, n in ds.num_nodes.items()}
+    for et in ds.edge_types:
+        for _, src in csc_chunks(ds.relation_path(et))():
+            scores[et[0]] += np.bincount(src, minlength=scores[et[0]].size)
+    return {nt: torch.from_numpy(s) for nt, s in scores.items()}
+
+
+def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None) -> dict:
+    from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
+    from gpuio.tensor import TensorFile
+    out = {}
+    for nt in ds.node_types:
+        path = ds.feature_path(nt)
+        if backend == "memory":
+            out[nt] = InMemoryRows(torch.from_numpy(np.load(path)))
+        elif backend == "mmap":
+            out[nt] = MemmapRows(path)
+        else:
+            tf = TensorFile.open(path)
+            host_rows = int(tf.num_rows * cfg.host_fraction)
+            out[nt] = FeatureStore(tf, gpu_cache_bytes=int(tf.nbytes * cfg.gpu_cache_fraction),
+                                   host_cache_rows=host_rows, hot_scores=scores[nt] if host_rows else None,
+                                   window=cfg.window, accumulate=True, device=cfg.device)
+    return out
+
+
+def _dist():
+    """(rank, world_size, local_rank) from torchrun's environment; initialises the process group."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1, 0
+    import torch.distributed as dist
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(local)
+        dist.init_process_group(backend)
+    return dist.get_rank(), dist.get_world_size(), local
+
+
+def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) -> dict:
+    from gpuio.cache.belady import record_served, store_vs_min
+    from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
+    from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
+    from gpuio.pyg.hetero_loader import HeteroBatchLoader
+    dev = torch.device(cfg.device)
+    graph = HeteroGraphStore.from_dataset(ds, in_memory=cfg.structure == "memory",
+                                          cache_bytes=cfg.struct_cache_mb << 20, device=dev)
+
+    lookahead = min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0))
+
+    def loader(sources, seed_nodes, sampler_seed, shuffle=True, steps=cfg.steps):
+        return HeteroBatchLoader(HeteroNeighborSampler(graph, list(cfg.fanouts), seed=sampler_seed), sources,
+                                 seed_nodes, "paper", cfg.batch_size, labels=ds.y, shuffle=shuffle, seed=cfg.seed,
+                                 depth=cfg.depth, device=dev, rank=rank if shuffle else 0,
+                                 world_size=world if shuffle else 1, max_batches=steps,
+                                 background=cfg.background, lookahead=lookahead)
+
+    in_dims = {nt: ds.feature_shape(nt)[1] for nt in ds.node_types}
+    if cfg.timing:  # loading alone first, on stores of its own (dropped before the run's are built)
+        r_load = load_only(loader(make_sources(backend, ds, cfg, scores), ds.train_idx, cfg.seed + rank))
+    sources = make_sources(backend, ds, cfg, scores)
+    trace = ({nt: record_served(s) for nt, s in sources.items()} if cfg.belady and backend == "gpuio"
+             else None)
+    model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+        model = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None,
+                                        find_unused_parameters=True)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else None
+    struct_before = sum(s["bytes_from_device"] for s in graph.stats().values())
+    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync)
+    r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
+    stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
+    if trace is not None:  # before evaluation reads more
+        per = {nt: store_vs_min(stores[nt], trace.get(nt, []), lookahead) for nt in stores}
+        keys = ("gpuio_bytes", "min_bytes", "window_min_bytes", "min_whole_bytes", "device_bytes", "min_device_bytes")
+        tot = {k: sum(p[k] for p in per.values()) for k in keys}
+        div = (lambda a, b: a / b if b else float("nan"))
+        r["belady"] = dict(per_type=per, lookahead=lookahead, **tot, ratio=div(tot["gpuio_bytes"], tot["min_bytes"]),
+                           device_tier_ratio=div(tot["device_bytes"], tot["min_device_bytes"]),
+                           ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
+                           window_min_ratio=div(tot["window_min_bytes"], tot["min_bytes"]))
+    eval_idx = ds.test_idx[: cfg.eval_nodes]
+    r["test_acc"] = accuracy(model, loader(sources, eval_idx, cfg.seed + 10_007, shuffle=False,
+                                           steps=None))
+    r.update(backend=backend, structure=cfg.structure, rank=rank, world_size=world,
+             step_ms=1000 * r["run_s"] / max(r["steps"], 1))
+    if stores:
+        st = {nt: s.stats() for nt, s in stores.items()}
+        req = sum(s["rows_requested"] for s in st.values()) or 1
+        r.update(host_hit_rate=sum(s["rows_host"] for s in st.values()) / req,
+                 gpu_hit_rate=sum(s["rows_gpu_cache"] for s in st.values()) / req,
+                 device_rate=sum(s["rows_device"] for s in st.values()) / req,
+                 per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
+                           for nt, s in st.items()})
+    if cfg.timing:
+        r["load_only"] = r_load
+        held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES), loader(sources, ds.train_idx, cfg.seed + rank))]
+        fresh_model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
+        c = compute_only(fresh_model, held, torch.optim.Adam(fresh_model.parameters(), lr=cfg.lr))
+        r["compute_only"] = dict(c, run_s_scaled=c["run_s"] * r["steps"] / max(c["steps"], 1))
+        bound = max(r["load_only"]["run_s"], r["compute_only"]["run_s_scaled"])
+        r["vs_bound"] = r["run_s"] / max(bound, 1e-9)
+    if cfg.save_params:
+        params = {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
+        torch.save(params, cfg.save_params + (f".rank{rank}" if world > 1 else ""))
+    return r
+
+
+def run(cfg: HeteroConfig, log=print) -> list[dict]:
+    cfg = cfg.resolve()
+    rank, world, local = _dist()
+    if world > 1 and cfg.device.startswith("cuda"):
+        cfg.device = f"cuda:{local}"
+    say = log if rank == 0 else (lambda *a, **k: None)
+    if rank == 0:
+        ds, reused = prepare_dataset(cfg, say)
+    if world > 1:
+        import torch.distributed as dist
+        dist.barrier()  # rank 0 wrote the dataset; the others open it
+    if rank != 0:
+        ds, reused = prepare_dataset(cfg, say)
+    if cfg.generate_only:
+        say(f"{cfg.root}: {ds.num_nodes} nodes, {ds.num_edges:,} edges, {ds.feature_bytes() / 2**30:.2f} GiB "
+            f"of features ({'reused' if reused else 'written'})")
+        return []
+    say(f"RGAT on {cfg.root}: {ds.num_nodes} nodes, {ds.num_edges:,} edges, "
+        f"{ds.feature_bytes() / 2**30:.2f} GiB of features ({'reused' if reused else 'written'}); "
+        f"{cfg.steps} steps of {cfg.batch_size} seeds, fan-outs {tuple(cfg.fanouts)}, structure {cfg.structure}, "
+        f"device {cfg.device}, {world} rank(s)")
+    scores = sample_scores(ds) if "gpuio" in cfg.backends and cfg.host_fraction > 0 else None
+    results = [run_backend(b, ds, cfg, scores, rank, world) for b in cfg.backends]
+    if rank == 0:
+        print_report(results, say)
+        if cfg.json_out:
+            with open(cfg.json_out, "w") as f:
+                json.dump(dict(config=asdict(cfg), results=results), f, indent=1, default=str)
+    if world > 1:
+        import torch.distributed as dist
+        dist.barrier()
+        dist.destroy_process_group()
+    return results
+
+
+def print_report(results: list[dict], say=print) -> None:
+    cols = [r["backend"] for r in results]
+    say(f"{'':28}" + "".join(f"{c:>12}" for c in cols))
+    fmt = (lambda v: f"{v:>12.3f}" if isinstance(v, float) else f"{v:>12}")
+    rows = [("steps", "steps"), (f"time for the steps s", "run_s"), ("ms per step", "step_ms"),
+            ("feature loading s", "feature_s"), ("sampling s", "sample_s"), ("trainer waiting s", "stall_s"),
+            ("compute s", "compute_s"), ("host buffer hit rate", "host_hit_rate"),
+            ("GPU cache hit rate", "gpu_hit_rate"), ("rows from storage", "device_rate"),
+            ("structure bytes read (steps)", "structure_bytes"), ("test accuracy", "test_acc")]
+    for name, key in rows:
+        say(f"{name:28}" + "".join(fmt(r[key]) if key in r else f"{'-':>12}" for r in results))
+    for r in results:
+        if "per_type" in r:
+            say(f"{r['backend']} hit rates per type (host / GPU / storage): " + ", ".join(
+                f"{nt} {v['host']:.2f}/{v['gpu']:.2f}/{v['storage']:.2f}" for nt, v in r["per_type"].items()))
+        if "belady" in r:
+            b = r["belady"]
+            say(f"{r['backend']} bytes read {b['gpuio_bytes']:,} vs Belady MIN {b['min_bytes']:,} (same host "
+                f"buffer, same device cache slots): ratio {b['ratio']:.3f} (goal <= 1.2), device tier alone "
+                f"{b['device_tier_ratio']:.3f}; vs MIN using all capacity as one cache {b['ratio_whole']:.3f}; "
+                f"keep-the-soonest seeing {b['lookahead']} batches ahead: {b['window_min_ratio']:.3f} x MIN")
+        if "vs_bound" in r:
+            say(f"{r['backend']}: load alone {r['load_only']['run_s']:.3f} s, compute alone "
+                f"{r['compute_only']['run_s_scaled']:.3f} s (scaled from {r['compute_only']['steps']} steps); "
+                f"run / max(load, compute) = {r['vs_bound']:.3f}")
+    ref = next((r for r in results if r["backend"] == "memory"), None)
+    for r in results:
+        if ref is not None and r is not ref and r["losses"] and len(r["losses"]) == len(ref["losses"]):
+            diff = float(np.max(np.abs(np.array(r["losses"]) - np.array(ref["losses"]))))
+            same = "identical to" if diff == 0 else ("within 1e-4 of" if diff <= 1e-4 * max(ref["losses"])
+                                                     else "DIFFERENT from")
+            say(f"{r['backend']}: losses {same} in-memory features over {len(r['losses'])} steps "
+                f"(max |diff| {diff:.2e}); time x{r['run_s'] / ref['run_s']:.2f} of in-memory")
+    mm = next((r for r in results if r["backend"] == "mmap"), None)
+    gp = next((r for r in results if r["backend"] == "gpuio"), None)
+    if mm is not None and gp is not None:
+        say(f"gpuio vs mmap: {mm['run_s'] / gp['run_s']:.2f} x faster for {gp['steps']} steps")

@@ -1,0 +1,225 @@
+"""Graph structure out of core: the CSC of one relation as two gpuio TensorFiles, built and read in chunks.
+
+A relation directory holds `colptr.npy` (int64 [num_dst + 1]) and `row.npy` (int64 [num_edges], the
+source ids grouped by destination, ascending source order within a destination where built from an edge
+list). Both are gpuio TensorFiles (block-aligned .npy, so `np.load(mmap_mode="r")` reads them too).
+
+- `build_csc` turns a stream of (dst, src) edge chunks into that layout without holding the edges: one
+  pass counts in-degrees (memory: 8 bytes per destination node), then each pass over the stream keeps
+  the edges of one destination range of at most `bucket_edges` edges, sorts them (stable: the stream's
+  order is kept within a destination) and writes them at their final place. Passes = edges / bucket_edges.
+- `CSCFile` samples from the files through the engine: the column pointers and the neighbour lists are
+  read on demand through one `gpuio.FeatureStore` each (page cache of `cache_bytes` on `device`), so the
+  host holds neither the edges nor the pointers.
+- `CSCMemory` is the same interface over tensors (the switch for structure that fits in memory);
+  `open_csc(path, in_memory=...)` picks one. Both return identical values, so a sampler seeded the same
+  draws the same neighbours from either (tests/python/test_hetero.py checks it).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import torch
+
+CHUNK_EDGES = 1 << 22  # edges read or written per step while streaming a relation
+BUCKET_EDGES_DEFAULT = 1 << 25  # edges held (dst + src + order: ~24 B each) per pass of build_csc
+STRUCT_CACHE_BYTES_DEFAULT = 64 << 20  # page cache per relation file for out-of-core sampling
+
+
+def create_table(path: str, shape, dtype) -> tuple[int, int]:
+    """A new zero-filled TensorFile; returns (data offset, row bytes) for `write_rows`."""
+    from gpuio.tensor import TensorFile
+    with TensorFile.create(path, shape, dtype) as tf:
+        return tf.data_offset, tf.row_bytes
+
+
+def write_rows(path: str, data_offset: int, row_bytes: int, lo: int, rows: np.ndarray) -> None:
+    """Write `rows` (C-contiguous, the table's dtype) at row `lo` of the table file (plain buffered I/O:
+    generation and import write sequentially, once)."""
+    buf = np.ascontiguousarray(rows).view(np.uint8).reshape(-1)
+    with open(path, "r+b") as f:
+        f.seek(data_offset + lo * row_bytes)
+        f.write(memoryview(buf))
+
+
+def _stream(path: str, lo: int, hi: int) -> np.ndarray:
+    return np.array(np.load(path, mmap_mode="r")[lo:hi])
+
+
+def csc_chunks(directory: str, chunk_edges: int = CHUNK_EDGES):
+    """Iterator factory over a CSC relation's edges as (dst, src) int64 chunks, in storage order."""
+    colptr_path, row_path = os.path.join(directory, "colptr.npy"), os.path.join(directory, "row.npy")
+
+    def chunks():
+        colptr = np.load(colptr_path, mmap_mode="r")
+        num_dst = colptr.shape[0] - 1
+        lo = 0
+        while lo < num_dst:
+            # as many destinations as keep the chunk near chunk_edges edges (at least one destination)
+            hi = int(np.searchsorted(colptr, colptr[lo] + chunk_edges, side="right")) - 1
+            hi = min(max(hi, lo + 1), num_dst)
+            ptr = np.array(colptr[lo:hi + 1])
+            src = _stream(row_path, int(ptr[0]), int(ptr[-1]))
+            dst = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(ptr))
+            yield dst, src
+            lo = hi
+    return chunks
+
+
+def edge_list_chunks(path: str, reverse: bool = False, chunk_edges: int = CHUNK_EDGES):
+    """Iterator factory over an [E, 2] (src, dst) .npy edge list (IGBH's layout) as (dst, src) chunks;
+    reverse=True yields (src, dst): the CSC of the reverse relation."""
+    def chunks():
+        arr = np.load(path, mmap_mode="r")
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ValueError(f"{path}: an edge list must have shape [E, 2], got {arr.shape}")
+        for lo in range(0, arr.shape[0], chunk_edges):
+            part = np.array(arr[lo:lo + chunk_edges], dtype=np.int64)
+            src, dst = part[:, 0], part[:, 1]
+            yield (src, dst) if reverse else (dst, src)
+    return chunks
+
+
+def build_csc(chunks, num_dst: int, directory: str, num_src: int | None = None,
+              bucket_edges: int = BUCKET_EDGES_DEFAULT) -> dict:
+    """Write the CSC of the edges `chunks()` yields ((dst, src) int64 array pairs; called once per pass)
+    into `directory`. Returns the relation's meta (also written as meta.json)."""
+    if bucket_edges < 1:
+        raise ValueError(f"bucket_edges must be >= 1, got {bucket_edges}")
+    os.makedirs(directory, exist_ok=True)
+    counts = np.zeros(num_dst, dtype=np.int64)
+    for dst, src in chunks():
+        if dst.size and (dst.min() < 0 or dst.max() >= num_dst):
+            raise IndexError(f"{directory}: destination ids must lie in [0, {num_dst}), "
+                             f"got min {dst.min()}, max {dst.max()}")
+        if num_src is not None and src.size and (src.min() < 0 or src.max() >= num_src):
+            raise IndexError(f"{directory}: source ids must lie in [0, {num_src}), "
+                             f"got min {src.min()}, max {src.max()}")
+        counts += np.bincount(dst, minlength=num_dst)
+    colptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(counts, out=colptr[1:])
+    del counts
+    num_edges = int(colptr[-1])
+    cp_path, row_path = os.path.join(directory, "colptr.npy"), os.path.join(directory, "row.npy")
+    off, rb = create_table(cp_path, (num_dst + 1,), "int64")
+    write_rows(cp_path, off, rb, 0, colptr)
+    row_off, row_rb = create_table(row_path, (num_edges,), "int64")
+    lo = 0
+    while lo < num_dst:  # destination range [lo, hi) holding at most bucket_edges (or one destination)
+        hi = int(np.searchsorted(colptr, colptr[lo] + bucket_edges, side="right")) - 1
+        hi = min(max(hi, lo + 1), num_dst)
+        if colptr[hi] > colptr[lo]:
+            ds, ss = [], []
+            for dst, src in chunks():
+                keep = (dst >= lo) & (dst < hi)
+                ds.append(dst[keep])
+                ss.append(src[keep])
+            dst, src = np.concatenate(ds), np.concatenate(ss)
+            src = src[np.argsort(dst, kind="stable")]
+            write_rows(row_path, row_off, row_rb, int(colptr[lo]), src)
+        lo = hi
+    meta = dict(num_dst=num_dst, num_src=num_src, num_edges=num_edges)
+    with open(os.path.join(directory, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    return meta
+
+
+class CSCMemory:
+    """A relation's CSC held in tensors on `device` (the in-memory switch)."""
+
+    def __init__(self, colptr: torch.Tensor, row: torch.Tensor, device=None):
+        device = torch.device(device) if device is not None else colptr.device
+        self.colptr, self.row = colptr.to(device, torch.long), row.to(device, torch.long)
+        self.device = device
+
+    @classmethod
+    def load(cls, directory: str, device=None) -> "CSCMemory":
+        return cls(torch.from_numpy(np.load(os.path.join(directory, "colptr.npy"))),
+                   torch.from_numpy(np.load(os.path.join(directory, "row.npy"))), device)
+
+    @property
+    def num_dst(self) -> int:
+        return int(self.colptr.numel()) - 1
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.row.numel())
+
+    def ptr(self, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(first CSC position, in-degree) of each destination id."""
+        start = self.colptr[dst]
+        return start, self.colptr[dst + 1] - start
+
+    def rows(self, pos: torch.Tensor) -> torch.Tensor:
+        """Source ids at CSC positions `pos`."""
+        return self.row[pos]
+
+    def stats(self) -> dict:
+        return dict(bytes_from_device=0)
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.colptr, self.row
+
+
+class CSCFile:
+    """A relation's CSC read on demand from its TensorFiles through the engine, with a page cache each
+    for pointers and neighbour lists (`cache_bytes` split 1:3; 0 disables caching)."""
+
+    def __init__(self, directory: str, cache_bytes: int = STRUCT_CACHE_BYTES_DEFAULT, device=None,
+                 **engine_options):
+        from gpuio.cache import FeatureStore
+        from gpuio.tensor import TensorFile
+        if cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
+        self.directory = directory
+        self.colptr_tf = TensorFile.open(os.path.join(directory, "colptr.npy"), **engine_options)
+        self.row_tf = TensorFile.open(os.path.join(directory, "row.npy"), **dict(engine_options))
+        opts = dict(window=0, accumulate=False, device=device)
+        self._ptr = FeatureStore(self.colptr_tf, gpu_cache_bytes=cache_bytes // 4, **opts)
+        self._row = FeatureStore(self.row_tf, gpu_cache_bytes=cache_bytes - cache_bytes // 4, **opts)
+        self.device = self._ptr.device
+
+    @property
+    def num_dst(self) -> int:
+        return self.colptr_tf.num_rows - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.row_tf.num_rows
+
+    def ptr(self, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = dst.numel()
+        both = self._ptr.gather(torch.cat([dst, dst + 1]).to(self.device)).long()
+        return both[:n], both[n:] - both[:n]
+
+    def rows(self, pos: torch.Tensor) -> torch.Tensor:
+        if pos.numel() == 0:
+            return torch.empty(0, dtype=torch.long, device=self.device)
+        return self._row.gather(pos.to(self.device)).long()
+
+    def stats(self) -> dict:
+        p, r = self._ptr.stats(), self._row.stats()
+        return dict(bytes_from_device=p["bytes_from_device"] + r["bytes_from_device"],
+                    ptr_page_hit_rate=p["page_hit_rate"], row_page_hit_rate=r["page_hit_rate"])
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole relation as tensors (reads every block: for small relations and checks)."""
+        return (self._ptr.gather(torch.arange(self.num_dst + 1, device=self.device)).long(),
+                self._row.gather(torch.arange(self.num_edges, device=self.device)).long())
+
+    def close(self) -> None:
+        self.colptr_tf.close()
+        self.row_tf.close()
+
+
+def open_csc(directory: str, in_memory: bool = False, cache_bytes: int = STRUCT_CACHE_BYTES_DEFAULT,
+             device=None):
+    """A relation directory as `CSCMemory` (in_memory=True) or `CSCFile` (read on demand)."""
+    if not os.path.exists(os.path.join(directory, "colptr.npy")):
+        raise FileNotFoundError(f"{directory}: no colptr.npy (not a CSC relation directory)")
+    if in_memory:
+        return CSCMemory.load(directory, device if device is not None else
+                              ("cuda" if torch.cuda.is_available() else "cpu"))
+    return CSCFile(directory, cache_bytes, device)

@@ -1,0 +1,199 @@
+"""Heterogeneous graphs on gpuio for PyG: a structure store per relation, features per node type, and a
+pure-PyTorch heterogeneous neighbour sampler (PyG's `HeteroSamplerOutput` contract, no pyg-lib).
+
+    graph = HeteroGraphStore.from_dataset(ds, in_memory=False)     # CSC per relation, read on demand
+    sampler = HeteroNeighborSampler(graph, num_neighbors=[10, 5], seed=0)
+    feats = hetero_feature_store({nt: gpuio.FeatureStore(tf_nt, ...) for nt in types}, y={"paper": y})
+    loader = torch_geometric.loader.NodeLoader((feats, graph), sampler, input_nodes=("paper", idx))
+
+Sampling, per hop and per relation (src, rel, dst) in sorted order: the relation's CSC gives each frontier
+node of type dst its in-neighbours of type src; all of them when there are at most k, else k distinct
+ones (gpuio.pyg.sampler.sample_positions: the same draws as the homogeneous sampler). New nodes of each
+type are numbered in order of first appearance, seeds first; they form the next hop's frontier of their
+type. `edge[et]` holds the sampled edges' CSC positions (the relation's edge ids in its CSC file).
+Thread contract: one call at a time per sampler (the generator is shared state).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch_geometric.data import EdgeAttr
+from torch_geometric.data import GraphStore as PygGraphStore
+from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSamplerInput
+
+from gpuio.pyg.sampler import _Relabel, sample_positions
+
+
+class HeteroGraphStore(PygGraphStore):
+    """Relations -> CSC structures (`gpuio.graph.CSCFile` on storage, or `CSCMemory`)."""
+
+    def __init__(self, relations: dict | None = None, num_nodes: dict | None = None):
+        super().__init__(edge_attr_cls=EdgeAttr)
+        self.relations: dict[tuple, object] = {}
+        self.num_nodes = dict(num_nodes or {})
+        for et, csc in (relations or {}).items():
+            self.add_relation(et, csc)
+
+    @classmethod
+    def from_dataset(cls, ds, in_memory: bool = False, cache_bytes: int | None = None, device=None,
+                     edge_types=None) -> "HeteroGraphStore":
+        """Every relation of an `IGBHDataset`; in_memory=True loads the CSCs, else they are read on demand
+        with a page cache of `cache_bytes` per relation (default gpuio.graph.csc_file's)."""
+        from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT, open_csc
+        cache = STRUCT_CACHE_BYTES_DEFAULT if cache_bytes is None else cache_bytes
+        ets = ds.edge_types if edge_types is None else [tuple(e) for e in edge_types]
+        return cls({et: open_csc(ds.relation_path(et), in_memory, cache, device) for et in ets}, ds.num_nodes)
+
+    def add_relation(self, edge_type, csc) -> None:
+        et = tuple(edge_type)
+        if len(et) != 3:
+            raise ValueError(f"an edge type is (src, rel, dst), got {edge_type!r}")
+        if et[2] in self.num_nodes and csc.num_dst != self.num_nodes[et[2]]:
+            raise ValueError(f"{et}: its CSC has {csc.num_dst} destinations, node type {et[2]!r} has "
+                             f"{self.num_nodes[et[2]]} nodes")
+        self.num_nodes.setdefault(et[2], csc.num_dst)
+        self.relations[et] = csc
+
+    # -- PyG GraphStore contract ---------------------------------------------------------------
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [EdgeAttr(et, "csc", True, (self.num_nodes.get(et[0]), self.num_nodes.get(et[2])))
+                for et in self.relations]
+
+    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
+        from gpuio.graph.csc_file import CSCMemory
+        from gpuio.pyg.csc import csc_from_edge_index
+        layout = edge_attr.layout.value
+        if layout == "csc":
+            row, colptr = edge_index
+            csc = CSCMemory(colptr, row)
+        elif layout == "coo":
+            src, dst = edge_index
+            n = edge_attr.size[1] if edge_attr.size is not None else None
+            c = csc_from_edge_index(torch.stack([dst.long(), src.long()]), n)  # rows grouped by dst
+            order = torch.argsort(dst.long(), stable=True)
+            csc = CSCMemory(c.colptr, src.long()[order])
+        else:
+            raise ValueError(f"layout must be 'csc' or 'coo', got {layout!r}")
+        self.add_relation(edge_attr.edge_type, csc)
+        return True
+
+    def _get_edge_index(self, edge_attr: EdgeAttr):
+        csc = self.relations.get(tuple(edge_attr.edge_type))
+        if csc is None:
+            return None
+        colptr, row = csc.tensors()
+        return row, colptr
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        return self.relations.pop(tuple(edge_attr.edge_type), None) is not None
+
+    def stats(self) -> dict:
+        return {"__".join(et): c.stats() for et, c in self.relations.items()}
+
+
+def hetero_feature_store(tables: dict, y: dict | None = None, attr: str = "x"):
+    """A `gpuio.pyg.FeatureStore` with group = node type: `tables[nt]` (a gpuio.FeatureStore per type,
+    with its own GPU cache / host buffer / window, or any row source) as attribute `attr`, plus label
+    tensors `y[nt]` as attribute "y"."""
+    from gpuio.pyg.feature_store import FeatureStore
+    fs = FeatureStore()
+    for nt, table in tables.items():
+        fs.put_tensor(table, group_name=nt, attr_name=attr, index=None)
+    for nt, labels in (y or {}).items():
+        fs.put_tensor(labels, group_name=nt, attr_name="y", index=None)
+    return fs
+
+
+class HeteroNeighborSampler(BaseSampler):
+    """`HeteroNeighborSampler(graph, num_neighbors=[10, 5], replace=False, seed=None)`.
+
+    graph: a `HeteroGraphStore` (or a dict edge type -> CSC structure). num_neighbors: per hop, one list
+    for all relations, or a dict edge type -> list (same length for every type). Sampling runs where the
+    structures deliver (their device)."""
+
+    def __init__(self, graph, num_neighbors: Sequence[int] | dict = (10, 5), replace: bool = False,
+                 seed: int | None = None):
+        self.graph = graph if isinstance(graph, HeteroGraphStore) else HeteroGraphStore(graph)
+        self.edge_types = sorted(self.graph.relations)
+        if not self.edge_types:
+            raise ValueError("the graph store holds no relations")
+        fan = num_neighbors if isinstance(num_neighbors, dict) else {et: num_neighbors for et in self.edge_types}
+        missing = [et for et in self.edge_types if et not in fan]
+        if missing:
+            raise ValueError(f"num_neighbors names no fan-out for edge types {missing}")
+        hops = {len(v) for v in fan.values()}
+        if len(hops) != 1 or 0 in hops:
+            raise ValueError(f"every edge type needs the same non-zero number of hops, got {sorted(hops)}")
+        for et, ks in fan.items():
+            if any((not isinstance(k, int)) or k == 0 or k < -1 for k in ks):
+                raise ValueError(f"num_neighbors[{et}] must hold ints > 0 or -1, got {list(ks)!r}")
+        self.num_neighbors = {et: list(fan[et]) for et in self.edge_types}
+        self.num_hops = hops.pop()
+        self.replace = bool(replace)
+        self.device = self.graph.relations[self.edge_types[0]].device
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(int(seed) if seed is not None else torch.seed())
+
+    def sample(self, seeds: torch.Tensor, input_type: str) -> HeteroSamplerOutput:
+        if input_type not in self.graph.num_nodes:
+            raise KeyError(f"no node type {input_type!r}; the graph has {sorted(self.graph.num_nodes)}")
+        n_in = self.graph.num_nodes[input_type]
+        seeds = torch.as_tensor(seeds).to(self.device, torch.long).flatten()
+        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n_in):
+            raise IndexError(f"seed node ids must lie in [0, {n_in}), got min {int(seeds.min())}, "
+                             f"max {int(seeds.max())}")
+        empty = torch.empty(0, dtype=torch.long, device=self.device)
+        types = sorted(self.graph.num_nodes)
+        relabel = {nt: _Relabel(seeds if nt == input_type else empty) for nt in types}
+        frontier = {input_type: (seeds, torch.arange(seeds.numel(), device=self.device))}
+        rows = {et: [] for et in self.edge_types}
+        cols = {et: [] for et in self.edge_types}
+        edges = {et: [] for et in self.edge_types}
+        n_nodes = {nt: [seeds.numel() if nt == input_type else 0] for nt in types}
+        n_edges = {et: [] for et in self.edge_types}
+        for hop in range(self.num_hops):
+            added = {nt: [] for nt in types}
+            for et in self.edge_types:
+                src_t, _, dst_t = et
+                if dst_t not in frontier or frontier[dst_t][0].numel() == 0:
+                    n_edges[et].append(0)
+                    continue
+                glob, loc = frontier[dst_t]
+                csc = self.graph.relations[et]
+                start, deg = csc.ptr(glob)
+                pos, owner = sample_positions(start, deg, self.num_neighbors[et][hop], self.replace,
+                                              self.generator)
+                src_local, new = relabel[src_t].lookup_or_add(csc.rows(pos))
+                rows[et].append(src_local)
+                cols[et].append(loc[owner])
+                edges[et].append(pos)
+                added[src_t].append(new)
+                n_edges[et].append(int(pos.numel()))
+            frontier = {}
+            for nt in types:
+                new = torch.cat(added[nt]) if added[nt] else empty
+                n_nodes[nt].append(int(new.numel()))
+                if new.numel():
+                    first = relabel[nt].count - new.numel()
+                    frontier[nt] = (new, first + torch.arange(new.numel(), device=self.device))
+        cat = (lambda xs: torch.cat(xs) if xs else empty)
+        return HeteroSamplerOutput(
+            node={nt: torch.cat(relabel[nt].nodes) for nt in types},
+            row={et: cat(rows[et]) for et in self.edge_types}, col={et: cat(cols[et]) for et in self.edge_types},
+            edge={et: cat(edges[et]) for et in self.edge_types}, batch=None,
+            num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> HeteroSamplerOutput:
+        if index.input_type is None:
+            raise ValueError("heterogeneous sampling needs the input node type (input_nodes=(type, ids))")
+        out = self.sample(index.node, index.input_type)
+        out.metadata = (index.input_id, index.time)
+        return out
+
+    def sample_from_edges(self, index, neg_sampling=None):
+        raise NotImplementedError("gpuio.pyg.HeteroNeighborSampler samples from nodes only")
+
+    @property
+    def edge_permutation(self):
+        return None  # `edge` already holds the relations' CSC positions

@@ -1,0 +1,177 @@
+"""`HeteroBatchLoader`: sampled heterogeneous mini-batches whose features (one table per node type) are
+fetched ahead of training — the heterogeneous counterpart of `gpuio.loader.NodeBatchLoader`.
+
+The producer samples ahead: each sampled batch is announced at once to every type's `gpuio.FeatureStore`
+window, but its rows are submitted only `lookahead` batches later — so when a batch is served, the pages
+the next `lookahead` batches need are already protected from eviction (announcing right before
+submitting would protect only the batch being served). Submitted rows may be merged with other
+batches' misses by the accumulator; up to `depth` submitted batches wait before the oldest is finished
+and handed out. `background=True` runs the producer in a thread (sampling and I/O overlap
+compute); `background=False` runs it inline on the caller's thread (same batches, same order, no
+overlap — for platforms where reads must be issued from the training thread).
+
+Data parallelism: with `world_size` > 1 every rank shuffles the seeds with the same seed, cuts them into
+the same global batches, and takes batches rank, rank + world_size, ... (the same count on every rank,
+the remainder dropped), so each rank reads its own mini-batches from the same files. `max_batches`
+sets the batches per iteration, across epochs when it exceeds one (each epoch reshuffled).
+
+`trace`: a dict filled with, per node type, the list of each served batch's requested node ids (in
+serving order) — the row-access trace gpuio.cache.belady turns into the offline optimum.
+Thread contract: while an iteration runs, the producer is the only caller of the sampler and stores.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class HeteroBatch:
+    x: dict  # node type -> features of n_id[type], on the loader's device
+    edge_index: dict  # edge type -> [2, E] local ids (row: source type, col: destination type)
+    n_id: dict  # node type -> global ids; input type: the first batch_size are the seeds
+    batch_size: int
+    y: torch.Tensor | None  # labels of the seeds
+
+
+class HeteroBatchLoader:
+    def __init__(self, sampler, features: dict, input_nodes, input_type: str = "paper",
+                 batch_size: int = 1024, labels=None, shuffle: bool = True, seed: int = 0, depth: int = 4,
+                 device=None, rank: int = 0, world_size: int = 1, max_batches: int | None = None,
+                 background: bool = True, trace: dict | None = None, lookahead: int = 4):
+        if batch_size < 1 or depth < 1:
+            raise ValueError(f"batch_size and depth must be >= 1, got {batch_size}, {depth}")
+        if lookahead < 0:
+            raise ValueError(f"lookahead must be >= 0 batches, got {lookahead}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must lie in [0, world_size={world_size}), got {rank}")
+        missing = [nt for nt in sampler.graph.num_nodes if nt not in features]
+        if missing:
+            raise KeyError(f"features has no table for node types {missing}")
+        self.sampler, self.features, self.input_type = sampler, features, input_type
+        self.input_nodes = torch.as_tensor(input_nodes).long().cpu()
+        self.batch_size, self.labels, self.shuffle, self.depth = batch_size, labels, shuffle, depth
+        first = next(iter(features.values()))
+        self.device = torch.device(device) if device is not None else getattr(first, "device", torch.device("cpu"))
+        self.seed, self.epoch, self.rank, self.world_size = seed, 0, rank, world_size
+        self.max_batches, self.background, self.trace = max_batches, background, trace
+        self.lookahead = lookahead
+        windows = [getattr(f, "window", None) for f in features.values()]
+        # announced-but-unserved batches reach lookahead + depth + 1; a smaller window drops the oldest
+        too_small = [w.window for w in windows if w is not None and lookahead and w.window <= lookahead + depth]
+        if too_small:
+            raise ValueError(f"lookahead {lookahead} with depth {depth} needs feature-store windows > "
+                             f"{lookahead + depth} batches, got window={too_small[0]}")
+        self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
+
+    def _epoch_batches(self) -> list:
+        nodes = self.input_nodes
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed * 7919 + self.epoch)
+            nodes = nodes[torch.randperm(nodes.numel(), generator=g)]
+        self.epoch += 1
+        batches = list(torch.split(nodes, self.batch_size))
+        per_rank = len(batches) // self.world_size if self.world_size > 1 else len(batches)
+        return batches[self.rank::self.world_size][:per_rank]
+
+    def _seed_batches(self) -> list:
+        """One epoch's batches; with max_batches, exactly that many (following epochs reshuffled)."""
+        out = self._epoch_batches()
+        while self.max_batches is not None and out and len(out) < self.max_batches:
+            out += self._epoch_batches()
+        return out if self.max_batches is None else out[:self.max_batches]
+
+    def _per_epoch(self) -> int:
+        n = -(-self.input_nodes.numel() // self.batch_size)
+        return n // self.world_size if self.world_size > 1 else n
+
+    def __len__(self) -> int:
+        n = self._per_epoch()
+        return n if self.max_batches is None or n == 0 else self.max_batches
+
+    def __iter__(self):
+        self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
+        seeds = self._seed_batches()
+        if not self.background:
+            yield from self._produce(seeds, threading.Event())
+            return
+        out: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        worker = threading.Thread(target=self._work, args=(seeds, out, stop), daemon=True)
+        worker.start()
+        try:
+            for _ in range(len(seeds)):
+                t0 = time.perf_counter()
+                item = out.get()
+                self.times["stall_s"] += time.perf_counter() - t0
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            while worker.is_alive():  # unblock a producer waiting on a full queue
+                try:
+                    out.get_nowait()
+                except queue.Empty:
+                    worker.join(0.01)
+
+    def _work(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
+        try:
+            for batch in self._produce(seeds, stop):
+                while not stop.is_set():
+                    try:
+                        out.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as e:  # delivered to the training loop, which re-raises it
+            out.put(e)
+
+    def _produce(self, seeds, stop: threading.Event):
+        ahead: deque = deque()  # sampled and announced, not yet submitted
+        pending: deque = deque()  # submitted, not yet handed out
+        for s in seeds:
+            if stop.is_set():
+                return
+            t0 = time.perf_counter()
+            sampled = self.sampler.sample(s, self.input_type)
+            t1 = time.perf_counter()
+            self.times["sample_s"] += t1 - t0
+            for nt, ids in sampled.node.items():
+                if hasattr(self.features[nt], "announce"):
+                    self.features[nt].announce(ids)
+            self.times["feature_s"] += time.perf_counter() - t1
+            ahead.append((s, sampled))
+            if len(ahead) > self.lookahead:
+                pending.append(self._submit(*ahead.popleft()))
+            if len(pending) > self.depth:
+                yield self._finish(*pending.popleft())
+        while ahead:
+            pending.append(self._submit(*ahead.popleft()))
+        while pending:
+            yield self._finish(*pending.popleft())
+
+    def _submit(self, s, sampled):
+        t0 = time.perf_counter()
+        tickets = {}
+        for nt, ids in sampled.node.items():
+            store = self.features[nt]
+            if self.trace is not None:
+                self.trace.setdefault(nt, []).append(ids.cpu())
+            tickets[nt] = store.submit(ids) if hasattr(store, "submit") else store.gather(ids.cpu())
+        self.times["feature_s"] += time.perf_counter() - t0
+        return s, sampled, tickets
+
+    def _finish(self, s, sampled, tickets) -> HeteroBatch:
+        t0 = time.perf_counter()
+        x = {nt: (t if isinstance(t, torch.Tensor) else t.wait()).to(self.device, non_blocking=True)
+             for nt, t in tickets.items()}
+        self.times["feature_s"] += time.perf_counter() - t0
+        ei = {et: torch.stack([sampled.row[et], sampled.col[et]]).to(self.device) for et in sampled.row}
+        y = self.labels[s].to(self.device) if self.labels is not None else None
+        return HeteroBatch(x, ei, sampled.node, s.numel(), y)
