@@ -172,12 +172,12 @@ fi
 # Issue 15: RGAT on an IGBH-shaped graph (examples/rgat_igbh.py; benchmarks/RESULTS_HETERO.md names the judged
 # runs). The dataset stays in GPUIO_HETERO_ROOT between calls; GPUIO_HETERO_ARGS picks the run (default: generate
 # GPUIO_HETERO_PAPERS papers if absent, then gpuio vs mmap, 100 steps, under a GPUIO_HETERO_MEM cgroup). The tiny
-# smoke run loads on the training thread (--inline) until the issue-10 loader deadlock is fixed.
+# smoke run loads on a background thread, as training does (issue 10's deadlock is fixed).
 if want hetero; then
   step "RGAT on an IGBH-shaped graph (issue 15), memory-constrained"
   hroot=${GPUIO_HETERO_ROOT:-$repo/.check-work/igbh}
   mkdir -p /tmp/hetero-tiny && timeout 150 python3 examples/rgat_igbh.py --root /tmp/hetero-tiny/d --papers 2000 \
-    --features 64 --steps 5 --eval-nodes 256 --backends gpuio,memory --belady ${GPUIO_HETERO_TINY_ARGS:---inline} > "$out/hetero_tiny.txt" 2>&1 \
+    --features 64 --steps 5 --eval-nodes 256 --backends gpuio,memory --belady ${GPUIO_HETERO_TINY_ARGS:-} > "$out/hetero_tiny.txt" 2>&1 \
     || { note "rgat_igbh tiny FAILED"; tail -20 "$out/hetero_tiny.txt"; status=1; }
   tail -4 "$out/hetero_tiny.txt" | tee -a "$summary"
   sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true

@@ -15,6 +15,7 @@ there (record_stream) so the caching allocator does not recycle them early.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -22,6 +23,39 @@ from collections import deque
 from dataclasses import dataclass
 
 import torch
+
+
+@contextlib.contextmanager
+def worker_stream(device: torch.device):
+    """On a loader's worker thread: a CUDA stream of its own for everything it launches (CPU: nothing)."""
+    if device.type != "cuda":
+        yield
+        return
+    with torch.cuda.device(device), torch.cuda.stream(torch.cuda.Stream(device)):
+        yield
+
+
+def ready_event(device: torch.device):
+    """On the worker, after a batch is made: an event on its stream (None on the CPU)."""
+    if device.type != "cuda":
+        return None
+    e = torch.cuda.Event()
+    e.record()
+    return e
+
+
+def hand_over(event, tensors) -> None:
+    """On the consumer: its current stream waits for `event` and owns `tensors` (record_stream), so the
+    caching allocator does not recycle them while the consumer's kernels still read them."""
+    if event is None:
+        return
+    stream = None
+    for t in tensors:
+        if t is not None and t.is_cuda:
+            if stream is None:
+                stream = torch.cuda.current_stream(t.device)
+                stream.wait_event(event)
+            t.record_stream(stream)
 
 
 @dataclass
@@ -35,13 +69,7 @@ class NodeBatch:
 
     def _hand_over(self) -> None:
         """On the consumer's thread: its current stream waits for the batch and owns its tensors."""
-        if self.ready is None:
-            return
-        stream = torch.cuda.current_stream(self.x.device)
-        stream.wait_event(self.ready)
-        for t in (self.x, self.edge_index, self.n_id, self.y):
-            if t is not None and t.is_cuda:
-                t.record_stream(stream)
+        hand_over(self.ready, (self.x, self.edge_index, self.n_id, self.y))
         self.ready = None
 
 
@@ -97,10 +125,7 @@ class NodeBatchLoader:
 
     def _work(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
         try:
-            if self.device.type == "cuda":
-                with torch.cuda.device(self.device), torch.cuda.stream(torch.cuda.Stream(self.device)):
-                    self._work_on_stream(seeds, out, stop)
-            else:
+            with worker_stream(self.device):
                 self._work_on_stream(seeds, out, stop)
         except BaseException as e:  # delivered to the training loop, which re-raises it
             out.put(e)
@@ -143,9 +168,7 @@ class NodeBatchLoader:
             batch = NodeBatch(rows.to(self.device, non_blocking=True),
                               torch.stack([sampled.row, sampled.col]).to(self.device),
                               sampled.node, s.numel(), y)
-            if self.device.type == "cuda":
-                batch.ready = torch.cuda.Event()
-                batch.ready.record()
+            batch.ready = ready_event(self.device)
             while not stop.is_set():
                 try:
                     out.put(batch, timeout=0.1)

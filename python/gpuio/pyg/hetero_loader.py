@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gpuio.loader import hand_over, ready_event, worker_stream
+
 
 @dataclass
 class HeteroBatch:
@@ -37,6 +39,11 @@ class HeteroBatch:
     n_id: dict  # node type -> global ids; input type: the first batch_size are the seeds
     batch_size: int
     y: torch.Tensor | None  # labels of the seeds
+    ready: object = None  # CUDA: event on the loader's stream after the batch was made (gpuio.loader)
+
+    def _hand_over(self) -> None:
+        hand_over(self.ready, [*self.x.values(), *self.edge_index.values(), *self.n_id.values(), self.y])
+        self.ready = None
 
 
 class HeteroBatchLoader:
@@ -111,6 +118,7 @@ class HeteroBatchLoader:
                 self.times["stall_s"] += time.perf_counter() - t0
                 if isinstance(item, BaseException):
                     raise item
+                item._hand_over()
                 yield item
         finally:
             stop.set()
@@ -121,14 +129,15 @@ class HeteroBatchLoader:
                     worker.join(0.01)
 
     def _work(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
-        try:
-            for batch in self._produce(seeds, stop):
-                while not stop.is_set():
-                    try:
-                        out.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+        try:  # on a stream of its own: its stream-ordered reads never queue the trainer's kernels
+            with worker_stream(self.device):
+                for batch in self._produce(seeds, stop):
+                    while not stop.is_set():
+                        try:
+                            out.put(batch, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
         except BaseException as e:  # delivered to the training loop, which re-raises it
             out.put(e)
 
@@ -174,4 +183,7 @@ class HeteroBatchLoader:
         self.times["feature_s"] += time.perf_counter() - t0
         ei = {et: torch.stack([sampled.row[et], sampled.col[et]]).to(self.device) for et in sampled.row}
         y = self.labels[s].to(self.device) if self.labels is not None else None
-        return HeteroBatch(x, ei, sampled.node, s.numel(), y)
+        batch = HeteroBatch(x, ei, sampled.node, s.numel(), y)
+        if self.background:
+            batch.ready = ready_event(self.device)
+        return batch
