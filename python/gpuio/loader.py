@@ -102,35 +102,11 @@ class NodeBatchLoader:
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
         seeds = self._seed_batches()
         self.epoch += 1
-        out: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-        worker = threading.Thread(target=self._work, args=(seeds, out, stop), daemon=True)
-        worker.start()
-        try:
-            for _ in range(len(seeds)):
-                t0 = time.perf_counter()
-                item = out.get()
-                self.times["stall_s"] += time.perf_counter() - t0
-                if isinstance(item, BaseException):
-                    raise item
-                item._hand_over()
-                yield item
-        finally:
-            stop.set()
-            while worker.is_alive():  # unblock a worker waiting on a full queue
-                try:
-                    out.get_nowait()
-                except queue.Empty:
-                    worker.join(0.01)
+        yield from background(lambda stop: self._produce(seeds, stop), len(seeds), self.depth, self.times,
+                              self.device)
 
-    def _work(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
-        try:
-            with worker_stream(self.device):
-                self._work_on_stream(seeds, out, stop)
-        except BaseException as e:  # delivered to the training loop, which re-raises it
-            out.put(e)
-
-    def _work_on_stream(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
+    def _produce(self, seeds, stop: threading.Event):
+        """On the worker: sample, announce and submit each batch; yield batches as their rows arrive."""
         store = self.features
         accumulating = hasattr(store, "submit")
         pending: deque = deque()
@@ -147,14 +123,14 @@ class NodeBatchLoader:
             else:
                 pending.append((s, sampled, store.gather(sampled.node.cpu())))
             self.times["feature_s"] += time.perf_counter() - t1
-            self._emit_ready(pending, out, stop, force=False)
+            yield from self._ready(pending, force=False)
         t1 = time.perf_counter()
         if accumulating:
             store.flush()
         self.times["feature_s"] += time.perf_counter() - t1
-        self._emit_ready(pending, out, stop, force=True)
+        yield from self._ready(pending, force=True)
 
-    def _emit_ready(self, pending: deque, out: queue.Queue, stop, force: bool) -> None:
+    def _ready(self, pending: deque, force: bool):
         while pending:
             s, sampled, rows = pending[0]
             if not isinstance(rows, torch.Tensor):
@@ -169,9 +145,45 @@ class NodeBatchLoader:
                               torch.stack([sampled.row, sampled.col]).to(self.device),
                               sampled.node, s.numel(), y)
             batch.ready = ready_event(self.device)
-            while not stop.is_set():
-                try:
-                    out.put(batch, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
+            yield batch
+
+
+def background(produce, count: int, depth: int, times: dict, device: torch.device):
+    """Runs produce(stop), a generator of batches, on a worker thread with a CUDA stream of its own, at most
+    `depth` finished batches ahead; yields `count` of them on the caller's thread, each handed over to the
+    caller's stream (the batch's _hand_over). times["stall_s"] adds up the caller's waits. An exception in
+    the worker is raised here; closing the generator early stops the worker (stop is set, the queue drained)."""
+    out: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            with worker_stream(device):
+                for batch in produce(stop):
+                    while not stop.is_set():
+                        try:
+                            out.put(batch, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+        except BaseException as e:  # delivered to the training loop, which re-raises it
+            out.put(e)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    try:
+        for _ in range(count):
+            t0 = time.perf_counter()
+            item = out.get()
+            times["stall_s"] += time.perf_counter() - t0
+            if isinstance(item, BaseException):
+                raise item
+            item._hand_over()
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a worker waiting on a full queue
+            try:
+                out.get_nowait()
+            except queue.Empty:
+                worker.join(0.01)

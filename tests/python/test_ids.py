@@ -82,10 +82,11 @@ def test_cache_sources_and_pyg_use_the_same_check():
     with pytest.raises(TypeError, match="got 1.5"):
         rows.gather([1.5])
     assert torch.equal(rows.gather([5]), torch.tensor([[10.0, 11.0]]))
-    pyg = pytest.importorskip("gpuio.pyg.feature_store")
-    with pytest.raises(TypeError, match="index must hold integers"):
-        pyg._rows([0.5], 6)
-    assert pyg._rows(slice(1, 3), 6).tolist() == [1, 2]
+    # PyG indices follow torch's rules (negative ids, bool masks: gpuio.tensor.row_ids), floats refused alike
+    from gpuio.tensor import row_ids
+    with pytest.raises(TypeError, match="must hold integers"):
+        row_ids([0.5], 6)
+    assert row_ids(slice(1, 3), 6)[0].tolist() == [1, 2]
 
 
 def test_check_ids_contract():

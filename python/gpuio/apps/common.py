@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from typing import Any
 
@@ -51,6 +52,19 @@ def open_pair(store: Any, capacity_bytes: int, workers: int | None = None, engin
     opts = dict(engine_options_for(device), **(engine_options or {}))
     g = Store(store, capacity_bytes, workers=workers, **opts)
     return g, PosixStore(store, capacity_bytes)
+
+
+@contextlib.contextmanager
+def opened_pair(store: Any, capacity_bytes: int, workers: int | None = None, device=None, keep: bool = False):
+    """open_pair for the length of a run: both stores closed at the end, the files removed unless `keep`."""
+    g, p = open_pair(store, capacity_bytes, workers, device=device)
+    try:
+        yield g, p
+    finally:
+        g.close()
+        p.close()
+        if not keep:
+            remove(store)
 
 
 def remove(store: Any) -> None:

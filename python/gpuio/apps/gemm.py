@@ -121,17 +121,11 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     dev = resolve_device(device)
     store = store or common.default_store("gemm")
     app = Gemm(prm["n"], prm["tile"], dtype)
-    g, p = common.open_pair(store, 3 * app.matrix_bytes, workers, device=dev)
-    try:
+    with common.opened_pair(store, 3 * app.matrix_bytes, workers, device=dev, keep=keep) as (g, p):
         app.alloc(g, p)
         app.prepare(g)
         return measure_steps(f"gemm-{dtype}", size, g, p, app.steps, app.verify, dev, cold, "pread+copy",
                              on=dev.type, n=app.n, tile=app.t, flops=2 * app.n ** 3)
-    finally:
-        g.close()
-        p.close()
-        if not keep:
-            common.remove(store)
 
 
 def main(argv=None) -> int:

@@ -137,18 +137,12 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     store = store or common.default_store("resize")
     app = Resize(prm["images"], prm["hw"], prm["out"], prm["batch"])
     capacity = app.images * (app.in_img + app.out_img) + 2 * app.batch * app.in_img
-    g, p = common.open_pair(store, capacity, workers, device=dev)
-    try:
+    with common.opened_pair(store, capacity, workers, device=dev, keep=keep) as (g, p):
         app.alloc(g, p)
         app.prepare(g)
         return measure_steps("resize", size, g, p, app.steps, app.verify, dev, cold, "pread/pwrite+copy",
                              on=dev.type, images=app.images, photos=len(photo_paths()),
                              shape=f"{app.hw}->{app.out}")
-    finally:
-        g.close()
-        p.close()
-        if not keep:
-            common.remove(store)
 
 
 def main(argv=None) -> int:

@@ -98,8 +98,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     dev = resolve_device(device)
     store = store or common.default_store("vecadd")
     app = VecAdd(prm["n"], prm["batch_bytes"], prm.get("depth", DEPTH_DEFAULT))
-    g, p = common.open_pair(store, 3 * app.vec_bytes, workers, device=dev)
-    try:
+    with common.opened_pair(store, 3 * app.vec_bytes, workers, device=dev, keep=keep) as (g, p):
         app.alloc(g, p)
         app.prepare(g)
         r = measure_steps("vecadd", size, g, p, app.steps, app.verify, dev, cold, "pread/pwrite+copy",
@@ -112,11 +111,6 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
                 raw_s = r["bytes_read"] / r["raw_read_Bps"] + r["bytes_written"] / r["raw_write_Bps"]
                 r["of_raw"] = raw_s / r["gpuio_s"]
         return r
-    finally:
-        g.close()
-        p.close()
-        if not keep:
-            common.remove(store)
 
 
 def main(argv=None) -> int:

@@ -30,6 +30,13 @@ def bench(
     from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS
     from . import _check
 
+    if mode is not None:  # `gpuio bench apps`: its own runner and sizes (cli/bench_apps.py), checked there
+        _check.choice("[mode]", mode, ("apps",))
+        _check.output_file("--json", json_path)
+        from .bench_apps import SIZE_DEFAULT, bench_apps
+        return bench_apps(SIZE_DEFAULT if size == "1G" else size, cold,
+                          "gpuio-apps-bench.json" if json_path == "gpuio-bench.json" else json_path, workload,
+                          None if file == "gpuio-bench.dat" else file)
     if quick:
         size, repeats, seconds = ("64M" if size == "1G" else size), 1, min(seconds, 0.05)
     nbytes = _check.size("--size", size, minimum=1 << 20)
@@ -51,13 +58,6 @@ def bench(
 
     from ..bench import cache, meta, report
 
-    if mode is not None:  # `gpuio bench apps`: its own runner (cli/bench_apps.py)
-        if mode != "apps":
-            raise typer.BadParameter(f"{mode!r}: the only mode is 'apps'")
-        from .bench_apps import SIZE_DEFAULT, bench_apps
-        return bench_apps(SIZE_DEFAULT if size == "1G" else size, cold,
-                          "gpuio-apps-bench.json" if json_path == "gpuio-bench.json" else json_path, workload,
-                          None if file == "gpuio-bench.dat" else file)
     console = Console(width=max(Console().width, 200))  # the table is wide; never wrap it into unreadable cells
     path = os.path.abspath(file)
     o = gb.Options(path=path, size_bytes=nbytes, workloads=chosen, repeats=repeats, seconds=seconds,

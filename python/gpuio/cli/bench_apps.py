@@ -6,6 +6,8 @@ from typing import List, Optional
 
 import typer
 
+from . import _check
+
 SIZE_DEFAULT = "tiny"
 
 
@@ -15,11 +17,11 @@ def bench_apps(size: str, cold: bool, json_path: str, workload: Optional[List[st
     from ..apps import bench as ab
 
     if size not in ab.SIZES:
-        raise typer.BadParameter(f"--size {size!r}: gpuio bench apps takes one of {', '.join(ab.SIZES)}")
+        _check.fail("--size", size, f"gpuio bench apps takes one of {', '.join(ab.SIZES)}")
     try:
         ab.select(workload)
     except ValueError as e:
-        raise typer.BadParameter(str(e))
+        _check.fail("--workload", ",".join(workload or []), str(e))
     rows = ab.run_all(size, device, cold, store, workload,
                       on_row=lambda r: typer.echo(f"  {r['app']}: {r['check']} ({r['wall_s']:.1f} s)"))
     raise typer.Exit(ab.report(rows, json_path))

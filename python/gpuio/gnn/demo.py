@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gpuio.gnn.config import apply_machine_defaults
+
 from gpuio.cache.page_cache import POLICIES
 from gpuio.gnn.models import MODELS
 
@@ -64,15 +66,7 @@ class DemoConfig:
     defaults: dict = field(default_factory=dict)
 
     def resolve(self) -> "DemoConfig":
-        if not self.device:
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        base = GPU_DEFAULTS if self.device.startswith("cuda") else CPU_DEFAULTS
-        for k, v in base.items():
-            if not getattr(self, k):
-                setattr(self, k, v)
-        bad = [b for b in self.backends if b not in BACKENDS]
-        if bad:
-            raise ValueError(f"unknown backend(s) {bad}; choose from {BACKENDS}")
+        apply_machine_defaults(self, CPU_DEFAULTS, GPU_DEFAULTS, BACKENDS)
         if self.model not in MODELS:
             raise ValueError(f"model {self.model!r} is not one of {', '.join(MODELS)}")
         if self.policy not in POLICIES:

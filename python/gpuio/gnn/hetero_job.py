@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from gpuio.gnn.config import apply_machine_defaults
+
 BACKENDS = ("gpuio", "mmap", "memory")
 CPU_DEFAULTS = dict(papers=4000, features=128, batch_size=256, eval_nodes=1000)
 GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=1024, eval_nodes=20_000)
@@ -66,15 +68,7 @@ class HeteroConfig:
     generate_only: bool = False  # write (or import) the dataset, then stop
 
     def resolve(self) -> "HeteroConfig":
-        if not self.device:
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        base = GPU_DEFAULTS if self.device.startswith("cuda") else CPU_DEFAULTS
-        for k, v in base.items():
-            if not getattr(self, k):
-                setattr(self, k, v)
-        bad = [b for b in self.backends if b not in BACKENDS]
-        if bad:
-            raise ValueError(f"unknown backend(s) {bad}; choose from {BACKENDS}")
+        apply_machine_defaults(self, CPU_DEFAULTS, GPU_DEFAULTS, BACKENDS)
         if self.structure not in ("file", "memory"):
             raise ValueError(f"structure must be 'file' or 'memory', got {self.structure!r}")
         if self.steps < 1:

@@ -21,7 +21,6 @@ Thread contract: while an iteration runs, the producer is the only caller of the
 """
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections import deque
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import hand_over, ready_event, worker_stream
+from gpuio.loader import background, hand_over, ready_event
 
 
 @dataclass
@@ -107,39 +106,8 @@ class HeteroBatchLoader:
         if not self.background:
             yield from self._produce(seeds, threading.Event())
             return
-        out: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-        worker = threading.Thread(target=self._work, args=(seeds, out, stop), daemon=True)
-        worker.start()
-        try:
-            for _ in range(len(seeds)):
-                t0 = time.perf_counter()
-                item = out.get()
-                self.times["stall_s"] += time.perf_counter() - t0
-                if isinstance(item, BaseException):
-                    raise item
-                item._hand_over()
-                yield item
-        finally:
-            stop.set()
-            while worker.is_alive():  # unblock a producer waiting on a full queue
-                try:
-                    out.get_nowait()
-                except queue.Empty:
-                    worker.join(0.01)
-
-    def _work(self, seeds, out: queue.Queue, stop: threading.Event) -> None:
-        try:  # on a stream of its own: its stream-ordered reads never queue the trainer's kernels
-            with worker_stream(self.device):
-                for batch in self._produce(seeds, stop):
-                    while not stop.is_set():
-                        try:
-                            out.put(batch, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-        except BaseException as e:  # delivered to the training loop, which re-raises it
-            out.put(e)
+        yield from background(lambda stop: self._produce(seeds, stop), len(seeds), self.depth, self.times,
+                              self.device)
 
     def _produce(self, seeds, stop: threading.Event):
         ahead: deque = deque()  # sampled and announced, not yet submitted
