@@ -48,6 +48,20 @@ SimOptions sim_options(nb::dict d) {
   return s;
 }
 
+RbdOptions rbd_options(nb::dict d) {
+  RbdOptions r;
+  r.conf = take<std::string>(d, "conf", r.conf);
+  r.user = take<std::string>(d, "user", r.user);
+  r.keyring = take<std::string>(d, "keyring", r.keyring);
+  r.exclusive = take<bool>(d, "exclusive", r.exclusive);
+  r.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", r.lock_wait_ms);
+  r.break_lock = take<bool>(d, "break_lock", r.break_lock);
+  r.timeout_s = take<uint32_t>(d, "timeout_s", r.timeout_s);
+  r.op_timeout_s = take<uint32_t>(d, "op_timeout_s", r.op_timeout_s);
+  reject_unknown(d, "rbd");
+  return r;
+}
+
 // Options arrive as a dict so Python keeps the documented defaults in one place (gpuio/engine.py);
 // any key left over is a typo and is named in the error.
 EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
@@ -73,6 +87,7 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.backend.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", o.backend.lock_wait_ms);
   if (auto s = take_section(d, "sim")) o.backend.sim = sim_options(*s);
   if (auto f = take_section(d, "fault")) o.backend.fault = fault_options(*f);
+  if (auto r = take_section(d, "rbd")) o.backend.rbd = rbd_options(*r);
   reject_unknown(d, "engine");
   return o;
 }
