@@ -37,6 +37,8 @@ DEFAULTS = {
     "lock_wait_ms": 10000,     # how long to wait for another holder's lock before OSError(EWOULDBLOCK)
     "sim": None,               # backend "sim" (paths are names like "sim0"): dict(preset, device_bytes, paced,
                                #   backing_dir, channels, write_buffer_pages, seed); GPUIO_SIM env overrides
+    "rbd": None,               # backend "rbd" (paths "rbd:POOL[/NAMESPACE]/IMAGE"): dict(conf, user, keyring,
+                               #   exclusive, lock_wait_ms, break_lock, timeout_s, op_timeout_s); gpuio.volumes
     "fault": None,             # fault:<backend>: dict(seed, eio_rate, short_rate, latency_rate, latency_us,
                                #   torn_write_rate, disappear_after, disappear_device, bytes_per_s)
 }

@@ -1,0 +1,1 @@
+"""Ceph volumes for gpuio (see cluster.py and the package docs)."""
