@@ -18,7 +18,7 @@ _LAZY = {
     "FeatureStore": "gpuio.cache",
     "info": "gpuio.platform",
 }
-_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn"}
+_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "volumes"}
 
 
 def __getattr__(name: str):

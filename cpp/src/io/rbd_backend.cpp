@@ -153,7 +153,11 @@ class RbdBackend final : public IoBackend {
     GPUIO_EXPECT(paths.size() <= limits::devices_max, "too many volumes: " + std::to_string(paths.size()));
     std::vector<rbd::Spec> specs;
     for (const std::string& p : paths) specs.push_back(rbd::Spec::parse(p));  // bad names before connecting
-    client_ = std::make_unique<rbd::Client>(o.rbd);
+    try {
+      client_ = std::make_unique<rbd::Client>(o.rbd);
+    } catch (const IoError& e) {  // name the volume too: "volume 'rbd:p/v': cannot connect ... as client.x"
+      throw IoError(e.error_code(), "volume '" + specs[0].str() + "': " + e.what());
+    }
     try {
       for (const rbd::Spec& s : specs) open(s);
     } catch (...) {
