@@ -38,6 +38,10 @@ TOOLS = ["ceph-mon", "ceph-osd", "ceph-mgr", "ceph-authtool", "monmaptool", "rbd
 
 
 def default_dir() -> str:
+    """The directory of CEPH_CONF when that is a gpuio cluster's, else $TMPDIR/gpuio-ceph-<uid>."""
+    conf = os.environ.get("CEPH_CONF", "")
+    if conf and os.path.exists(os.path.join(os.path.dirname(os.path.abspath(conf)), "cluster.json")):
+        return os.path.dirname(os.path.abspath(conf))
     return os.path.join(tempfile.gettempdir(), f"gpuio-ceph-{os.getuid()}")
 
 
