@@ -208,8 +208,11 @@ class RbdBackend final : public IoBackend {
   }
 
   // The single-writer lease: RBD's exclusive lock, taken explicitly so librbd never hands it over to
-  // another client on request. A live owner keeps it: EBUSY after lock_wait_ms. break_lock=true breaks the
-  // owner's lock first, which blocklists that client: its writes still in flight or buffered are refused.
+  // another client on request. While another client owns it: wait up to lock_wait_ms for it to go, then
+  // EBUSY naming the owner. The owners are checked first because rbd_lock_acquire itself would wait for an
+  // unresponsive owner's watch to time out (18-30 s measured) and then break its lock silently.
+  // break_lock=true breaks the owner's lock at once, which blocklists that client: its writes still in
+  // flight or issued later are refused by the OSDs (fencing).
   void lock(rbd_image_t img, const rbd::Spec& s, const std::string& who) {
     uint64_t features = 0;
     rbd_get_features(img, &features);
@@ -218,16 +221,24 @@ class RbdBackend final : public IoBackend {
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.lock_wait_ms);
     for (;;) {
-      if (opts_.break_lock) break_owners(img, who);
-      int rc = rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
-      if (rc == 0) return;
-      if (rc != -EROFS && rc != -EBUSY && rc != -EAGAIN) rbd::fail(rc, "cannot take the single-writer lock of", who);
+      std::string owner = owners(img);
+      int rc = -EBUSY;
+      if (!owner.empty() && opts_.break_lock) {
+        break_owners(img, who);
+        owner.clear();
+      }
+      if (owner.empty()) {
+        rc = rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
+        if (rc == 0) return;
+        if (rc != -EROFS && rc != -EBUSY && rc != -EAGAIN) rbd::fail(rc, "cannot take the single-writer lock of", who);
+      }
       if (std::chrono::steady_clock::now() >= deadline) {
-        std::string owner = owners(img);
-        throw IoError(EBUSY, "volume '" + s.str() + "' is locked by another writer (" + owner + "); " +
-                                 client_->name() + " waited " + std::to_string(opts_.lock_wait_ms) +
-                                 " ms: open it read-only, wait longer (rbd=dict(lock_wait_ms=...)) or, if that "
-                                 "writer is dead, take over with rbd=dict(break_lock=True)");
+        if (owner.empty()) owner = owners(img);
+        throw IoError(EBUSY, "volume '" + s.str() + "' is locked by another writer (" +
+                                 (owner.empty() ? "owner unknown" : owner) + "); " + client_->name() + " waited " +
+                                 std::to_string(opts_.lock_wait_ms) +
+                                 " ms: open it read-only, wait longer (lock_wait_s / rbd=dict(lock_wait_ms=...)) "
+                                 "or, if that writer is dead, take over with break_lock=True (it gets fenced)");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -237,7 +248,7 @@ class RbdBackend final : public IoBackend {
     rbd_lock_mode_t mode;
     size_t n = 8;
     std::vector<char*> o(n);
-    if (rbd_lock_get_owners(img, &mode, o.data(), &n) < 0 || n == 0) return "owner unknown";
+    if (rbd_lock_get_owners(img, &mode, o.data(), &n) < 0 || n == 0) return "";
     std::string s;
     for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::string(o[i]);
     rbd_lock_get_owners_cleanup(o.data(), n);

@@ -9,6 +9,8 @@ import tempfile
 
 import typer
 
+RBD_MISSING = "not built (librbd-dev/librados-dev absent at build time)"
+
 
 def _uring_probe() -> dict:
     import gpuio
@@ -32,6 +34,7 @@ def collect() -> dict:
     from gpuio import _core, gpu
 
     r = {"kernel": platform.release(), "io_uring": _uring_probe(), "cuda_layer_built": bool(_core.cuda_built)}
+    r["rbd_backend"] = "built" if getattr(_core, "rbd_built", False) else RBD_MISSING
     p = gpu.probe()
     r["gpu"] = p
     r["gds"] = gpu.gds_status()
@@ -58,6 +61,7 @@ def info(json_out: bool = typer.Option(False, "--json", help="Print JSON instead
         print(f"io_uring {k:8s} {v}")
     g = r["gpu"]
     print(f"CUDA layer       {'built' if r['cuda_layer_built'] else 'not built'}")
+    print(f"rbd backend      {r['rbd_backend']} (Ceph volumes: gpuio volume, gpuio cluster)")
     print(f"GPU              {g.get('name') or '-'} (count {g.get('count', 0)}{', ' + g['error'] if g.get('error') else ''})")
     print(f"GDS / cuFile     {r['gds']['mode']}: {r['gds']['reason']}")
     if "stream_wait_value_selftest" in r:
