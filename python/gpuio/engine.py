@@ -104,6 +104,8 @@ class Engine:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be None (dynamic) or an int >= 1, got {workers!r}")
+        if backend == "uring" and all(p.startswith("rbd:") and not os.path.exists(p) for p in paths):
+            backend = "rbd"  # Ceph volumes (gpuio.volumes): "rbd:POOL[/NAMESPACE]/IMAGE"
         opts = dict(DEFAULTS, **options)
         if opts["fault"] is not None and not backend.startswith("fault:"):
             raise ValueError(f"fault options given but backend={backend!r}; use backend='fault:{backend}'")

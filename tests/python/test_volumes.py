@@ -81,6 +81,8 @@ def test_two_volumes_striped_and_engine_rbd_options(ceph_cluster):
         out = np.empty(512 * 4096, np.uint8)
         eng.read(np.arange(512), out)
         assert np.array_equal(out, pattern(9, range(512)))
+    with gpuio.Engine(a, rbd=who.rbd_options(), writable=False) as eng:  # "rbd:" paths pick the rbd backend
+        assert eng.stats()["data_path"] == "rbd+direct"
     with pytest.raises(ValueError, match="unknown rbd option"):
         gpuio.Engine(a, backend="rbd", rbd=dict(conff="x"))
 
