@@ -240,7 +240,7 @@ def main() -> int:
     if a.conf:
         c = cl.load(os.path.dirname(os.path.abspath(a.conf)))
     else:
-        own = tempfile.mkdtemp(prefix="gpuio-bench-ceph-")
+        own = cl.make_dir("gpuio-bench-ceph-", os.path.join(os.getcwd(), "build"))
         c = cl.up(own, osds=a.osds, log=lambda m: print(m, file=sys.stderr))
     rows = []
     try:

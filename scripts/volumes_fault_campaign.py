@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 
 
@@ -34,7 +33,7 @@ def main() -> int:
     if a.conf:
         c = cluster.load(os.path.dirname(os.path.abspath(a.conf)))
     else:
-        own = tempfile.mkdtemp(prefix="gpuio-campaign-")
+        own = cluster.make_dir("gpuio-campaign-", os.path.join(os.getcwd(), "build"))
         c = cluster.up(own, osds=a.osds, log=lambda m: print(m, file=sys.stderr))
     who = Identity(conf=c.conf)
     t0 = time.monotonic()

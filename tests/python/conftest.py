@@ -8,7 +8,6 @@ GPUIO_TEST_CEPH_CONF=<ceph.conf of a running gpuio cluster> reuses that one inst
 from __future__ import annotations
 
 import os
-import tempfile
 
 import pytest
 
@@ -28,7 +27,8 @@ def ceph_cluster():
     if reuse:
         yield cluster.load(os.path.dirname(os.path.abspath(reuse)))
         return
-    d = tempfile.mkdtemp(prefix="gpuio-test-ceph-")
+    # $TMPDIR, or the build tree where $TMPDIR is tmpfs (BlueStore needs O_DIRECT)
+    d = cluster.make_dir("gpuio-test-ceph-", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
     c = cluster.up(d, osds=3)
     try:
         yield c

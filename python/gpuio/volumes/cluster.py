@@ -45,6 +45,31 @@ def default_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"gpuio-ceph-{os.getuid()}")
 
 
+def direct_io_works(d: str) -> bool:
+    """BlueStore opens its block file with O_DIRECT: tmpfs (a RAM /tmp) refuses it."""
+    probe = os.path.join(d, f".gpuio-direct-probe-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_RDWR | getattr(os, "O_DIRECT", 0), 0o600)
+        os.close(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+
+
+def make_dir(prefix: str, fallback: str) -> str:
+    """A new cluster directory under $TMPDIR, or under fallback where $TMPDIR has no O_DIRECT (tmpfs)."""
+    base = tempfile.gettempdir()
+    if not direct_io_works(base):
+        os.makedirs(fallback, exist_ok=True)
+        base = fallback
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
+
+
 def missing_tools() -> list[str]:
     """The Ceph programs this machine lacks (empty: a cluster can be started)."""
     return [t for t in TOOLS if shutil.which(t) is None]
@@ -254,6 +279,9 @@ def up(dir: str | None = None, osds: int = DEFAULTS["osds"], size: int = DEFAULT
         shutil.rmtree(d)
     for sub in ("run", "log", "mgr.x"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
+    if not direct_io_works(d):
+        raise OSError(22, f"{d} does not support O_DIRECT (tmpfs?): BlueStore OSDs need a disk file system; "
+                          "pass --dir on one")
     t0 = time.monotonic()
     c = Cluster(dir=d, conf=os.path.join(d, "ceph.conf"), fsid=str(uuid.uuid4()), mon_port=_free_port(),
                 pool=pool, started=time.time())
