@@ -128,6 +128,13 @@ def test_tensor_file_gather_scatter_on_a_volume(ceph_cluster):
     assert torch.equal(got, rows[[int(idx[0]), int(idx[1]), int(idx[0])]])
     untouched = sorted(set(range(1000)) - set(idx.tolist()))[:5]
     assert torch.count_nonzero(ro.gather(torch.tensor(untouched))) == 0
+    # the caches above the tensor store, unchanged: a FeatureStore on the volume's TensorFile
+    expect = torch.zeros(1000, 24)
+    expect[idx] = rows[idx]
+    fs = gpuio.FeatureStore(ro, gpu_cache_bytes=8 * 4096, host_cache_rows=50, hot_scores=torch.rand(1000),
+                            device="cpu")
+    q = torch.randint(0, 1000, (200,), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(fs.gather(q), expect[q])
     ro.close()
 
 
