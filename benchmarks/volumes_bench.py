@@ -160,7 +160,7 @@ def _daemon_cpu(pids) -> float:
 
 def run_processes(tool: str, cfg: dict, volumes_for: list[str], cluster) -> dict:
     n = len(volumes_for)
-    start_at = time.time() + 1.5 + 0.25 * n
+    start_at = time.time() + 3 + 0.5 * n  # every client imported and connected by then
     procs = []
     for i, v in enumerate(volumes_for):
         a = dict(cfg, volume=v, seed=1000 + i, start_at=start_at, tool=tool)
