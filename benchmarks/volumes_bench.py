@@ -12,7 +12,8 @@ engine, 1..16 client processes, 4 KiB / 64 KiB, random / sequential, read / writ
   the system's librbd) per request into a bounce buffer, then a memcpy to the destination.
 - fio: `fio --ioengine=rbd`, one job per client, iodepth = --qd.
 Reads share one prefilled volume (readers take no lock); writes go to one volume per client (a writer holds
-its volume's lock). Each cell runs --seconds after every client connected. "client cores" is the CPU time
+its volume's lock). Each cell runs --seconds after every client connected, --repeat times per tool with the tools interleaved
+(the median is reported: on a shared box the load changes between runs). "client cores" is the CPU time
 of the client processes over the wall time; "osd cores" that of the cluster's daemons. On a 2-core box
 clients and OSDs share the CPUs: compare ratios within one run, not absolute rates (BENCHMARKS.md).
 """
@@ -46,19 +47,20 @@ def client_gpuio(a: dict) -> dict:
 
     who = volumes.Identity(conf=a["conf"])
     bs, qd = a["bs"], a["qd"]
-    per = max(1, qd // 4)
+    nb = max(1, min(a.get("batches", 4), qd))
+    per = max(1, qd // nb)
     eng = volumes.open(a["volume"], "r+" if a["op"] == "write" else "r", who=who, block_size=bs, workers=1,
                        queue_depth=max(qd, 4), io_bytes_max=bs)
     n_req = eng.total_blocks
     rng = np.random.default_rng(a["seed"])
-    bufs = [np.full(per * bs, 0x5A, np.uint8) for _ in range(4)]
+    bufs = [np.full(per * bs, 0x5A, np.uint8) for _ in range(nb)]
     submit = eng.write_async if a["op"] == "write" else eng.read_async
     _wait_start(a["start_at"])
     t_end = time.monotonic() + a["seconds"]
     c0, t0 = _cpu(), time.monotonic()
     pos, ops = rng.integers(0, n_req), 0
     inflight = []
-    for i in range(4):
+    for i in range(nb):
         inflight.append(submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i]))
         pos += per
     i = 0
@@ -69,7 +71,7 @@ def client_gpuio(a: dict) -> dict:
             break
         inflight[i] = submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i])
         pos += per
-        i = (i + 1) % 4
+        i = (i + 1) % nb
     for h in inflight:
         h.wait()
     wall, cpu = time.monotonic() - t0, _cpu() - c0
@@ -105,6 +107,13 @@ class _Librbd:
         size = ctypes.c_uint64()
         rbd.rbd_get_size(self.image, ctypes.byref(size))
         self.size = size.value
+        self.rados = rados
+
+    def close(self) -> None:
+        """Release the image (and the exclusive lock a write took): the next tool must not wait for it."""
+        self.rbd.rbd_close(self.image)
+        self.rados.rados_ioctx_destroy(self.io)
+        self.rados.rados_shutdown(self.cluster)
 
 
 def client_basic(a: dict) -> dict:
@@ -132,7 +141,9 @@ def client_basic(a: dict) -> dict:
                 dest[slot:slot + bs] = bounce  # memcpy to the destination
             ops += 1
         pos += 64
-    return {"ops": ops, "wall": time.monotonic() - t0, "cpu": _cpu() - c0}
+    wall, cpu = time.monotonic() - t0, _cpu() - c0
+    lib.close()
+    return {"ops": ops, "wall": wall, "cpu": cpu}
 
 
 def _cpu() -> float:
@@ -220,6 +231,8 @@ def main() -> int:
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--seconds", type=float, default=3.0, help="per cell")
     ap.add_argument("--qd", type=int, default=32, help="requests in flight per client (gpuio, fio)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per tool and cell, interleaved; the median is shown")
+    ap.add_argument("--batches", type=int, default=4, help="gpuio: the qd requests in flight as this many batches")
     ap.add_argument("--volume-mib", type=int, default=256, help="size of the shared read volume")
     ap.add_argument("--json", default="", help="write the rows to this file")
     a = ap.parse_args()
@@ -261,11 +274,16 @@ def main() -> int:
                 for pattern in patterns:
                     for n in clients:
                         vols = [shared] * n if op == "read" else writes[:n]
-                        cfg = dict(conf=c.conf, op=op, bs=bs, pattern=pattern, seconds=a.seconds, qd=a.qd)
+                        cfg = dict(conf=c.conf, op=op, bs=bs, pattern=pattern, seconds=a.seconds, qd=a.qd,
+                                   batches=a.batches)
                         row = {"op": op, "bs": bs, "pattern": pattern, "clients": n}
-                        for t in tools:
-                            r = run_fio(cfg, vols, c) if t == "fio" else run_processes(t, cfg, vols, c)
-                            row[t] = r
+                        runs = {t: [] for t in tools}
+                        for _ in range(a.repeat):  # tools interleaved, so load changes hit each alike
+                            for t in tools:
+                                runs[t].append(run_fio(cfg, vols, c) if t == "fio" else run_processes(t, cfg, vols, c))
+                        for t in tools:  # the median run by IOPS
+                            row[t] = sorted(runs[t], key=lambda x: x["iops"])[len(runs[t]) // 2]
+                            row[t]["iops_runs"] = [round(x["iops"]) for x in runs[t]]
                         rows.append(row)
                         _print_row(row, tools)
         for v in [shared] + writes:

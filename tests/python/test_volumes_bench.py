@@ -15,7 +15,7 @@ def test_volumes_bench_smoke(ceph_cluster, tmp_path):
     tools = "gpuio,basic" + (",fio" if shutil.which("fio") else "")
     r = subprocess.run([sys.executable, str(BENCH), "--conf", ceph_cluster.conf, "--clients", "1", "--sizes", "4096",
                         "--patterns", "rand", "--ops", "read,write", "--seconds", "0.5", "--volume-mib", "8",
-                        "--tools", tools, "--json", str(tmp_path / "rows.json")], capture_output=True, text=True,
+                        "--tools", tools, "--repeat", "1", "--json", str(tmp_path / "rows.json")], capture_output=True, text=True,
                        timeout=300, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert r.returncode == 0, r.stdout + r.stderr
     rows = json.loads((tmp_path / "rows.json").read_text())
