@@ -105,8 +105,8 @@ def test_map_names_object_pg_and_acting_osds(ceph_cluster):
     m = volumes.map(v, 2500, who=who)  # byte 10240000 -> object 2 at offset 1851392
     assert m["object_number"] == 2 and m["object_offset"] == 2500 * 4096 - 2 * (4 << 20)
     assert m["object"] == volumes.info(v, who=who)["object_prefix"] + ".0000000000000002"
-    assert m["namespace"] == "maps" and m["pg"].startswith(str(ceph_cluster.mon({"prefix": "osd pool ls",
-                                                                                   "detail": "detail"})[0]["pool_id"]))
+    pools = {p["pool_name"]: p["pool_id"] for p in ceph_cluster.mon({"prefix": "osd pool ls", "detail": "detail"})}
+    assert m["namespace"] == "maps" and m["pg"].startswith(f"{pools['rbd']}.")
     assert len(m["acting"]) == 2 and set(m["acting"]) <= set(ceph_cluster.osds) and m["primary"] == m["acting"][0]
     with pytest.raises(IndexError, match="beyond"):
         volumes.map(v, 4096, who=who)
