@@ -27,6 +27,24 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# Ceph, optional (gpuio volumes): librbd/librados for the rbd backend (built when found), the daemons for
+# `gpuio cluster up` and the volume tests, fio for benchmarks/volumes_bench.py. Installed as root (~30 s);
+# otherwise gpuio builds without the rbd backend and the volume tests skip, saying why.
+ceph_packages=(ceph-mon ceph-osd ceph-mgr ceph-common librados-dev librbd-dev python3-rados python3-rbd fio)
+ceph_missing=()
+for p in "${ceph_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || ceph_missing+=("$p")
+done
+if ((${#ceph_missing[@]})); then
+  if [[ $(id -u) == 0 ]]; then
+    echo "setup: installing Ceph: ${ceph_missing[*]}"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${ceph_missing[@]}" >/dev/null; } || echo "setup: Ceph packages could not be installed; volumes stay off" >&2
+  else
+    echo "setup: note: without ${ceph_missing[*]} gpuio volumes (rbd backend, gpuio cluster) are off" >&2
+  fi
+fi
+
 python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "setup: Python >= 3.10 needed" >&2; exit 1; }
 [[ -x .venv/bin/python ]] || "$python" -m venv --system-site-packages .venv

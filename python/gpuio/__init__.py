@@ -19,7 +19,8 @@ _LAZY = {
     "DeviceArray": "gpuio.device_array",
     "info": "gpuio.sysinfo",
 }
-_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "apps", "graph"}
+_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "apps", "graph",
+               "volumes"}
 
 
 def __getattr__(name: str):

@@ -84,7 +84,7 @@ class Engine:
     Keywords (defaults from C++ EngineOptions; ranges checked there, ValueError naming the option):
       block_size          bytes per logical block, a power of two >= every device's logical block size
       stripe_bytes        RAID-0 stripe unit over several paths (a multiple of block_size)
-      backend             "uring" | "posix" | "sim" | "fault:<backend>"
+      backend             "uring" | "posix" | "sim" | "rbd" | "fault:<backend>"
       workers             worker threads; 0 (or None): dynamic between ceil(N/4) and ceil(N/2) for N devices
       queue_depth         entries per worker ring
       staging_bytes       fixed staging pool (unaligned/GPU buffers and short direct runs go through it)
@@ -103,6 +103,8 @@ class Engine:
                           backing_dir, channels, write_buffer_pages, seed); GPUIO_SIM env overrides
       fault               backend "fault:<backend>": dict(seed, eio_rate, short_rate, latency_rate, latency_us,
                           torn_write_rate, disappear_after, disappear_device, bytes_per_s)
+      rbd                 backend "rbd" (paths "rbd:POOL[/NAMESPACE]/IMAGE", which select it): dict(conf, user,
+                          keyring, exclusive, lock_wait_ms, break_lock, timeout_s, op_timeout_s); gpuio.volumes
 
     Thread safety: any thread may submit, wait, read, write and sync concurrently (batches are independent;
     the C++ engine serialises what it must). Batches that write the same blocks concurrently land in an
@@ -118,17 +120,19 @@ class Engine:
                  direct: bool = DEFAULTS["direct"], writable: bool = DEFAULTS["writable"], sqpoll: bool = DEFAULTS["sqpoll"],
                  iopoll: bool = DEFAULTS["iopoll"], posix_threads: int = DEFAULTS["posix_threads"],
                  lock: bool = DEFAULTS["lock"], lock_wait_ms: int = DEFAULTS["lock_wait_ms"],
-                 sim: dict | None = None, fault: dict | None = None):
+                 sim: dict | None = None, fault: dict | None = None, rbd: dict | None = None):
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [os.fspath(p) for p in paths]
         if not paths:
             raise ValueError("paths is empty: give at least one file or block device")
+        if backend == "uring" and all(p.startswith("rbd:") and not os.path.exists(p) for p in paths):
+            backend = "rbd"  # Ceph volumes (gpuio.volumes): "rbd:POOL[/NAMESPACE]/IMAGE"
         opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
                     queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
                     io_bytes_max=io_bytes_max, io_timeout_ms=io_timeout_ms, direct_min_bytes=direct_min_bytes,
                     direct=direct, writable=writable, sqpoll=sqpoll, iopoll=iopoll, posix_threads=posix_threads,
-                    lock=lock, lock_wait_ms=lock_wait_ms, sim=sim, fault=fault)
+                    lock=lock, lock_wait_ms=lock_wait_ms, sim=sim, fault=fault, rbd=rbd)
         self._core = _core_module.EngineCore(paths, opts)
         self.paths = paths
         self.block_size = self._core.block_size

@@ -6,6 +6,8 @@ import os
 import platform
 import tempfile
 
+RBD_MISSING = "not built (librbd-dev/librados-dev absent at build time)"
+
 
 def _uring_probe() -> dict:
     import gpuio
@@ -31,6 +33,7 @@ def info() -> dict:
     from gpuio import _core, gpu
 
     r = {"kernel": platform.release(), "io_uring": _uring_probe(), "cuda_layer_built": bool(_core.cuda_built)}
+    r["rbd_backend"] = "built" if getattr(_core, "rbd_built", False) else RBD_MISSING
     p = gpu.probe()
     r["gpu"] = p
     r["gds"] = gpu.gds_status()

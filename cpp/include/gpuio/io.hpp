@@ -63,6 +63,7 @@ struct DeviceInfo {
   uint32_t logical_block_bytes = 512;
   bool direct = false;       // opened with O_DIRECT
   bool block_device = false;
+  bool zero_copy = false;    // any host buffer works, no alignment: data moves straight to/from caller memory (rbd)
 };
 
 struct FixedBuffer {
@@ -85,8 +86,23 @@ struct SimOptions {
   uint64_t seed = 1;
 };
 
+// The rbd backend (built when librbd is found): each path names a volume, "rbd:POOL/IMAGE" or
+// "rbd:POOL/NAMESPACE/IMAGE". One librados client per backend, i.e. one cephx identity and one lock owner.
+// Empty conf/user/keyring take the defaults the `rbd` tool uses: CEPH_CONF (else /etc/ceph/ceph.conf),
+// CEPH_ARGS (--id/--keyring/...), client.admin.
+struct RbdOptions {
+  std::string conf;                  // ceph.conf path
+  std::string user;                  // cephx id without "client." ("admin", "gpu1")
+  std::string keyring;               // keyring path
+  bool exclusive = true;             // a writable engine takes the volume's exclusive lock (single writer)
+  uint32_t lock_wait_ms = 0;         // retry a lock held by another live writer this long, then EBUSY
+  bool break_lock = false;           // break the current owner's lock (blocklisting it: fencing) and take it
+  uint32_t timeout_s = 30;           // connecting and mon commands fail (ETIMEDOUT) after this
+  uint32_t op_timeout_s = 0;         // an OSD request fails with ETIMEDOUT after this; 0: waits for recovery
+};
+
 struct BackendOptions {
-  std::string kind = "uring";    // uring | posix | sim | fault:<inner>
+  std::string kind = "uring";    // uring | posix | sim | rbd | fault:<inner>
   bool direct = true;            // O_DIRECT
   bool writable = true;
   bool sqpoll = false;           // uring: kernel thread polls the submission queue
@@ -99,6 +115,7 @@ struct BackendOptions {
   uint32_t lock_wait_ms = 10000;
   FaultOptions fault;            // used when kind is fault:<inner>
   SimOptions sim;                // used when kind is sim
+  RbdOptions rbd;                // used when kind is rbd
 };
 
 class IoBackend {
@@ -118,5 +135,7 @@ class IoBackend {
 // Opens paths with the given backend kind. Throws IoError naming the path on failure, and
 // std::invalid_argument for an unknown kind.
 std::unique_ptr<IoBackend> make_backend(const std::vector<std::string>& paths, const BackendOptions& opts);
+// Whether this build has the rbd backend (librbd was found at configure time).
+bool rbd_built();
 
 }  // namespace gpuio

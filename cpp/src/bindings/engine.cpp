@@ -50,6 +50,20 @@ SimOptions sim_options(nb::dict d) {
   return s;
 }
 
+RbdOptions rbd_options(nb::dict d) {
+  RbdOptions r;
+  r.conf = take<std::string>(d, "conf", r.conf);
+  r.user = take<std::string>(d, "user", r.user);
+  r.keyring = take<std::string>(d, "keyring", r.keyring);
+  r.exclusive = take<bool>(d, "exclusive", r.exclusive);
+  r.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", r.lock_wait_ms);
+  r.break_lock = take<bool>(d, "break_lock", r.break_lock);
+  r.timeout_s = take<uint32_t>(d, "timeout_s", r.timeout_s);
+  r.op_timeout_s = take<uint32_t>(d, "op_timeout_s", r.op_timeout_s);
+  reject_unknown(d, "rbd");
+  return r;
+}
+
 // Options arrive as a dict of the keywords gpuio.Engine was given (the others keep the C++ defaults);
 // integers are range-checked by gpuio::check_option before narrowing, relations by gpuio::validate in
 // Engine::create, so the error text is C++'s whichever side set the value. Leftover keys are typos.
@@ -83,6 +97,7 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
                                   o.backend.kind + "'");
     o.backend.fault = fault_options(*f);
   }
+  if (auto r = take_section(d, "rbd")) o.backend.rbd = rbd_options(*r);
   reject_unknown(d, "engine");
   return o;
 }

@@ -29,6 +29,7 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
                        std::to_string(d.logical_block_bytes) + " of device '" + d.path + "'");
       direct_align = std::max(direct_align, d.logical_block_bytes);
     }
+    zero_copy = zero_copy && d.zero_copy;
     sizes.push_back(d.bytes);
     devices.push_back(d);
   }
@@ -187,7 +188,7 @@ EngineStats EngineImpl::stats() const {
   s.active_workers = controller->active();
   s.worker_adjustments = controller->adjustments();
   const std::string& kind = backend_name_;
-  if (s.bytes_direct > 0 || s.bytes_staged == 0) s.data_path = kind + (direct_align ? "+direct" : "+pagecache");
+  if (s.bytes_direct > 0 || s.bytes_staged == 0) s.data_path = kind + (direct_align || zero_copy ? "+direct" : "+pagecache");
   if (s.bytes_staged > 0) s.data_path += (s.data_path.empty() ? "" : ",") + kind + "+staging";
   s.backend = backend ? backend->describe() : backend_description_;
   return s;

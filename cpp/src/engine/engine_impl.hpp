@@ -35,6 +35,7 @@ class EngineImpl {
   std::vector<std::unique_ptr<Worker>> workers;
   std::atomic<DeviceMover*> mover{nullptr};  // set by the CUDA layer for MemKind::device batches
   uint32_t direct_align = 0;  // memory alignment O_DIRECT needs (0: devices not direct)
+  bool zero_copy = true;      // every device moves data straight to/from any caller memory (rbd)
   std::vector<DeviceInfo> devices;  // kept after close(), which releases the backend (fds, locks)
 
  private:

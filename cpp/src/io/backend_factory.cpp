@@ -16,7 +16,23 @@ std::unique_ptr<IoBackend> make_backend(const std::vector<std::string>& paths, c
   if (kind == "uring") return detail::make_uring_backend(paths, opts);
   if (kind == "posix") return detail::make_posix_backend(paths, opts);
   if (kind == "sim") return detail::make_sim_backend(paths, opts);
-  throw std::invalid_argument("unknown backend '" + kind + "': expected uring, posix, sim or fault:<backend>");
+  if (kind == "rbd") {
+#ifdef GPUIO_HAVE_RBD
+    return detail::make_rbd_backend(paths, opts);
+#else
+    throw std::invalid_argument("backend 'rbd' is not built: librbd was not found when gpuio was configured "
+                                "(install librbd-dev and librados-dev, then rebuild)");
+#endif
+  }
+  throw std::invalid_argument("unknown backend '" + kind + "': expected uring, posix, sim, rbd or fault:<backend>");
+}
+
+bool rbd_built() {
+#ifdef GPUIO_HAVE_RBD
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace gpuio

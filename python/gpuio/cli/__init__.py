@@ -26,6 +26,8 @@ _COMMANDS = {
     "bench": ("gpuio.cli.bench", "bench", "Engine vs raw device benchmark, side by side, ratios."),
     "import": ("gpuio.cli.importer", "import_", "Convert .npy/.pt/raw files to a gpuio TensorFile."),
     "sim": ("gpuio.cli.sim", "app", "Flash simulator: trace replay and ZnG studies."),
+    "volume": ("gpuio.cli.volume", "app", "Ceph RBD volumes: create, map, grant access, break a writer's lock."),
+    "cluster": ("gpuio.cli.cluster", "app", "A throwaway one-node Ceph cluster: up, down, status."),
 }
 _state = {"debug": False}
 

@@ -7,6 +7,7 @@ import json
 import typer
 
 
+
 def info(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text.")) -> None:
     from gpuio.sysinfo import info as collect
     r = collect()
@@ -18,6 +19,7 @@ def info(json_out: bool = typer.Option(False, "--json", help="Print JSON instead
         print(f"io_uring {k:8s} {v}")
     g = r["gpu"]
     print(f"CUDA layer       {'built' if r['cuda_layer_built'] else 'not built'}")
+    print(f"rbd backend      {r['rbd_backend']} (Ceph volumes: gpuio volume, gpuio cluster)")
     print(f"GPU              {g.get('name') or '-'} (count {g.get('count', 0)}{', ' + g['error'] if g.get('error') else ''})")
     print(f"GDS / cuFile     {r['gds']['mode']}: {r['gds']['reason']}")
     if "stream_wait_value_selftest" in r:

@@ -1,0 +1,337 @@
+"""Volumes on Ceph, side by side in one run on one cluster: gpuio's rbd backend vs "Basic" vs fio's rbd
+engine, 1..16 client processes, 4 KiB / 64 KiB, random / sequential, read / write, replicas 2.
+
+    python benchmarks/volumes_bench.py                      # starts its own cluster (3 OSDs), full grid
+    python benchmarks/volumes_bench.py --conf C --clients 1,4 --sizes 4096 --patterns rand --ops read
+
+- gpuio: each client process opens the volume with gpuio.volumes.open (backend rbd, 1 worker) and keeps
+  `--qd` requests in flight as 4 batches of qd/4 blocks (asynchronous librbd, completions reaped by the
+  worker; reads land in the caller's buffer). Requests are not merged (io_bytes_max = request size), so
+  every tool sends the same requests.
+- Basic (GNStor's CPU-centric baseline): one synchronous librbd call (rbd_read/rbd_write, via ctypes on
+  the system's librbd) per request into a bounce buffer, then a memcpy to the destination.
+- fio: `fio --ioengine=rbd`, one job per client, iodepth = --qd.
+Reads share one prefilled volume (readers take no lock); writes go to one volume per client (a writer holds
+its volume's lock). Each cell runs --seconds after every client connected, --repeat times per tool with the tools interleaved
+(the median is reported: on a shared box the load changes between runs). "client cores" is the CPU time
+of the client processes (every thread, librbd's included) over the measured time; "osd cores" that of the cluster's daemons. On a 2-core box
+clients and OSDs share the CPUs: compare ratios within one run, not absolute rates (BENCHMARKS.md).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+TOOLS = ("gpuio", "basic", "fio")
+
+
+# -- clients (each runs in its own process: `volumes_bench.py --client JSON`) ------------------------------
+def _offsets(rng, pattern: str, n_req: int, count: int, start: int) -> np.ndarray:
+    if pattern == "rand":
+        return rng.integers(0, n_req, count)
+    return (start + np.arange(count)) % n_req
+
+
+def client_gpuio(a: dict) -> dict:
+    from gpuio import volumes
+
+    who = volumes.Identity(conf=a["conf"])
+    bs, qd = a["bs"], a["qd"]
+    nb = max(1, min(a.get("batches", 4), qd))
+    per = max(1, qd // nb)
+    eng = volumes.open(a["volume"], "r+" if a["op"] == "write" else "r", who=who, block_size=bs, workers=1,
+                       queue_depth=max(qd, 4), io_bytes_max=bs)
+    n_req = eng.total_blocks
+    rng = np.random.default_rng(a["seed"])
+    bufs = [np.full(per * bs, 0x5A, np.uint8) for _ in range(nb)]
+    submit = eng.write_async if a["op"] == "write" else eng.read_async
+    _wait_start(a["start_at"])
+    t_end = time.monotonic() + a["seconds"]
+    c0, t0 = _cpu(), time.monotonic()
+    pos, ops = rng.integers(0, n_req), 0
+    inflight = []
+    for i in range(nb):
+        inflight.append(submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i]))
+        pos += per
+    i = 0
+    while True:
+        inflight[i].wait()
+        ops += per
+        if time.monotonic() >= t_end:
+            break
+        inflight[i] = submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i])
+        pos += per
+        i = (i + 1) % nb
+    for h in inflight:
+        h.wait()
+    wall, cpu = time.monotonic() - t0, _cpu() - c0
+    eng.close()
+    return {"ops": ops, "wall": wall, "cpu": cpu}
+
+
+class _Librbd:
+    """The few librados/librbd C calls Basic needs, through ctypes (no python3-rbd in the venv)."""
+
+    def __init__(self, conf: str, volume: str, write: bool):
+        rados = ctypes.CDLL(ctypes.util.find_library("rados") or "librados.so.2")
+        rbd = ctypes.CDLL(ctypes.util.find_library("rbd") or "librbd.so.1")
+        self.rbd = rbd
+        self.cluster, self.io, self.image = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        pool, _, image = volume.removeprefix("rbd:").partition("/")
+
+        def ok(rc, what):
+            if rc < 0:
+                raise OSError(-rc, f"{what}: {os.strerror(-rc)}")
+
+        ok(rados.rados_create(ctypes.byref(self.cluster), b"admin"), "rados_create")
+        ok(rados.rados_conf_read_file(self.cluster, conf.encode()), "rados_conf_read_file")
+        rados.rados_conf_set(self.cluster, b"rbd_cache", b"false")
+        ok(rados.rados_connect(self.cluster), "rados_connect")
+        ok(rados.rados_ioctx_create(self.cluster, pool.encode(), ctypes.byref(self.io)), "rados_ioctx_create")
+        opener = rbd.rbd_open if write else rbd.rbd_open_read_only
+        ok(opener(self.io, image.encode(), ctypes.byref(self.image), None), f"rbd_open {volume}")
+        rbd.rbd_read.restype = ctypes.c_ssize_t
+        rbd.rbd_write.restype = ctypes.c_ssize_t
+        rbd.rbd_read.argtypes = rbd.rbd_write.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t,
+                                                          ctypes.c_void_p]
+        size = ctypes.c_uint64()
+        rbd.rbd_get_size(self.image, ctypes.byref(size))
+        self.size = size.value
+        self.rados = rados
+
+    def close(self) -> None:
+        """Release the image (and the exclusive lock a write took): the next tool must not wait for it."""
+        self.rbd.rbd_close(self.image)
+        self.rados.rados_ioctx_destroy(self.io)
+        self.rados.rados_shutdown(self.cluster)
+
+
+def client_basic(a: dict) -> dict:
+    lib = _Librbd(a["conf"], a["volume"], a["op"] == "write")
+    bs = a["bs"]
+    n_req = lib.size // bs
+    rng = np.random.default_rng(a["seed"])
+    bounce = np.zeros(bs, np.uint8)
+    dest = np.full(1024 * bs, 0x5A, np.uint8)
+    bp = bounce.ctypes.data
+    call = lib.rbd.rbd_write if a["op"] == "write" else lib.rbd.rbd_read
+    _wait_start(a["start_at"])
+    t_end = time.monotonic() + a["seconds"]
+    c0, t0 = _cpu(), time.monotonic()
+    pos, ops = int(rng.integers(0, n_req)), 0
+    while time.monotonic() < t_end:
+        for off in _offsets(rng, a["pattern"], n_req, 64, pos):
+            slot = (ops % 1024) * bs
+            if a["op"] == "write":
+                bounce[:] = dest[slot:slot + bs]  # memcpy from the source into the I/O buffer
+            rc = call(lib.image, int(off) * bs, bs, bp)
+            if rc != bs:
+                raise OSError(-rc if rc < 0 else 5, f"basic {a['op']} at {off * bs}: {rc}")
+            if a["op"] == "read":
+                dest[slot:slot + bs] = bounce  # memcpy to the destination
+            ops += 1
+        pos += 64
+    wall, cpu = time.monotonic() - t0, _cpu() - c0
+    lib.close()
+    return {"ops": ops, "wall": wall, "cpu": cpu}
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _wait_start(at: float) -> None:
+    while time.time() < at:
+        time.sleep(min(0.01, max(0.0, at - time.time())))
+
+
+# -- the driver -----------------------------------------------------------------------------------------
+def _daemon_cpu(pids) -> float:
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def run_processes(tool: str, cfg: dict, volumes_for: list[str], cluster) -> dict:
+    n = len(volumes_for)
+    start_at = time.time() + 3 + 0.5 * n  # every client imported and connected by then
+    procs = []
+    for i, v in enumerate(volumes_for):
+        a = dict(cfg, volume=v, seed=1000 + i, start_at=start_at, tool=tool)
+        procs.append(subprocess.Popen([sys.executable, __file__, "--client", json.dumps(a)],
+                                      stdout=subprocess.PIPE, text=True))
+    d0 = None
+    while time.time() < start_at:
+        time.sleep(0.01)
+    d0 = _daemon_cpu(cluster.pids().values())
+    t0 = time.monotonic()
+    res = []
+    for p in procs:
+        out, _ = p.communicate(timeout=cfg["seconds"] + 120)
+        if p.returncode != 0:
+            raise RuntimeError(f"{tool} client failed ({p.returncode}): {out[-2000:]}")
+        res.append(json.loads(out.strip().splitlines()[-1]))
+    wall = time.monotonic() - t0
+    osd = _daemon_cpu(cluster.pids().values()) - d0
+    ops = sum(r["ops"] for r in res)
+    secs = max(r["wall"] for r in res)
+    return {"iops": ops / secs, "client_cores": sum(r["cpu"] for r in res) / secs, "osd_cores": osd / wall}
+
+
+def run_fio(cfg: dict, volumes_for: list[str], cluster) -> dict:
+    jobs = [f"[global]\nioengine=rbd\nclientname=admin\nthread=0\ntime_based=1\nruntime={cfg['seconds']}\n"
+            f"ramp_time=0\nbs={cfg['bs']}\niodepth={cfg['qd']}\n"
+            f"rw={'rand' if cfg['pattern'] == 'rand' else ''}{cfg['op']}\ninvalidate=0\ndirect=1\n"]
+    for i, v in enumerate(volumes_for):
+        pool, _, image = v.removeprefix("rbd:").partition("/")
+        jobs.append(f"[c{i}]\npool={pool}\nrbdname={image}\n")
+    with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
+        f.write("".join(jobs))
+    d0 = _daemon_cpu(cluster.pids().values())
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    r = subprocess.run(["fio", "--output-format=json", f.name], capture_output=True, text=True,
+                       env=dict(os.environ, CEPH_CONF=cluster.conf), timeout=cfg["seconds"] + 180)
+    wall = time.monotonic() - t0
+    os.unlink(f.name)
+    if r.returncode != 0:
+        raise RuntimeError(f"fio failed: {r.stderr[-2000:] or r.stdout[-2000:]}")
+    out = json.loads(r.stdout[r.stdout.index("{"):])
+    iops = sum(j[cfg["op"]]["iops"] for j in out["jobs"])
+    # fio's own usr_cpu/sys_cpu cover its job thread only; the children's rusage covers every thread
+    # (librbd's too) of fio and its job processes, setup included: an upper bound, like the others' figures.
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cores = (u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime) / cfg["seconds"]
+    osd = (_daemon_cpu(cluster.pids().values()) - d0) / wall
+    return {"iops": iops, "client_cores": cores, "osd_cores": osd}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--client", help=argparse.SUPPRESS)
+    ap.add_argument("--conf", default="", help="ceph.conf of a running gpuio cluster (default: start one)")
+    ap.add_argument("--osds", type=int, default=3)
+    ap.add_argument("--clients", default="1,2,4,8,16")
+    ap.add_argument("--sizes", default="4096,65536")
+    ap.add_argument("--patterns", default="rand,seq")
+    ap.add_argument("--ops", default="read,write")
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--seconds", type=float, default=3.0, help="per cell")
+    ap.add_argument("--qd", type=int, default=32, help="requests in flight per client (gpuio, fio)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per tool and cell, interleaved; the median is shown")
+    ap.add_argument("--batches", type=int, default=4, help="gpuio: the qd requests in flight as this many batches")
+    ap.add_argument("--volume-mib", type=int, default=256, help="size of the shared read volume")
+    ap.add_argument("--json", default="", help="write the rows to this file")
+    a = ap.parse_args()
+    if a.client:
+        c = json.loads(a.client)
+        print(json.dumps(client_gpuio(c) if c["tool"] == "gpuio" else client_basic(c)), flush=True)
+        return 0
+    from gpuio import volumes
+    from gpuio.volumes import cluster as cl
+
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    clients, sizes = ints(a.clients), ints(a.sizes)
+    patterns, ops, tools = a.patterns.split(","), a.ops.split(","), a.tools.split(",")
+    for t in tools:
+        if t not in TOOLS:
+            ap.error(f"--tools: unknown tool {t!r}; known: {', '.join(TOOLS)}")
+    own = None
+    if a.conf:
+        c = cl.load(os.path.dirname(os.path.abspath(a.conf)))
+    else:
+        own = cl.make_dir("gpuio-bench-ceph-", os.path.join(os.getcwd(), "build"))
+        c = cl.up(own, osds=a.osds, log=lambda m: print(m, file=sys.stderr))
+    rows = []
+    try:
+        who = volumes.Identity(conf=c.conf)
+        tag = f"bench{os.getpid()}"
+        shared = volumes.create(f"rbd/{tag}-read", a.volume_mib << 20, who=who)
+        with volumes.open(shared, "r+", who=who, block_size=65536) as eng:  # prefill: reads hit real objects
+            per = 256  # 16 MiB per batch
+            buf = np.random.default_rng(0).integers(0, 256, per * 65536, dtype=np.uint8)
+            for s in range(0, eng.total_blocks, per):
+                k = min(per, eng.total_blocks - s)
+                eng.write(np.arange(s, s + k), buf[:k * 65536])
+        writes = [volumes.create(f"rbd/{tag}-w{i}", 64 << 20, who=who) for i in range(max(clients))]
+        print(f"cluster {c.conf}: {len(c.osds)} OSDs, replicas 2; {a.seconds:g} s per cell, qd {a.qd}",
+              file=sys.stderr)
+        for op in ops:
+            for bs in sizes:
+                for pattern in patterns:
+                    for n in clients:
+                        vols = [shared] * n if op == "read" else writes[:n]
+                        cfg = dict(conf=c.conf, op=op, bs=bs, pattern=pattern, seconds=a.seconds, qd=a.qd,
+                                   batches=a.batches)
+                        row = {"op": op, "bs": bs, "pattern": pattern, "clients": n}
+                        runs = {t: [] for t in tools}
+                        for _ in range(a.repeat):  # tools interleaved, so load changes hit each alike
+                            for t in tools:
+                                runs[t].append(run_fio(cfg, vols, c) if t == "fio" else run_processes(t, cfg, vols, c))
+                        for t in tools:  # the median run by IOPS
+                            row[t] = sorted(runs[t], key=lambda x: x["iops"])[len(runs[t]) // 2]
+                            row[t]["iops_runs"] = [round(x["iops"]) for x in runs[t]]
+                        rows.append(row)
+                        _print_row(row, tools)
+        for v in [shared] + writes:
+            volumes.delete(v, who=who)
+    finally:
+        if own:
+            cl.down(own)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    _print_verdict(rows)
+    return 0
+
+
+def _print_row(row: dict, tools) -> None:
+    cells = "  ".join(f"{t} {row[t]['iops']:8.0f} IOPS ({row[t]['client_cores']:.2f}c, osd {row[t]['osd_cores']:.2f}c)"
+                      for t in tools)
+    ratios = ""
+    if "gpuio" in row and "fio" in row:
+        ratios += f"  gpuio/fio {row['gpuio']['iops'] / max(row['fio']['iops'], 1e-9):.2f}"
+    if "gpuio" in row and "basic" in row:
+        ratios += f"  gpuio/basic {row['gpuio']['iops'] / max(row['basic']['iops'], 1e-9):.2f}"
+    print(f"{row['op']:5s} {row['bs'] // 1024:3d}K {row['pattern']:4s} {row['clients']:2d} clients  {cells}{ratios}",
+          flush=True)
+
+
+def _print_verdict(rows) -> None:
+    def find(op, bs, pattern, n):
+        return next((r for r in rows if (r["op"], r["bs"], r["pattern"], r["clients"]) == (op, bs, pattern, n)), None)
+
+    checks = []
+    for n in sorted({r["clients"] for r in rows}):
+        r = find("read", 4096, "rand", n)
+        if r and "gpuio" in r and "fio" in r:
+            checks.append((f"4K rand read, {n} clients: gpuio/fio", r["gpuio"]["iops"] / r["fio"]["iops"], 0.9))
+    r = find("read", 4096, "rand", 1)
+    if r and "gpuio" in r and "basic" in r:
+        checks.append(("4K rand read, 1 client: gpuio/basic", r["gpuio"]["iops"] / r["basic"]["iops"], 3.0))
+    r = find("read", 65536, "seq", 1)
+    if r and "gpuio" in r and "fio" in r:
+        checks.append(("64K seq read, 1 client: gpuio/fio", r["gpuio"]["iops"] / r["fio"]["iops"], 0.9))
+    for name, ratio, bar in checks:
+        print(f"{name:42s} {ratio:5.2f}  (bar {bar:g}: {'met' if ratio >= bar else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

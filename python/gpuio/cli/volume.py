@@ -1,0 +1,132 @@
+"""`gpuio volume ...`: Ceph RBD volumes for gpuio (create/resize/delete/list/info/map/grant/revoke/
+break-lock). Client identity: --conf/--id/--keyring, else CEPH_CONF/CEPH_ARGS/client.admin like `rbd`."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Ceph RBD volumes: create, resize, delete, list, map blocks to OSDs, grant access.")
+
+_CONF = typer.Option("", "--conf", "-c", help="ceph.conf (default: CEPH_CONF, /etc/ceph/ceph.conf)")
+_ID = typer.Option("", "--id", help="cephx user without 'client.' (default: CEPH_ARGS --id, else admin)")
+_KEYRING = typer.Option("", "--keyring", "-k", help="keyring (default: the conf's)")
+_POOL = typer.Option(None, "--pool", "-p", help="pool, when NAME is a bare image name (default: rbd)")
+_NS = typer.Option(None, "--namespace", help="namespace, when NAME is a bare image name")
+_NAME = typer.Argument(..., help="volume: POOL/IMAGE, POOL/NAMESPACE/IMAGE or IMAGE (with --pool)")
+
+
+def _who(conf: str, user: str, keyring: str):
+    from gpuio.volumes import Identity
+    return Identity(conf=conf, user=user, keyring=keyring)
+
+
+def _size(text: str) -> int:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", text.strip().lower())
+    if not m:
+        raise typer.BadParameter(f"size {text!r} is not a byte count like 4096, 64M or 10GiB")
+    return int(float(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2)])
+
+
+def _run(fn):
+    try:
+        return fn()
+    except (OSError, ValueError, IndexError, RuntimeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
+
+
+@app.command()
+def create(name: str = _NAME, size: str = typer.Argument(..., help="bytes, or with K/M/G/T"),
+           object_size: str = typer.Option("4M", help="bytes per RADOS object"), pool: Optional[str] = _POOL,
+           namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
+    """Create a volume (an RBD image with the exclusive-lock feature)."""
+    from gpuio import volumes
+    v = _run(lambda: volumes.create(name, _size(size), _size(object_size), pool, namespace, _who(conf, id, keyring)))
+    typer.echo(v)
+
+
+@app.command()
+def resize(name: str = _NAME, size: str = typer.Argument(...), pool: Optional[str] = _POOL,
+           namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
+    """Grow or shrink a volume."""
+    from gpuio import volumes
+    _run(lambda: volumes.resize(name, _size(size), pool, namespace, _who(conf, id, keyring)))
+
+
+@app.command()
+def delete(name: str = _NAME, pool: Optional[str] = _POOL, namespace: Optional[str] = _NS, conf: str = _CONF,
+           id: str = _ID, keyring: str = _KEYRING) -> None:
+    """Delete a volume and its data."""
+    from gpuio import volumes
+    _run(lambda: volumes.delete(name, pool, namespace, _who(conf, id, keyring)))
+
+
+@app.command("list")
+def list_(pool: str = typer.Option("rbd", "--pool", "-p"), namespace: str = typer.Option("", "--namespace"),
+          conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING,
+          as_json: bool = typer.Option(False, "--json")) -> None:
+    """Volumes of a pool namespace with their sizes."""
+    from gpuio import volumes
+    vols = _run(lambda: volumes.list(pool, namespace, _who(conf, id, keyring)))
+    if as_json:
+        typer.echo(json.dumps(vols, indent=1))
+        return
+    for v in vols:
+        typer.echo(f"{v['name']}\t{v['size']}\tobject_size={v['object_size']}")
+
+
+@app.command()
+def info(name: str = _NAME, pool: Optional[str] = _POOL, namespace: Optional[str] = _NS, conf: str = _CONF,
+         id: str = _ID, keyring: str = _KEYRING) -> None:
+    """Size, object size and prefix, lock owners (JSON)."""
+    from gpuio import volumes
+    typer.echo(json.dumps(_run(lambda: volumes.info(name, pool, namespace, _who(conf, id, keyring))), indent=1))
+
+
+@app.command("map")
+def map_(name: str = _NAME, block: int = typer.Argument(..., help="engine block number"),
+         block_size: int = typer.Option(4096, help="engine block size in bytes"), pool: Optional[str] = _POOL,
+         namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING,
+         as_json: bool = typer.Option(False, "--json")) -> None:
+    """Where a block lives: RADOS object name, placement group, acting OSD set (CRUSH)."""
+    from gpuio import volumes
+    m = _run(lambda: volumes.map(name, block, block_size, pool, namespace, _who(conf, id, keyring)))
+    if as_json:
+        typer.echo(json.dumps(m, indent=1))
+        return
+    typer.echo(f"volume {m['volume']} block {block} (offset {m['offset']}) -> object {m['object']} "
+               f"(namespace '{m['namespace']}', offset {m['object_offset']}) -> pg {m['pg']} -> "
+               f"acting OSDs {m['acting']} (primary osd.{m['primary']})")
+
+
+@app.command()
+def grant(name: str = _NAME, user: str = typer.Argument(..., help="cephx id to create/update, e.g. gpu1"),
+          read_only: bool = typer.Option(False, "--read-only", help="read-only caps (default read-write)"),
+          out: Optional[str] = typer.Option(None, "--out", "-o", help="keyring file to write (default "
+                                            "./ceph.client.<user>.keyring)"),
+          conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
+    """Give a cephx user access to the pool namespace holding NAME (all its volumes); writes its keyring."""
+    from gpuio import volumes
+    path = _run(lambda: volumes.grant(name, user, "r" if read_only else "rw", out, _who(conf, id, keyring)))
+    typer.echo(path)
+
+
+@app.command()
+def revoke(user: str = typer.Argument(..., help="cephx id to delete"), conf: str = _CONF, id: str = _ID,
+           keyring: str = _KEYRING) -> None:
+    """Delete a cephx user: its new connections are refused."""
+    from gpuio import volumes
+    _run(lambda: volumes.revoke(user, _who(conf, id, keyring)))
+
+
+@app.command("break-lock")
+def break_lock(name: str = _NAME, pool: Optional[str] = _POOL, namespace: Optional[str] = _NS,
+               conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
+    """Break a (dead) writer's lock; that client is blocklisted, so its late writes are refused."""
+    from gpuio import volumes
+    n = _run(lambda: volumes.break_lock(name, pool, namespace, _who(conf, id, keyring)))
+    typer.echo(f"broke {n} lock(s)")

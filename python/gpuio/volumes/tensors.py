@@ -1,0 +1,73 @@
+"""TensorFiles stored on a volume instead of a file: the same .npy layout (header padded to a block
+boundary, rows packed after it) written to the volume's first bytes, and the same `gpuio.TensorFile`
+(gather/scatter/prefetch, FeatureStore on top) running on the rbd backend.
+
+    tf = create_tensor("rbd/feat", (100_000, 128), "float32")     # makes the volume, writes the header
+    tf.scatter(idx, rows); x = tf.gather(idx)
+    tf = open_tensor("rbd/feat", "r", who=Identity(user="gpu1", keyring="gpu1.keyring"))
+"""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+
+from . import api
+from .api import Identity, _who
+
+HEADER_BYTES = 4096  # TensorFile's DATA_ALIGN_BYTES: the header block(s) before the rows
+
+
+def _engine_options(name: str, mode: str, who: Identity | None, lock_wait_s: float, break_lock: bool,
+                    engine_options: dict) -> dict:
+    rbd = _who(who).rbd_options(lock_wait_ms=int(lock_wait_s * 1000), break_lock=bool(break_lock))
+    rbd.update(engine_options.pop("rbd", None) or {})
+    return dict(engine_options, backend="rbd", writable=(mode == "r+"), rbd=rbd)
+
+
+def create_tensor(name: str, shape, dtype="float32", block_size: int = 4096, who: Identity | None = None,
+                  object_size: int = api.DEFAULTS["object_size"], **engine_options):
+    """A new zero-filled TensorFile on a new volume `name` sized for it; opened read-write (lock held)."""
+    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, _header, _torch_dtype
+
+    TensorFile._check_block_size(block_size)
+    shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    _torch_dtype(dtype)
+    offset = max(DATA_ALIGN_BYTES, block_size)
+    nbytes = math.prod(shape) * dtype.itemsize
+    size = offset + max(block_size, -(-nbytes // block_size) * block_size)
+    v = api.create(name, size, object_size=object_size, who=who)
+    opts = _engine_options(v, "r+", who, 0, False, dict(engine_options))
+    header = np.frombuffer(_header(dtype, shape, offset), np.uint8)
+    tf = TensorFile(v, shape, dtype, offset, block_size, True, opts)
+    tf.engine.write(np.arange(offset // block_size, dtype=np.int64), header.copy())
+    return tf
+
+
+def open_tensor(name: str, mode: str = "r", block_size: int = 4096, who: Identity | None = None,
+                lock_wait_s: float = 0, break_lock: bool = False, **engine_options):
+    """Open the TensorFile on volume `name` ("r": read-only, no lock; "r+": takes the writer lock)."""
+    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile
+
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+    TensorFile._check_block_size(block_size)
+    v = api.spec(name)
+    with api.open(v, "r", who=who, block_size=block_size, workers=1) as eng:
+        head = np.empty(max(HEADER_BYTES, block_size), np.uint8)
+        eng.read(np.arange(len(head) // block_size, dtype=np.int64), head)
+    f = io.BytesIO(head.tobytes())
+    try:
+        version = np.lib.format.read_magic(f)
+    except ValueError:
+        raise ValueError(f"volume {v} holds no TensorFile (no .npy header at byte 0)") from None
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    shape, fortran, dtype = read_header(f)
+    offset = f.tell()
+    if fortran or offset % block_size or offset < DATA_ALIGN_BYTES:
+        raise ValueError(f"volume {v}: header is not a TensorFile's (data at byte {offset}, fortran={fortran})")
+    opts = _engine_options(v, mode, who, lock_wait_s, break_lock, dict(engine_options))
+    return TensorFile(v, shape, dtype, offset, block_size, mode == "r+", opts)

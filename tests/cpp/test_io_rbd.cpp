@@ -1,0 +1,215 @@
+// The rbd backend. Name parsing and the build switch run everywhere; the I/O tests need a running Ceph
+// cluster: GPUIO_TEST_CEPH_CONF=<its ceph.conf> (client.admin's keyring in it). Without one they skip
+// (GTEST_SKIP); pytest's tests/python/test_volumes_cpp.py runs them against the session's cluster.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "gpuio/engine.hpp"
+#include "gpuio/io.hpp"
+#include "test_util.hpp"
+
+#ifdef GPUIO_HAVE_RBD
+#include "io/rbd_client.hpp"
+#endif
+
+using namespace gpuio;
+
+#ifndef GPUIO_HAVE_RBD
+TEST(Rbd, NotBuiltSaysHow) {
+  EXPECT_FALSE(rbd_built());
+  BackendOptions o;
+  o.kind = "rbd";
+  try {
+    make_backend({"rbd:p/v"}, o);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("librbd"), std::string::npos);
+  }
+}
+#else
+using rbd::Spec;
+
+TEST(Rbd, Built) { EXPECT_TRUE(rbd_built()); }
+
+TEST(Rbd, ParsesVolumeNames) {
+  Spec a = Spec::parse("rbd:pool/img");
+  EXPECT_EQ(a.pool, "pool");
+  EXPECT_EQ(a.ns, "");
+  EXPECT_EQ(a.image, "img");
+  Spec b = Spec::parse("pool/team/img");
+  EXPECT_EQ(b.ns, "team");
+  EXPECT_EQ(b.str(), "rbd:pool/team/img");
+  for (const char* bad : {"rbd:", "img", "a//b", "a/b/c/d", "rbd:p/i mg"}) {
+    try {
+      Spec::parse(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+namespace {
+
+const char* cluster_conf() { return std::getenv("GPUIO_TEST_CEPH_CONF"); }
+
+RbdOptions admin() {
+  RbdOptions o;
+  o.conf = cluster_conf();
+  o.timeout_s = 15;
+  return o;
+}
+
+// A fresh volume for one test, removed afterwards.
+struct Volume {
+  explicit Volume(const char* name, uint64_t bytes) : client(admin()) {
+    spec = Spec::parse("rbd/gtest-" + std::to_string(getpid()) + "-" + name);
+    client.create(spec, bytes, 1 << 22);
+  }
+  ~Volume() {
+    try {
+      client.remove(spec);
+    } catch (...) {
+    }
+  }
+  rbd::Client client;
+  Spec spec;
+};
+
+#define NEED_CLUSTER() \
+  if (!cluster_conf()) GTEST_SKIP() << "no Ceph cluster: set GPUIO_TEST_CEPH_CONF (gpuio cluster up prints it)"
+
+EngineOptions engine_on(const Spec& s, bool writable) {
+  EngineOptions o;
+  o.paths = {s.str()};
+  o.backend.kind = "rbd";
+  o.backend.writable = writable;
+  o.backend.rbd = admin();
+  o.workers = 2;
+  return o;
+}
+
+}  // namespace
+
+TEST(Rbd, EngineWritesAndReadsBackThroughAio) {
+  NEED_CLUSTER();
+  Volume v("rw", 2 << 20);
+  auto eng = Engine::create(engine_on(v.spec, true));
+  const size_t n = 512;
+  ASSERT_EQ(eng->total_blocks(), n);
+  std::vector<uint8_t> src(n * 4096), out(n * 4096);
+  std::vector<int64_t> blocks(n), rev(n);
+  for (size_t b = 0; b < n; ++b) {
+    blocks[b] = static_cast<int64_t>(b);
+    rev[b] = static_cast<int64_t>(n - 1 - b);
+    for (size_t j = 0; j < 4096; ++j) src[b * 4096 + j] = test::pattern(3, b, j);
+  }
+  eng->write(blocks.data(), n, src.data());
+  eng->sync();
+  eng->read(rev.data(), n, out.data());  // reverse order: every block lands in its own slot
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::memcmp(out.data() + i * 4096, src.data() + (n - 1 - i) * 4096, 4096), 0) << "block " << i;
+  }
+  EngineStats s = eng->stats();
+  EXPECT_EQ(s.data_path, "rbd+direct");
+  EXPECT_EQ(s.bytes_staged, 0u);
+  EXPECT_NE(s.backend.find("lock=exclusive"), std::string::npos) << s.backend;
+}
+
+TEST(Rbd, QueueReportsFullAndReapsEveryCompletion) {
+  NEED_CLUSTER();
+  Volume v("queue", 1 << 20);
+  BackendOptions o;
+  o.kind = "rbd";
+  o.writable = false;
+  o.rbd = admin();
+  auto be = make_backend({v.spec.str()}, o);
+  EXPECT_TRUE(be->device(0).zero_copy);
+  std::vector<uint8_t> buf(4 * 4096);
+  auto q = be->create_queue(4, {});
+  for (int i = 0; i < 4; ++i) {
+    IoRequest r;
+    r.user_data = 10 + i;
+    r.buf = buf.data() + i * 4096;
+    r.offset = i * 4096;
+    r.len = 4096;
+    ASSERT_TRUE(q->prepare(r));
+  }
+  IoRequest extra;
+  extra.len = 4096;
+  extra.buf = buf.data();
+  EXPECT_FALSE(q->prepare(extra));
+  EXPECT_EQ(q->submit(), 4);
+  IoCompletion c[8];
+  int got = 0;
+  uint64_t seen = 0;
+  while (got < 4) {
+    int n = q->reap(c, 8, 1);
+    ASSERT_GT(n, 0);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(c[i].res, 4096);
+      seen |= 1ull << (c[i].user_data - 10);
+    }
+    got += n;
+  }
+  EXPECT_EQ(seen, 0xFu);
+  EXPECT_EQ(q->inflight(), 0u);
+}
+
+TEST(Rbd, ErrorsNameErrnoVolumeAndBlock) {
+  NEED_CLUSTER();
+  Volume v("ro", 1 << 20);
+  auto eng = Engine::create(engine_on(v.spec, false));
+  std::vector<uint8_t> buf(4096);
+  int64_t block = 7;
+  try {
+    eng->write(&block, 1, buf.data());
+    FAIL() << "a write through a read-only volume succeeded";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.error_code(), EROFS);
+    std::string w = e.what();
+    EXPECT_NE(w.find(v.spec.str()), std::string::npos) << w;
+    EXPECT_NE(w.find("block 7"), std::string::npos) << w;
+  }
+  try {
+    Engine::create(engine_on(Spec::parse("rbd/gtest-missing-volume"), false));
+    FAIL() << "opened a missing volume";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.error_code(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find("gtest-missing-volume"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Rbd, SecondWriterGetsEbusyAndBreakingFencesTheFirst) {
+  NEED_CLUSTER();
+  Volume v("lock", 1 << 20);
+  auto first = Engine::create(engine_on(v.spec, true));
+  EngineOptions o = engine_on(v.spec, true);
+  try {
+    Engine::create(o);
+    FAIL() << "a second writer got the lock";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.error_code(), EBUSY);
+  }
+  o.backend.rbd.break_lock = true;
+  auto second = Engine::create(o);  // breaks the first's lock: the first client is blocklisted
+  std::vector<uint8_t> buf(4096, 0x5A);
+  int64_t block = 3;
+  second->write(&block, 1, buf.data());
+  try {
+    first->write(&block, 1, std::vector<uint8_t>(4096, 0x11).data());
+    FAIL() << "the fenced writer's write was accepted";
+  } catch (const IoError& e) {
+    EXPECT_TRUE(e.error_code() == ESHUTDOWN || e.error_code() == EROFS) << e.what();
+  }
+  std::vector<uint8_t> out(4096);
+  second->read(&block, 1, out.data());
+  EXPECT_EQ(out, buf);
+}
+#endif

@@ -1,0 +1,36 @@
+"""Shared pytest fixtures.
+
+ceph_cluster (session): one throwaway one-node Ceph cluster per test run (gpuio.volumes.cluster: mon, mgr,
+3 BlueStore-on-file OSDs, replicas 2), started on first use (~30 s) and stopped at the end. Skipped, with
+the reason, only where the Ceph packages or gpuio's rbd backend are absent (scripts/setup.sh installs them).
+GPUIO_TEST_CEPH_CONF=<ceph.conf of a running gpuio cluster> reuses that one instead (it is left running).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ceph_cluster():
+    from gpuio import _core
+    from gpuio.volumes import cluster
+
+    if not getattr(_core, "rbd_built", False):
+        pytest.skip("gpuio was built without the rbd backend (librbd-dev/librados-dev absent at build time)")
+    missing = cluster.missing_tools()
+    if missing:
+        pytest.skip(f"Ceph programs absent: {missing} (Debian packages {' '.join(cluster.PACKAGES)}; "
+                    "scripts/setup.sh installs them as root)")
+    reuse = os.environ.get("GPUIO_TEST_CEPH_CONF")
+    if reuse:
+        yield cluster.load(os.path.dirname(os.path.abspath(reuse)))
+        return
+    # $TMPDIR, or the build tree where $TMPDIR is tmpfs (BlueStore needs O_DIRECT)
+    d = cluster.make_dir("gpuio-test-ceph-", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    c = cluster.up(d, osds=3)
+    try:
+        yield c
+    finally:
+        cluster.down(d)

@@ -1,0 +1,26 @@
+"""benchmarks/volumes_bench.py runs, tiny, on the session's cluster and prints its ratio lines."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "volumes_bench.py"
+
+
+def test_volumes_bench_smoke(ceph_cluster, tmp_path):
+    tools = "gpuio,basic" + (",fio" if shutil.which("fio") else "")
+    r = subprocess.run([sys.executable, str(BENCH), "--conf", ceph_cluster.conf, "--clients", "1", "--sizes", "4096",
+                        "--patterns", "rand", "--ops", "read,write", "--seconds", "0.5", "--volume-mib", "8",
+                        "--tools", tools, "--repeat", "1", "--json", str(tmp_path / "rows.json")], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert [(x["op"], x["clients"]) for x in rows] == [("read", 1), ("write", 1)]
+    for row in rows:
+        for t in tools.split(","):
+            assert row[t]["iops"] > 0, (t, row)
+    assert "gpuio/basic" in r.stdout and "4K rand read, 1 client: gpuio/basic" in r.stdout
