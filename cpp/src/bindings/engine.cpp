@@ -126,6 +126,7 @@ nb::dict engine_defaults() {
   d["lock_wait_ms"] = o.backend.lock_wait_ms;
   d["sim"] = nb::none();
   d["fault"] = nb::none();
+  d["rbd"] = nb::none();
   return d;
 }
 

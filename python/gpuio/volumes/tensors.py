@@ -41,7 +41,7 @@ def create_tensor(name: str, shape, dtype="float32", block_size: int = 4096, who
     v = api.create(name, size, object_size=object_size, who=who)
     opts = _engine_options(v, "r+", who, 0, False, dict(engine_options))
     header = np.frombuffer(_header(dtype, shape, offset), np.uint8)
-    tf = TensorFile(v, shape, dtype, offset, block_size, True, opts)
+    tf = TensorFile._new(v, shape, dtype, offset, block_size, True, opts)
     tf.engine.write(np.arange(offset // block_size, dtype=np.int64), header.copy())
     return tf
 
@@ -70,4 +70,4 @@ def open_tensor(name: str, mode: str = "r", block_size: int = 4096, who: Identit
     if fortran or offset % block_size or offset < DATA_ALIGN_BYTES:
         raise ValueError(f"volume {v}: header is not a TensorFile's (data at byte {offset}, fortran={fortran})")
     opts = _engine_options(v, mode, who, lock_wait_s, break_lock, dict(engine_options))
-    return TensorFile(v, shape, dtype, offset, block_size, mode == "r+", opts)
+    return TensorFile._new(v, shape, dtype, offset, block_size, mode == "r+", opts)
