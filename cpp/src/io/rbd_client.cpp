@@ -278,22 +278,17 @@ std::vector<std::string> Client::lock_owners(const Spec& s) const {
 }
 
 int Client::break_locks(const Spec& s) const {
+  const std::vector<std::string> owners = lock_owners(s);
+  if (owners.empty()) return 0;
   Opened o;
   o.io = open_ioctx(s);
   o.image = open_image(o.io, s, false, who(s));
-  rbd_lock_mode_t mode;
-  size_t n = 8;
-  std::vector<char*> owners(n);
-  int rc = rbd_lock_get_owners(o.image, &mode, owners.data(), &n);
-  if (rc == -ENOENT) return 0;
-  if (rc < 0) fail(rc, "cannot read the lock owners of", who(s));
   int broken = 0;
-  for (size_t i = 0; i < n && rc >= 0; ++i) {
-    rc = rbd_lock_break(o.image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
+  for (const std::string& owner : owners) {
+    int rc = rbd_lock_break(o.image, RBD_LOCK_MODE_EXCLUSIVE, owner.c_str());
     if (rc == 0) ++broken;
+    else if (rc != -ENOENT) fail(rc, "cannot break the lock of", who(s));  // ENOENT: released meanwhile
   }
-  rbd_lock_get_owners_cleanup(owners.data(), n);
-  if (rc < 0 && rc != -ENOENT) fail(rc, "cannot break the lock of", who(s));
   return broken;
 }
 
