@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, HeteroConv
 
+from gpuio.gnn.train import train_epoch
+
 
 class RGAT(torch.nn.Module):
     def __init__(self, edge_types, in_dims: dict, hidden: int = 128, out_dim: int = 19, num_layers: int = 2,
@@ -53,26 +55,12 @@ def _inputs(batch, dtype=torch.float32):
 
 
 def train_steps(model, loader, optimizer, on_step=None, sync=None) -> dict:
-    """One pass over `loader` (its max_batches bound the steps); losses per step, wall and compute
-    seconds, loader timings. `sync()` (e.g. torch.cuda.synchronize) is called before a clock is read."""
-    model.train()
-    losses, compute_s = [], 0.0
-    t_run = time.perf_counter()
-    for batch in loader:
-        t0 = time.perf_counter()
-        optimizer.zero_grad()
-        x, ei = _inputs(batch)
-        loss = F.cross_entropy(model(x, ei)[: batch.batch_size], batch.y)
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))  # float() synchronises: compute_s covers the GPU work too
-        compute_s += time.perf_counter() - t0
-        if on_step is not None:
-            on_step()
-    if sync is not None:
-        sync()
-    return dict(losses=losses, run_s=time.perf_counter() - t_run, compute_s=compute_s, steps=len(losses),
-                **loader.times)
+    """One pass over `loader` (its max_batches bound the steps): gpuio.gnn.train.train_epoch on the
+    heterogeneous inputs; losses per step, wall (run_s) and compute seconds, steps, loader timings."""
+    r = train_epoch(model, loader, optimizer, on_batch=(lambda _batch: on_step()) if on_step else None,
+                    inputs=_inputs, sync=sync)
+    r["run_s"], r["steps"] = r.pop("epoch_s"), r.pop("batches")
+    return r
 
 
 def load_only(loader) -> dict:
