@@ -10,15 +10,8 @@
 #include <vector>
 
 #include "gpuio/device.cuh"
+#include "check.cuh"
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::printf("FAIL %s: %s\n", #x, cudaGetErrorString(e_));                   \
-      return 1;                                                                    \
-    }                                                                              \
-  } while (0)
 
 constexpr uint32_t kBS = 4096, kPerBlock = 40, kBlocks = 24;
 

@@ -13,15 +13,8 @@
 #include <vector>
 
 #include "gpuio/array.cuh"
+#include "check.cuh"
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::printf("FAIL %s: %s\n", #x, cudaGetErrorString(e_));                   \
-      return 1;                                                                    \
-    }                                                                              \
-  } while (0)
 
 constexpr uint32_t kBS = 4096;
 constexpr uint64_t kElems = (32u << 20) / 4;  // int32, from block 1 on (block 0 plays the header)
