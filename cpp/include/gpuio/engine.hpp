@@ -122,6 +122,9 @@ class Engine {
   void sync();
   const EngineOptions& options() const;
   uint64_t total_blocks() const;
+  // Throws std::out_of_range naming the first block id outside [0, total_blocks()) and its index; submit()
+  // checks a whole batch this way before any I/O starts.
+  void check_blocks(const int64_t* blocks, size_t n) const;
   size_t device_count() const;
   const DeviceInfo& device(size_t i) const;
   // Stops the workers after the batches in flight end. Later calls throw std::invalid_argument.

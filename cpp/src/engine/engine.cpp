@@ -110,6 +110,16 @@ void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, b
   b.remaining.store(extents, std::memory_order_release);
 }
 
+void EngineImpl::check_blocks(const int64_t* blocks, size_t n) const {
+  const uint64_t total = layout->total_blocks();
+  for (size_t i = 0; i < n; ++i) {
+    if (blocks[i] < 0 || static_cast<uint64_t>(blocks[i]) >= total) {
+      throw std::out_of_range("block " + std::to_string(blocks[i]) + " at index " + std::to_string(i) +
+                              " is out of range [0, " + std::to_string(total) + ")");
+    }
+  }
+}
+
 BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind) {
   GPUIO_EXPECT(!closed_.load(), "engine is closed");
   GPUIO_EXPECT(n <= limits::batch_blocks_max, "batch of " + std::to_string(n) + " blocks exceeds batch_blocks_max=" +
@@ -117,13 +127,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   GPUIO_EXPECT(n == 0 || buf != nullptr, "null buffer for a batch of " + std::to_string(n) + " blocks");
   GPUIO_EXPECT(kind == MemKind::host || mover.load(std::memory_order_acquire) != nullptr,
                "device memory needs the CUDA layer attached to this engine (gpuio.gpu); none is");
-  const uint64_t total = layout->total_blocks();
-  for (size_t i = 0; i < n; ++i) {  // validate all before any I/O starts: a bad batch touches nothing
-    if (blocks[i] < 0 || static_cast<uint64_t>(blocks[i]) >= total) {
-      throw std::out_of_range("block " + std::to_string(blocks[i]) + " at index " + std::to_string(i) +
-                              " is out of range [0, " + std::to_string(total) + ")");
-    }
-  }
+  check_blocks(blocks, n);  // all before any I/O starts: a bad batch touches nothing
   auto b = std::make_shared<Batch>();
   b->seq = next_seq_.fetch_add(1);
   b->op = op;
@@ -212,6 +216,8 @@ BatchHandle Engine::submit(IoOp op, const int64_t* blocks, size_t n, void* buf, 
 EngineStats Engine::stats() const { return impl_->stats(); }
 const EngineOptions& Engine::options() const { return impl_->opts; }
 uint64_t Engine::total_blocks() const { return impl_->layout->total_blocks(); }
+void Engine::check_blocks(const int64_t* blocks, size_t n) const { impl_->check_blocks(blocks, n); }
+
 size_t Engine::device_count() const { return impl_->devices.size(); }
 const DeviceInfo& Engine::device(size_t i) const { return impl_->devices.at(i); }
 void Engine::close() { impl_->close(); }

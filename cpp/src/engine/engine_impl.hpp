@@ -21,6 +21,7 @@ class EngineImpl {
   ~EngineImpl();
 
   BatchHandle submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind);
+  void check_blocks(const int64_t* blocks, size_t n) const;  // out_of_range naming the first bad id
   void on_batch_done(Batch& b);  // from the worker that finished the batch's last extent
   EngineStats stats() const;
   void close();

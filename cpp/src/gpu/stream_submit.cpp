@@ -76,15 +76,7 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GPUIO_CUDA(cudaStreamIsCapturing(s, &capture));
   const bool capturing = capture == cudaStreamCaptureStatusActive;
-  if (!ids_on_device) {  // a bad id fails the call here, before any chunk is under way
-    const uint64_t total = m.engine.total_blocks();
-    for (uint32_t i = 0; i < n; ++i) {
-      if (ids[i] < 0 || static_cast<uint64_t>(ids[i]) >= total) {
-        throw std::out_of_range("block " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
-                                " is out of range [0, " + std::to_string(total) + ")");
-      }
-    }
-  }
+  if (!ids_on_device) m.engine.check_blocks(ids, n);  // a bad id fails here, before any chunk is under way
   const uint32_t bs = m.engine.options().block_size;
   const uint32_t chunk = m.bounce.slot_blocks();
   for (uint32_t off = 0; off < n; off += chunk) {
