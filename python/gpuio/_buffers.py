@@ -29,9 +29,16 @@ def is_tensor(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "torch"
 
 
+_NARROW_INTS = {f"torch.{t}" for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "uint64")}
+
+
 def block_ids(blocks: Any, name: str = "blocks") -> Buffer:
     """int64 block ids, 1-D and contiguous, checked by gpuio._index.check_ids (integers only, >= 0). CUDA
     tensors stay on the GPU (the GPU layer reads them there)."""
+    if is_tensor(blocks) and blocks.is_cuda and str(blocks.dtype) in _NARROW_INTS:
+        # converting on the GPU would launch a kernel on the caller's stream behind its back: the GPU layer
+        # reads int64 ids in place, so other widths are refused (convert with .long() where it suits you)
+        raise TypeError(f"{name} on the GPU must be int64, got {blocks.dtype}")
     ids = check_ids(blocks, name)
     if ids.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {tuple(ids.shape)}")

@@ -53,7 +53,10 @@ def check_ids(x: Any, name: str = "ids", upper: int | None = None):
         if x.dtype == torch.bool or x.is_floating_point() or x.is_complex():
             raise TypeError(f"{name} must be an integer tensor, got dtype {x.dtype}")
         t = x.long() if x.dtype != torch.int64 else x  # uint64 above int64 wraps negative: refused below
-        if t.numel():
+        # GPU-resident engine block ids (upper None) are range-checked by the engine on the CPU when the
+        # publish kernel hands them over (IndexError from wait()): reading min/max here would synchronise the
+        # caller's stream, which the stream-ordered API must never do, and fail inside CUDA graph capture.
+        if t.numel() and not (t.is_cuda and upper is None):
             _check_range(int(t.min()), int(t.max()), name, upper)
         return t
     if isinstance(x, np.ndarray):
