@@ -29,8 +29,8 @@ def rng():
     return np.random.default_rng(SEED)
 
 
-def make(tmp_path, ref, device, cache_bytes, **kw):
-    return DeviceArray.create(tmp_path / "a.npy", ref.size, ref.dtype, cache_bytes, fill=ref, device=device, **kw)
+def make(tmp_path, ref, device, cache_bytes, name="a.npy", **kw):
+    return DeviceArray.create(tmp_path / name, ref.size, ref.dtype, cache_bytes, fill=ref, device=device, **kw)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -100,7 +100,7 @@ def test_cpu_and_gpu_placement_agree_for_one_warp(tmp_path):
     idx = torch.tensor([5, 70_000 % ref.size, 3000, 9000, 33_000, 5000, 60_000, 1100] * 4)
     placed = []
     for device in ("cpu", "cuda"):
-        with make(tmp_path, ref, device, 6 * 4096, ways=2) as a:
+        with make(tmp_path, ref, device, 6 * 4096, name=f"{device}.npy", ways=2) as a:
             a.gather(idx.to(device))
             placed.append(a.cached_pages())
     assert placed[0] == placed[1]

@@ -245,8 +245,12 @@ class DeviceArray {
       if (go) {
         if (own_pending) {
           if (atomicCAS(word, kSetPending, kSetExclusive) == kSetPending) excl = true, own_pending = false;
+        } else if (*reinterpret_cast<volatile uint32_t*>(word) & (kSetExclusive | kSetPending)) {
+          // A filler owns or claimed the set: next round, without touching the word. Readers that added and
+          // took back 1 here kept the count from ever reading 0 while a dozen warps polled one set, so the
+          // claimant's CAS(kSetPending -> kSetExclusive) never succeeded (the H100 hung in the first scan).
         } else if (atomicAdd(word, 1u) & (kSetExclusive | kSetPending)) {
-          atomicSub(word, 1u);  // a filler owns or claimed the set: next round
+          atomicSub(word, 1u);  // claimed between the load and the add: next round
         } else {
           shared = true;
         }
