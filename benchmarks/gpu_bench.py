@@ -79,7 +79,7 @@ def iobench(binary, path, bs, qd, threads, secs, seq):
 
 def gpu_engine(path, slot, staging, workers=2, qd=128, **gpu):
     eng = gpuio.Engine(path, workers=workers, queue_depth=qd, staging_bytes=staging, staging_slot_bytes=slot)
-    gpuio.gpu.attach(eng, **gpu)
+    eng.attach_gpu(**gpu)
     return eng
 
 
@@ -340,7 +340,7 @@ def main():
         lat_ids = rng.integers(0, nblocks, size=2000, dtype=np.int64)
         dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
         drop_caches()
-        gpu_ns = eng._gpu.latency_probe(lat_ids.tolist(), dst.data_ptr())
+        gpu_ns = eng.gpu.latency_probe(lat_ids.tolist(), dst.data_ptr())
         drop_caches()
         p_ns = pread_latency(a.file, rng.integers(0, nblocks, size=2000, dtype=np.int64))
         RESULTS["latency_us"] = {

@@ -17,10 +17,13 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from . import _buffers
 from ._buffers import block_ids, data_buffer
+
+if TYPE_CHECKING:
+    from .gpu import GpuPath
 
 try:
     from . import _core as _core_module
@@ -139,7 +142,7 @@ class Engine:
         self.backend = backend
         self._inflight: collections.deque[Handle] = collections.deque()
         self._inflight_lock = threading.Lock()
-        self._gpu = None  # the CUDA layer's stream-ordered path, created on first use
+        self._gpu: GpuPath | None = None  # the CUDA layer (Engine.gpu), created on first use
         _open_engines.add(self)
 
     # -- properties -----------------------------------------------------------------------------------------
@@ -171,10 +174,29 @@ class Engine:
             self._inflight.append(h)
         return h
 
-    def _gpu_submit(self, op, ids, data, n, buf) -> Handle:
-        from . import gpu
+    def _gpu_submit(self, op, ids, data, n, buf):
+        return self.gpu.submit(op, ids, data, n, buf)
 
-        return gpu.submit(self, op, ids, data, n, buf)
+    # -- the CUDA layer -------------------------------------------------------------------------------------
+    @property
+    def gpu(self) -> "GpuPath":
+        """This engine's GPU path (gpuio.gpu.GpuPath: stream-ordered reads and writes of CUDA memory, the
+        device-API queues), created with the default GPU options on first use. RuntimeError naming the reason
+        when gpuio was built without CUDA or no GPU is usable."""
+        if self._gpu is None:
+            self.attach_gpu()
+        return self._gpu  # type: ignore[return-value]
+
+    def attach_gpu(self, **options: Any) -> "GpuPath":
+        """Create this engine's GPU path with non-default GPU options (gpuio.gpu.DEFAULTS: queues, copy,
+        stream_wait, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and return it.
+        ValueError if the engine already has one (pass options before the first GPU request)."""
+        if self._gpu is not None:
+            raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
+        from .gpu import GpuPath
+
+        self._gpu = GpuPath(self, **options)
+        return self._gpu
 
     def read_async(self, blocks: Any, out: Any) -> Handle:
         """Start reading blocks into out (len(blocks) * block_size bytes). The handle's wait() returns out."""
@@ -200,7 +222,7 @@ class Engine:
         """ops, bytes, busy_worker_seconds, worker_cpu_seconds, active_workers, data_path, backend, ..."""
         s = self._core.stats()
         if self._gpu is not None:
-            s.update(self._gpu.stats())
+            s.update(self._gpu.stats(s))
         return s
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _buffers
 
-# Documented defaults of the GPU options (gpuio.Engine(..., gpu=dict(...)) or GpuPath(engine, **options)).
+# Documented defaults of the GPU options (engine.attach_gpu(**options); engine.gpu uses these).
 DEFAULTS = {
     "queues": 8,             # device-API queues (a queue per thread block keeps blocks from serialising)
     "copy": "auto",          # staging->GPU: auto (measured at start) | batch | kernel | percopy
@@ -181,7 +181,8 @@ class StreamHandle:
 
 
 class GpuPath:
-    """The CUDA layer attached to one gpuio.Engine (engine._gpu). Created on first GPU use."""
+    """The CUDA layer of one gpuio.Engine, owned by it: engine.gpu (default options, created on first GPU
+    use) or engine.attach_gpu(**options). The runtime holds the engine's C++ object alive (keep-alive)."""
 
     def __init__(self, engine, **options: Any):
         unknown = set(options) - set(DEFAULTS)
@@ -209,7 +210,7 @@ class GpuPath:
         self.stream_wait_selftest = stream_wait_selftest()
         if opts["stream_wait"] == "auto":
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
-        self._rt = core.GpuRuntime(engine._core._address, {k: v for k, v in opts.items() if k not in _PY_ONLY})
+        self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
     def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
         import torch
@@ -239,9 +240,9 @@ class GpuPath:
         """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (64 x 4 KiB)."""
         return list(self._rt.latency_probe(queue, [int(i) for i in ids], dst_ptr))
 
-    def stats(self) -> dict:
+    def stats(self, base: dict) -> dict:
+        """The GPU path's counters, given the engine's own stats (base) to name the data path."""
         s = dict(self._rt.stats())
-        base = self.engine._core.stats()
         backend = base["backend"].split()[0] if base.get("backend") else self.engine.backend
         # Stream-ordered requests (Engine.read/write with CUDA memory): engine -> pinned bounce -> GPU by one
         # copy per chunk on the caller's stream. copy_mode is the device API's staging->GPU method.
@@ -257,19 +258,4 @@ class GpuPath:
         self._rt.close()
 
 
-def attach(engine, **options: Any) -> GpuPath:
-    """Attach the GPU layer to an engine with non-default options (before its first GPU request)."""
-    if engine._gpu is not None:
-        raise ValueError("the engine already has its GPU layer; pass options before the first GPU request")
-    engine._gpu = GpuPath(engine, **options)
-    return engine._gpu
-
-
-def submit(engine, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
-    """gpuio.Engine's entry for requests that touch GPU memory (ids or data on a CUDA device)."""
-    if engine._gpu is None:
-        engine._gpu = GpuPath(engine)
-    return engine._gpu.submit(op, ids, data, n, buf)
-
-
-__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "attach", "empty", "gds_status", "probe", "stream_wait_selftest"]
+__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "empty", "gds_status", "probe", "stream_wait_selftest"]

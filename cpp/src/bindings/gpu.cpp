@@ -1,10 +1,11 @@
-// gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). Everything takes raw addresses that
-// gpuio._buffers validated; waits release the GIL. Without the CUDA layer only gpu_probe_devices exists
+// gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). The runtime holds its engine's Python object
+// (keep-alive); buffers arrive as addresses that gpuio._buffers validated; waits release the GIL. Without the CUDA layer only gpu_probe_devices exists
 // and says why there is no GPU path.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings/engine_holder.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 
@@ -86,12 +87,12 @@ GPUIO_BIND(gpu, 20) {
 
   nb::class_<GpuRuntime>(m, "GpuRuntime")
       .def("__init__",
-           [](GpuRuntime* self, uintptr_t engine_address, nb::dict options) {
+           [](GpuRuntime* self, bindings::EngineHolder& engine, nb::dict options) {
              GpuOptions o = gpu_options(options);
              nb::gil_scoped_release unlocked;
-             new (self) GpuRuntime(*reinterpret_cast<Engine*>(engine_address), o);
+             new (self) GpuRuntime(*engine, o);
            },
-           nb::arg("engine_address"), nb::arg("options"))
+           nb::arg("engine"), nb::arg("options"), nb::keep_alive<1, 2>())  // the runtime keeps its engine alive
       // GIL released: a submit may wait for bounce space, which frees as the streams move on.
       .def("stream_submit",
            [](GpuRuntime& r, uintptr_t stream, int op, uintptr_t ids, bool ids_on_device, uint32_t n, uintptr_t mem,
