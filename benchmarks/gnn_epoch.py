@@ -133,7 +133,7 @@ def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
 
 def main(argv=None):
     from gpuio.cache import FeatureStore, MemmapRows
-    from gpuio.cache.sources import ZeroRows
+    from gpuio.rows import ZeroRows
     from gpuio.gnn.demo import DemoConfig, prepare_graph
     from gpuio.tensor import TensorFile
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -177,8 +177,8 @@ def main(argv=None):
     # device (the sampler's input; building it from edge_index sorts every edge on the CPU, GBs of
     # temporaries) and the hotness scores of the host buffer. Built inside a 3 GiB cgroup, those
     # temporaries pushed the process into reclaim of its own code pages on the H200 (no output in 420 s).
-    from gpuio.cache.hot import degree_scores
-    from gpuio.pyg.csc import csc_from_edge_index
+    from gpuio.graph.hot import degree_scores
+    from gpuio.graph.csc import csc_from_edge_index
     graph = csc_from_edge_index(data.edge_index, data.num_nodes).to(a.device)
     hot_scores = degree_scores(graph)
     tf = data.features

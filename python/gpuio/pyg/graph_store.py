@@ -9,7 +9,7 @@ import torch
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data import GraphStore as PygGraphStore
 
-from gpuio.pyg.csc import CSC, csc_from_edge_index
+from gpuio.graph.csc import CSC, csc_from_edge_index
 
 
 def _ptr_to_index(ptr: torch.Tensor) -> torch.Tensor:

@@ -62,7 +62,7 @@ class HeteroGraphStore(PygGraphStore):
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
         from gpuio.graph.csc_file import CSCMemory
-        from gpuio.pyg.csc import csc_from_edge_index
+        from gpuio.graph.csc import csc_from_edge_index
         layout = edge_attr.layout.value
         if layout == "csc":
             row, colptr = edge_index

@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from gpuio.pyg.csc import CSC, csc_from_edge_index
+from gpuio.graph.csc import CSC, to_csc
 
 
 def _floyd_sample(deg: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
@@ -120,7 +120,7 @@ class _Relabel:
 class NeighborSampler(BaseSampler):
     """`NeighborSampler(graph, num_neighbors=(25, 10), replace=False, seed=None, device=None)`.
 
-    graph: an `edge_index` tensor [2, E], a `gpuio.pyg.CSC`, a PyG `Data`, or a `gpuio.pyg.GraphStore`.
+    graph: an `edge_index` tensor [2, E], a `gpuio.graph.CSC`, a PyG `Data`, or a `gpuio.pyg.GraphStore`.
     device: where the graph lives and sampling runs (default: the graph's device); with CUDA, pass
     device="cuda" to sample on the GPU. Outputs are on that device.
     """
@@ -129,7 +129,7 @@ class NeighborSampler(BaseSampler):
                  seed: int | None = None, device=None, num_nodes: int | None = None):
         if not num_neighbors or any((not isinstance(k, int)) or k == 0 or k < -1 for k in num_neighbors):
             raise ValueError(f"num_neighbors must be a non-empty list of ints > 0 or -1, got {num_neighbors!r}")
-        self.csc = _to_csc(graph, num_nodes)
+        self.csc = to_csc(graph, num_nodes)
         if device is not None:
             self.csc = self.csc.to(torch.device(device))
         self.device = self.csc.colptr.device
@@ -178,18 +178,3 @@ class NeighborSampler(BaseSampler):
     @property
     def edge_permutation(self):
         return None  # `edge` already holds original edge ids
-
-
-def _to_csc(graph, num_nodes) -> CSC:
-    if isinstance(graph, CSC):
-        return graph
-    if isinstance(graph, torch.Tensor):
-        return csc_from_edge_index(graph, num_nodes)
-    csc = getattr(graph, "gpuio_csc", None)  # gpuio.pyg.GraphStore
-    if callable(csc):
-        return csc()
-    edge_index = getattr(graph, "edge_index", None)
-    if isinstance(edge_index, torch.Tensor):
-        return csc_from_edge_index(edge_index, num_nodes if num_nodes is not None else graph.num_nodes)
-    raise TypeError(f"graph must be an edge_index tensor, CSC, Data or gpuio.pyg.GraphStore, "
-                    f"got {type(graph).__name__}")

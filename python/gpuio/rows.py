@@ -1,10 +1,14 @@
-"""Row tables that are not a TensorFile: the baselines the GNN demo compares against, and anything a
-`gpuio.FeatureStore` can sit on. A row source has `shape`, `torch_dtype`, `block_size`, `num_rows` and
-`gather(idx) -> rows on idx.device`, like `gpuio.TensorFile`.
+"""Layer between the tensor files and the caches: what a row table is (`Rows`, a typing.Protocol) and the
+row tables that are not a `gpuio.TensorFile` (the baselines the GNN demo compares against).
+
+A row table has `shape`, `torch_dtype`, `block_size`, `num_rows` and `gather(idx) -> rows on idx.device`,
+like `gpuio.TensorFile`; `gpuio.FeatureStore` sits on any of them. A table that also reads whole pages
+(`PagedRows`: `gather_pages`, `reads_in_place`; TensorFile does) lets the cache skip the per-row cut.
 """
 from __future__ import annotations
 
 import mmap
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -12,7 +16,42 @@ import torch
 from gpuio._index import check_ids
 
 
-def _check_idx(idx, num_rows: int) -> torch.Tensor:
+@runtime_checkable
+class Rows(Protocol):
+    """A table of rows: shape[0] rows of shape[1:] elements of torch_dtype, read by gather."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def num_rows(self) -> int: ...
+
+    @property
+    def torch_dtype(self) -> torch.dtype: ...
+
+    @property
+    def block_size(self) -> int: ...
+
+    def gather(self, idx: Any) -> torch.Tensor:
+        """Rows idx (int64 ids in [0, num_rows)), delivered on idx's device."""
+        ...
+
+
+@runtime_checkable
+class PagedRows(Rows, Protocol):
+    """A row table that also reads pages of consecutive rows in one request (gpuio.TensorFile)."""
+
+    def reads_in_place(self, device: Any) -> bool:
+        """True when reads bound for device land in request order (no reordering copy needed)."""
+        ...
+
+    def gather_pages(self, pages: Any, page_rows: int, device: Any = None) -> torch.Tensor:
+        """Pages of page_rows consecutive rows, [n, page_rows, ...] on device; rows past the end are zeros."""
+        ...
+
+
+def check_row_ids(idx: Any, num_rows: int) -> torch.Tensor:
+    """idx as a flat int64 tensor, checked by gpuio._index.check_ids (integers in [0, num_rows))."""
     idx = check_ids(idx, "row ids", upper=num_rows)
     return (idx if isinstance(idx, torch.Tensor) else torch.from_numpy(idx)).flatten()
 
@@ -37,7 +76,7 @@ class InMemoryRows:
         return self.table.dtype
 
     def gather(self, idx) -> torch.Tensor:
-        idx = _check_idx(idx, self.num_rows)
+        idx = check_row_ids(idx, self.num_rows)
         return self.table.index_select(0, idx.to(self.table.device)).to(idx.device)
 
 
@@ -66,7 +105,7 @@ class MemmapRows:
         return self.array.shape[0]
 
     def gather(self, idx) -> torch.Tensor:
-        idx = _check_idx(idx, self.num_rows)
+        idx = check_row_ids(idx, self.num_rows)
         rows = torch.from_numpy(np.ascontiguousarray(self.array[idx.cpu().numpy()]))
         return rows.to(idx.device)
 

@@ -7,6 +7,7 @@ CSC position back to the edge's position in the caller's edge_index (PyG's `e_id
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -50,3 +51,20 @@ def csc_from_edge_index(edge_index: torch.Tensor, num_nodes: int | None = None) 
     colptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=edge_index.device)
     colptr[1:] = torch.cumsum(counts, 0)
     return CSC(colptr, src[perm].contiguous(), perm, num_nodes)
+
+
+def to_csc(graph: Any, num_nodes: int | None = None) -> CSC:
+    """The CSC of any graph form the package accepts: a CSC, an edge_index tensor [2, E], a PyG Data (its
+    edge_index and num_nodes), or an object with gpuio_csc() (gpuio.pyg.GraphStore). TypeError otherwise."""
+    if isinstance(graph, CSC):
+        return graph
+    if isinstance(graph, torch.Tensor):
+        return csc_from_edge_index(graph, num_nodes)
+    csc = getattr(graph, "gpuio_csc", None)  # gpuio.pyg.GraphStore
+    if callable(csc):
+        return csc()
+    edge_index = getattr(graph, "edge_index", None)
+    if isinstance(edge_index, torch.Tensor):
+        return csc_from_edge_index(edge_index, num_nodes if num_nodes is not None else graph.num_nodes)
+    raise TypeError(f"graph must be an edge_index tensor, CSC, Data or gpuio.pyg.GraphStore, "
+                    f"got {type(graph).__name__}")
