@@ -71,7 +71,7 @@ _RAW_BUFS: dict = {}
 
 def raw_bufs(n: int, inflight: int, block_size: int) -> list:
     """4 KiB-aligned destinations, allocated and touched once per run: the reference pays no page faults."""
-    from gpuio._buffers import aligned_empty
+    from gpuio import aligned_empty
     key = (n, inflight, block_size)
     if key not in _RAW_BUFS:
         _RAW_BUFS[key] = [aligned_empty(len(p) * block_size) for p in np.array_split(np.arange(n), inflight)]

@@ -110,7 +110,7 @@ def raw_device_iops(path: str, seconds: float) -> tuple[float, str]:
 def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
     """(rows/s of a cache-missing FeatureStore gather, rows in distinct blocks; the engine's raw 4 KiB
     random blocks/s into 4 KiB-aligned, pre-touched memory)."""
-    from gpuio._buffers import aligned_empty
+    from gpuio import aligned_empty
     from gpuio.cache import FeatureStore
     g = torch.Generator().manual_seed(seed)
     data_blocks = tf.nbytes // tf.block_size

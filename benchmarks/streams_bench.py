@@ -111,7 +111,7 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
         read_cuda: bool = True) -> dict:
     import gpuio
     from gpuio.streams import StreamStore
-    from gpuio.streams.buffers import aligned_empty
+    from gpuio import aligned_empty
     from gpuio.streams.format import entry_unpack
 
     store_path = os.path.join(directory, "streams-bench.bin")

@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Engine": "gpuio.engine",
     "Handle": "gpuio.engine",
+    "aligned_empty": "gpuio.engine",
     "empty": "gpuio.gpu",
     "TensorFile": "gpuio.tensor",
     "FeatureStore": "gpuio.cache",

@@ -19,6 +19,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Iterable
 
+import numpy as np
+
 from . import _buffers
 from ._buffers import block_ids, data_buffer
 
@@ -41,6 +43,19 @@ def check_option(name: str, value: int) -> None:
 
 
 READ, WRITE = 0, 1
+ALIGN_BYTES = 4096  # O_DIRECT's buffer alignment on every device gpuio supports
+
+
+def aligned_empty(nbytes: int, align: int = ALIGN_BYTES) -> np.ndarray:
+    """An uninitialised uint8 NumPy array of nbytes whose data starts at an `align` boundary (default 4096),
+    so the engine's O_DIRECT reads and writes land in it with no staging copy."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"nbytes must be an int >= 0, got {nbytes!r}")
+    if isinstance(align, bool) or not isinstance(align, int) or align < 1 or align & (align - 1):
+        raise ValueError(f"align must be a power of two, got {align!r}")
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes]
 
 # Engines still open when the interpreter exits are closed first: their worker and control-plane threads
 # must stop before C++ static destructors and the CUDA runtime's teardown run under them.

@@ -63,8 +63,13 @@ def _header(dtype: np.dtype, shape: tuple, data_offset: int) -> bytes:
 
 
 def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
-    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce)."""
-    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=pin)
+    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce): gpuio's
+    aligned_empty, or (pin) page-locked memory from torch's allocator, which tracks it for async copies."""
+    if not pin:
+        from gpuio.engine import aligned_empty
+
+        return torch.from_numpy(aligned_empty(nbytes, DATA_ALIGN_BYTES))
+    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=True)
     skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES
     return raw[skip:skip + nbytes]
 

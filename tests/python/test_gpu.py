@@ -151,7 +151,7 @@ def test_writes_from_gpu_read_back(tmp_path):
         src = torch.from_numpy(rng.integers(0, 256, size=(200, BS), dtype=np.uint8)).cuda()
         eng.write(torch.from_numpy(ids).cuda(), src)
         torch.cuda.current_stream().synchronize()
-        back = gpuio._buffers.aligned_empty(200 * BS)
+        back = gpuio.aligned_empty(200 * BS)
         eng.read(ids, back)
         assert np.array_equal(back.reshape(200, BS), src.cpu().numpy())
         assert eng.stats()["gpu_stream_chunks"] > 0

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .._buffers import aligned_empty
+from ..engine import aligned_empty
 from ..engine import Engine
 from .workloads import RAW_GRID, EngineConfig, RawConfig, Workload
 

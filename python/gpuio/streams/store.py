@@ -31,8 +31,9 @@ import warnings
 import numpy as np
 
 from ..engine import DEFAULTS as ENGINE_DEFAULTS
+from ..engine import aligned_empty
 from . import chain
-from .buffers import BufferPool, aligned_empty
+from .buffers import BufferPool
 from .format import (SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock,
                      blocks_for)
 from .freepool import FreePool

@@ -24,7 +24,7 @@ import errno
 
 import numpy as np
 
-from .buffers import aligned_empty
+from ..engine import aligned_empty
 from .format import FLAG_END, FLAG_PAYLOAD_CRC, TRAILER_BYTES, Trailer, blocks_for, entry_pack, payload_crc
 from .serializer import HostSegment, encode
 
