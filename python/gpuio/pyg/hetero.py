@@ -93,11 +93,11 @@ class HeteroGraphStore(PygGraphStore):
 
 
 def hetero_feature_store(tables: dict, y: dict | None = None, attr: str = "x"):
-    """A `gpuio.pyg.FeatureStore` with group = node type: `tables[nt]` (a gpuio.FeatureStore per type,
+    """A `gpuio.pyg.PygFeatureStore` with group = node type: `tables[nt]` (a gpuio.FeatureStore per type,
     with its own GPU cache / host buffer / window, or any row source) as attribute `attr`, plus label
     tensors `y[nt]` as attribute "y"."""
-    from gpuio.pyg.feature_store import FeatureStore
-    fs = FeatureStore()
+    from gpuio.pyg.feature_store import PygFeatureStore
+    fs = PygFeatureStore()
     for nt, table in tables.items():
         fs.put_tensor(table, group_name=nt, attr_name=attr, index=None)
     for nt, labels in (y or {}).items():

@@ -80,7 +80,7 @@ def _remove(paths: list) -> None:
             pass
 
 
-class StreamHandle:
+class OpenStream:
     """What create_stream/open_stream return: the stream id and the open writer or reader."""
     __slots__ = ("stream_id", "mode", "_store", "_io", "__weakref__")
 
@@ -100,7 +100,7 @@ class StreamStore:
     """SSDStreamer's stream store (see the module docstring).
 
     Thread safety: every public method may be called from any thread; one re-entrant lock serialises the
-    calls (an I/O wait inside one call holds it). A StreamHandle belongs to its store and may be passed
+    calls (an I/O wait inside one call holds it). A OpenStream belongs to its store and may be passed
     between threads, but two threads interleaving writes to one stream get an interleaved stream. One
     process per device set: the engine's exclusive flock (``lock=True``) refuses a second opener."""
 
@@ -150,7 +150,7 @@ class StreamStore:
         self.durable = durable
         self.checksum_payload = checksum_payload
         self._lock = threading.RLock()
-        self._writers: dict[int, StreamHandle] = {}
+        self._writers: dict[int, OpenStream] = {}
         self._readers: dict[int, int] = {}       # stream id -> open readers
         self._consumers: set[StreamReader] = set()  # read_and_destroy readers: hold blocks off the table
         # One store per device set: the exclusive lock also makes a restart after kill -9 wait until the
@@ -217,7 +217,7 @@ class StreamStore:
         return sb
 
     # -- stream API -------------------------------------------------------------------------------------
-    def create_stream(self) -> StreamHandle:
+    def create_stream(self) -> OpenStream:
         with self._lock:
             self._check_open()
             sid = self._table.next_free_id(self._writers)
@@ -230,11 +230,11 @@ class StreamStore:
             except BaseException:
                 self._buffers.give(slots)
                 raise
-            sd = StreamHandle(self, sid, "w", w)
+            sd = OpenStream(self, sid, "w", w)
             self._writers[sid] = sd
             return sd
 
-    def write_stream(self, sd: StreamHandle, data) -> None:
+    def write_stream(self, sd: OpenStream, data) -> None:
         with self._lock:
             w = self._handle(sd, "w", "write to")
             if data is None:
@@ -246,9 +246,9 @@ class StreamStore:
                     self._drop_writer(sd)
                 raise
 
-    def close_stream(self, sd: StreamHandle) -> None:
+    def close_stream(self, sd: OpenStream) -> None:
         with self._lock:
-            if not isinstance(sd, StreamHandle) or sd._store is not self:
+            if not isinstance(sd, OpenStream) or sd._store is not self:
                 raise ValueError(f"{sd!r} is not a stream handle of this store")
             if sd._io is None:
                 raise ValueError(f"stream {sd.stream_id} is already closed")
@@ -264,7 +264,7 @@ class StreamStore:
             del self._writers[sd.stream_id]
             sd._io = None
 
-    def open_stream(self, stream_id: int) -> StreamHandle:
+    def open_stream(self, stream_id: int) -> OpenStream:
         with self._lock:
             entry = self._entry(stream_id)
             slots = self._buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
@@ -274,9 +274,9 @@ class StreamStore:
                 self._buffers.give(slots)
                 raise
             self._readers[stream_id] = self._readers.get(stream_id, 0) + 1
-            return StreamHandle(self, stream_id, "r", r)
+            return OpenStream(self, stream_id, "r", r)
 
-    def read_stream(self, sd: StreamHandle, device=None):
+    def read_stream(self, sd: OpenStream, device=None):
         """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda")."""
         with self._lock:
             r = self._handle(sd, "r", "read from")
@@ -301,7 +301,7 @@ class StreamStore:
             for start, used in extents:
                 self._pool.free(start, used)
 
-    def read_and_destroy_stream(self, stream_id: int) -> StreamHandle:
+    def read_and_destroy_stream(self, stream_id: int) -> OpenStream:
         """Opens the stream for one consuming read: it leaves the table at once (durably), and each sblock's
         blocks return to the free pool as soon as the reader has moved past it."""
         with self._lock:
@@ -313,7 +313,7 @@ class StreamStore:
             r = StreamReader(self, stream_id, entry, slots, destroy=True)
             self._readers[stream_id] = 1
             self._consumers.add(r)
-            return StreamHandle(self, stream_id, "r", r)
+            return OpenStream(self, stream_id, "r", r)
 
     def streams(self) -> list[int]:
         """Ids of the closed (published) streams."""
@@ -376,7 +376,7 @@ class StreamStore:
 
     def _handle(self, sd, mode: str, verb: str):
         self._check_open()
-        if not isinstance(sd, StreamHandle) or sd._store is not self:
+        if not isinstance(sd, OpenStream) or sd._store is not self:
             raise ValueError(f"{sd!r} is not a stream handle of this store")
         if sd._io is None:
             raise ValueError(f"cannot {verb} stream {sd.stream_id}: its handle is closed")
@@ -385,7 +385,7 @@ class StreamStore:
                              f"{'writing' if sd.mode == 'w' else 'reading'}")
         return sd._io
 
-    def _close_reader(self, sd: StreamHandle) -> None:
+    def _close_reader(self, sd: OpenStream) -> None:
         r = sd._io
         r.close()
         if r.destroy:  # free what the consuming read did not reach
@@ -417,7 +417,7 @@ class StreamStore:
     def _open_consumers(self):
         return iter(self._consumers)
 
-    def _drop_writer(self, sd: StreamHandle) -> None:
+    def _drop_writer(self, sd: OpenStream) -> None:
         w = sd._io
         if w is None:
             return

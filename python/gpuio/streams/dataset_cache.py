@@ -1,6 +1,6 @@
-"""Cache: keep a derived dataset on SSD as one stream, stream it back every epoch.
+"""DatasetCache: keep a derived dataset on SSD as one stream, stream it back every epoch.
 
-    cache = Cache("features.bin", mode="c")         # or Cache(store); mode: see StreamStore
+    cache = DatasetCache("features.bin", mode="c")         # or DatasetCache(store); mode: see StreamStore
     cache.get_or_fill(lambda: (expensive(x) for x in raw_batches()))
     for epoch in range(10):
         for batch in cache:                         # read ahead through the store's prefetching buffer
@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Iterator
 from .store import StreamStore
 
 
-class Cache:
+class DatasetCache:
     def __init__(self, store_or_path, stream_id: int | None = None, device=None, **store_options):
         """``stream_id``: a dataset cached earlier in this store (see ``stream_id`` after fill()).
         ``device``: where tensors and arrays are delivered (None: host; "cuda": torch tensors on the GPU)."""
@@ -56,7 +56,7 @@ class Cache:
             self.store.destroy_stream(old)
         return n
 
-    def get_or_fill(self, make_batches: Callable[[], Iterable]) -> "Cache":
+    def get_or_fill(self, make_batches: Callable[[], Iterable]) -> "DatasetCache":
         if not self.filled:
             self.fill(make_batches())
         return self
@@ -88,7 +88,7 @@ class Cache:
         if self._owns:
             self.store.close()
 
-    def __enter__(self) -> "Cache":
+    def __enter__(self) -> "DatasetCache":
         return self
 
     def __exit__(self, *exc) -> None:
