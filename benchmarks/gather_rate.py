@@ -95,11 +95,11 @@ def raw_rate(engine, base_block: int, nblocks: int, n: int, inflight: int, g: to
 def ref_rate(path: str, seconds: float, threads: int = 2, queue_depth: int = 128) -> float | None:
     """IOPS of gpuio.bench's in-process raw reference (C++ io_uring, O_DIRECT, 4 KiB random reads; no
     engine, no Python): what the device can do. None where this build has no raw_bench."""
-    from gpuio import _core
-    if not hasattr(_core, "raw_bench") or seconds <= 0:
+    from gpuio.bench import raw_bench
+    if seconds <= 0:
         return None
-    r = _core.raw_bench(path, block_bytes=4096, queue_depth=queue_depth, threads=threads, seconds=seconds,
-                        uring=True, sequential=False, write=False, direct=True)
+    r = raw_bench(path, block_bytes=4096, queue_depth=queue_depth, threads=threads, seconds=seconds,
+                  uring=True, sequential=False, write=False, direct=True)
     return r["ops"] / r["seconds"]
 
 

@@ -99,10 +99,7 @@ def raw_device_iops(path: str, seconds: float) -> tuple[float, str]:
     """The raw device's best 4 KiB random-read rate on `path` over gpuio bench's reference grid (io_uring
     1-2 threads x QD32/128, psync 16/32 threads; O_DIRECT), and the winning configuration; (0, "") where
     this build lacks the reference."""
-    from gpuio import _core
     from gpuio.bench.measure import raw_best
-    if not hasattr(_core, "raw_bench"):
-        return 0.0, ""
     r, label = raw_best(path, 4096, sequential=False, write=False, seconds=seconds)
     return (r["requests"] / r["seconds"], label) if r else (0.0, "")
 

@@ -217,9 +217,9 @@ def main():
     ONLY.update(k for k in a.only.split(",") if k)
     import torch
 
-    from gpuio import _core
+    from gpuio.gpu import cuda_built, pread_memcpy_baseline
 
-    if not torch.cuda.is_available() or not _core.cuda_built:
+    if not torch.cuda.is_available() or not cuda_built():
         why = "torch sees no CUDA device" if not torch.cuda.is_available() else "gpuio built without CUDA"
         log(f"SKIP gpu_bench: {why}")
         return 0
@@ -289,7 +289,7 @@ def main():
         res = {}
         for threads in (1, 16):
             drop_caches()
-            dt = _core.gpu_pread_memcpy(a.file, sub.ctypes.data, len(sub), BS, dst.data_ptr(), threads)
+            dt = pread_memcpy_baseline(a.file, sub, BS, dst, threads)
             res[threads] = len(sub) / dt
         RESULTS["pread_memcpy_iops"] = res
         mine = statistics.median(RESULTS["gpuio_rand_iops"])

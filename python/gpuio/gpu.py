@@ -53,6 +53,27 @@ def _core():
     return core
 
 
+def cuda_built() -> bool:
+    """True when gpuio was built with its CUDA layer (the GPU path exists; probe() says whether a GPU does)."""
+    return bool(_core().cuda_built)
+
+
+def pread_memcpy_baseline(path: str, ids: Any, block_bytes: int, dst: Any, threads: int) -> float:
+    """The naive GPU read every benchmark compares against: `threads` host threads pread each block of `ids`
+    (int64 block numbers of `block_bytes`) from `path` and cudaMemcpy it into `dst` (a CUDA tensor of
+    len(ids) * block_bytes bytes). Returns the seconds taken. RuntimeError without the CUDA layer."""
+    if not cuda_built():
+        raise RuntimeError(probe()["error"])
+    blocks = _buffers.block_ids(ids, "ids")
+    if blocks.kind != _buffers.HOST:
+        raise ValueError("ids must be on the host (the baseline's threads read them)")
+    n = blocks.nbytes // 8
+    out = _buffers.data_buffer(dst, n * block_bytes, writable=True, name="dst")
+    if out.kind != _buffers.DEVICE:
+        raise ValueError("dst must be a CUDA tensor")
+    return float(_core().gpu_pread_memcpy(os.fspath(path), blocks.ptr, n, block_bytes, out.ptr, threads))
+
+
 def probe() -> dict:
     """CUDA devices as the C++ layer sees them: count, name, error (why none is usable), versions."""
     return dict(_core().gpu_probe_devices())
@@ -258,4 +279,5 @@ class GpuPath:
         self._rt.close()
 
 
-__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "empty", "gds_status", "probe", "stream_wait_selftest"]
+__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "cuda_built", "empty", "gds_status", "pread_memcpy_baseline", "probe",
+           "stream_wait_selftest"]

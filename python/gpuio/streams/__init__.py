@@ -2,10 +2,11 @@
 read back through a small prefetching DRAM buffer; ``DatasetCache`` for iterative ML on top of it."""
 from __future__ import annotations
 
-from .format import StreamStoreCorrupt, StreamStoreWarning
+from .format import StreamStoreCorrupt, StreamStoreWarning, crc32c_hardware, payload_crc
 from .store import DEFAULTS, OpenStream, StreamStore
 
-__all__ = ["StreamStore", "OpenStream", "StreamStoreCorrupt", "StreamStoreWarning", "DatasetCache", "DEFAULTS"]
+__all__ = ["StreamStore", "OpenStream", "StreamStoreCorrupt", "StreamStoreWarning", "DatasetCache", "DEFAULTS",
+           "payload_crc", "crc32c_hardware"]
 
 
 def __getattr__(name):

@@ -35,7 +35,7 @@ from ..engine import aligned_empty
 from . import chain
 from .buffers import BufferPool
 from .format import (SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock,
-                     blocks_for)
+                     blocks_for, entry_unpack)
 from .freepool import FreePool
 from .reader import StreamReader
 from .serializer import decode
@@ -90,6 +90,11 @@ class OpenStream:
     @property
     def closed(self) -> bool:
         return self._io is None
+
+    @property
+    def speculation_misses(self) -> int:
+        """Reader: sblocks whose prefetch guessed the next extent wrong and were read again (0 for a writer)."""
+        return int(getattr(self._io, "speculation_misses", 0))
 
     def __repr__(self) -> str:
         state = "closed" if self._io is None else "open"
@@ -314,6 +319,19 @@ class StreamStore:
             self._readers[stream_id] = 1
             self._consumers.add(r)
             return OpenStream(self, stream_id, "r", r)
+
+    @property
+    def engine(self):
+        """The gpuio.Engine under the store (its stats; raw reads of the store's blocks in benchmarks)."""
+        return self._engine
+
+    def stream_blocks(self, stream_id: int) -> list[tuple[int, int]]:
+        """(first block, blocks used) of each sblock of a closed stream, in order, each trailer checked.
+        KeyError when the store holds no such stream."""
+        with self._lock:
+            if stream_id not in self:
+                raise KeyError(f"stream {stream_id} is not in the store")
+            return list(self._chain_from(stream_id, *entry_unpack(self._table.entries[stream_id]), 0))
 
     def streams(self) -> list[int]:
         """Ids of the closed (published) streams."""
