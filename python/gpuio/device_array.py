@@ -252,6 +252,7 @@ class DeviceArray:
         return s
 
     def reset_stats(self) -> None:
+        """Zero the hit/miss and I/O counters stats() reports."""
         self._c.reset_counters()
 
     def cached_pages(self) -> list[int]:

@@ -84,6 +84,7 @@ class Handle:
         self._h, self._keep, self._result = h, keep, result
 
     def done(self) -> bool:
+        """True once the batch is complete (raises its error then, as wait() does)."""
         return self._h.done()
 
     def wait(self, timeout: float | None = None):
@@ -93,6 +94,7 @@ class Handle:
 
     @property
     def seq(self) -> int:
+        """The batch's sequence number in its engine (batches are numbered in submission order)."""
         return self._h.seq
 
 
@@ -141,10 +143,11 @@ class Engine:
                  sim: dict | None = None, fault: dict | None = None, rbd: dict | None = None):
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        paths = [os.fspath(p) for p in paths]
+        names: list[str] = [os.fspath(p) for p in paths]
+        paths = names
         if not paths:
             raise ValueError("paths is empty: give at least one file or block device")
-        if backend == "uring" and all(p.startswith("rbd:") and not os.path.exists(p) for p in paths):
+        if backend == "uring" and all(p.startswith("rbd:") and not os.path.exists(p) for p in names):
             backend = "rbd"  # Ceph volumes (gpuio.volumes): "rbd:POOL[/NAMESPACE]/IMAGE"
         opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
                     queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
@@ -163,14 +166,17 @@ class Engine:
     # -- properties -----------------------------------------------------------------------------------------
     @property
     def total_blocks(self) -> int:
+        """Blocks of block_size the engine addresses (over every device, RAID-0 striped)."""
         return self._core.total_blocks
 
     @property
     def devices(self) -> list[dict]:
+        """One dict per device: path, bytes, logical_block_bytes, direct, block_device."""
         return self._core.devices
 
     @property
     def closed(self) -> bool:
+        """True after close()."""
         return self._core.closed
 
     # -- I/O ------------------------------------------------------------------------------------------------
@@ -222,9 +228,11 @@ class Engine:
         return self._submit(WRITE, blocks, src, "src")
 
     def read(self, blocks: Any, out: Any):
+        """Read blocks into out and wait; returns out (read_async(...).wait())."""
         return self.read_async(blocks, out).wait()
 
     def write(self, blocks: Any, src: Any) -> None:
+        """Write src to blocks and wait for the batch (write_async(...).wait())."""
         self.write_async(blocks, src).wait()
 
     def sync(self) -> None:

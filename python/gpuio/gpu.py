@@ -163,6 +163,7 @@ class StreamHandle:
             raise OSError(errno.EIO, msg)
 
     def done(self) -> bool:
+        """True once the stream has passed the request (raises the request's error then)."""
         if not self._event.query():
             return False
         self._check()
@@ -234,6 +235,7 @@ class GpuPath:
         self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
     def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
+        """Engine's entry for a request that touches CUDA memory (ids or data on a GPU): queue it on torch's current stream and return its StreamHandle."""
         import torch
 
         keep = [ids.owner, data.owner]
@@ -276,6 +278,7 @@ class GpuPath:
         return s
 
     def close(self) -> None:
+        """Stop taking GPU requests and release the runtime (the engine closes it with itself)."""
         self._rt.close()
 
 

@@ -21,16 +21,24 @@ class Rows(Protocol):
     """A table of rows: shape[0] rows of shape[1:] elements of torch_dtype, read by gather."""
 
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """(rows, *row_shape)."""
+        ...
 
     @property
-    def num_rows(self) -> int: ...
+    def num_rows(self) -> int:
+        """shape[0]."""
+        ...
 
     @property
-    def torch_dtype(self) -> torch.dtype: ...
+    def torch_dtype(self) -> torch.dtype:
+        """The rows' element type."""
+        ...
 
     @property
-    def block_size(self) -> int: ...
+    def block_size(self) -> int:
+        """Bytes per storage block (the cache sizes its pages from it; 4096 for in-memory tables)."""
+        ...
 
     def gather(self, idx: Any) -> torch.Tensor:
         """Rows idx (int64 ids in [0, num_rows)), delivered on idx's device."""
@@ -65,17 +73,21 @@ class InMemoryRows:
 
     @property
     def shape(self):
+        """(rows, *row_shape) of the table."""
         return tuple(self.table.shape)
 
     @property
     def num_rows(self) -> int:
+        """shape[0]."""
         return self.table.shape[0]
 
     @property
     def torch_dtype(self):
+        """The table's dtype."""
         return self.table.dtype
 
     def gather(self, idx) -> torch.Tensor:
+        """Rows idx (checked: integers in [0, num_rows)) on idx's device."""
         idx = check_row_ids(idx, self.num_rows)
         return self.table.index_select(0, idx.to(self.table.device)).to(idx.device)
 
@@ -98,13 +110,16 @@ class MemmapRows:
 
     @property
     def shape(self):
+        """(rows, *row_shape) of the .npy file."""
         return tuple(self.array.shape)
 
     @property
     def num_rows(self) -> int:
+        """shape[0]."""
         return self.array.shape[0]
 
     def gather(self, idx) -> torch.Tensor:
+        """Rows idx read through the mapping (page faults; readahead unless random_access), on idx's device."""
         idx = check_row_ids(idx, self.num_rows)
         rows = torch.from_numpy(np.ascontiguousarray(self.array[idx.cpu().numpy()]))
         return rows.to(idx.device)
@@ -118,7 +133,9 @@ class ZeroRows:
 
     @property
     def num_rows(self) -> int:
+        """shape[0]."""
         return self.shape[0]
 
     def gather(self, idx) -> torch.Tensor:
+        """Zeros of shape (len(idx), *shape[1:]) on the table's device."""
         return torch.zeros((idx.numel(), *self.shape[1:]), device=self.device)

@@ -27,6 +27,7 @@ REGULAR_WORKLOADS = ("gemm", "stencil", "vecadd")
 
 
 def presets() -> list[str]:
+    """Names of the flash device presets replay() and synthesize() accept."""
     return list(_core.sim_presets())
 
 
@@ -77,18 +78,22 @@ def replay(trace, preset: str = "znand", queue_depth: int | None = None, host_qu
 
 
 def zng_platforms() -> list[str]:
+    """Names of the ZnG study's platforms (zng_run's platform)."""
     return list(_core.zng_platforms())
 
 
 def zng_workloads() -> list[str]:
+    """Names of the generated ZnG workloads (zng_generate's workload)."""
     return list(_core.zng_workloads())
 
 
 def zng_generate(workload: str, scale: float = 1.0, seed: int = 1):
+    """A generated GPU memory trace of workload at scale (1.0: the paper's size), seeded."""
     return _core.zng_generate(workload, scale, seed)
 
 
 def zng_load_trace(path: str | os.PathLike):
+    """A ZnG trace read from a file (FileNotFoundError/ValueError naming the file)."""
     p = os.fspath(path)
     if not os.path.exists(p):
         raise FileNotFoundError(f"GPU trace '{p}' does not exist")
@@ -97,5 +102,6 @@ def zng_load_trace(path: str | os.PathLike):
 
 def zng_run(trace, platform: str = "zng", grouped_registers: bool | None = None, registers_per_plane: int = 0,
             l2_bytes: int = 0) -> dict:
+    """Run one trace on one platform; returns its metrics (bandwidth_gb_s, write_redundancy, ...)."""
     g = -1 if grouped_registers is None else int(bool(grouped_registers))
     return json.loads(_core.zng_run(trace, platform, g, registers_per_plane, l2_bytes))

@@ -15,6 +15,7 @@ are served once and not cached ("bypass"). Thread contract: one thread calls in 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -44,9 +45,11 @@ class Ticket:
         self.store, self.rows, self.result = store, rows, None
 
     def done(self) -> bool:
+        """True once the rows have been served (the group they were accumulated into was read)."""
         return self.result is not None
 
     def wait(self) -> torch.Tensor:
+        """The rows, serving the accumulated group now if it has not been served yet."""
         if self.result is None:
             self.store.flush()
         return self.result
@@ -101,6 +104,7 @@ class FeatureStore:
 
     @property
     def shape(self) -> tuple:
+        """(rows, *row_shape) of the table underneath."""
         return (self.num_rows, *self.row_shape)
 
     # -- public API -----------------------------------------------------------------------------
@@ -109,6 +113,7 @@ class FeatureStore:
         return self.submit(idx, force=True).wait()
 
     def submit(self, idx, force: bool = False) -> Ticket:
+        """Queue rows idx and return their Ticket; the misses of queued tickets are read together once inflight_pages_min pages are missing (force=True: serve now)."""
         rows = check_row_ids(idx, self.num_rows).to(self.device)
         ticket = Ticket(self, rows)
         miss = self._estimate_misses(rows) if self.acc.enabled and not force else 0
@@ -129,12 +134,14 @@ class FeatureStore:
         self.window.announce(torch.unique(rows // self.page_rows))
 
     def flush(self) -> None:
+        """Serve every queued ticket now (one merged read of their missing pages)."""
         tickets = self.acc.take()
         if tickets:
             self._serve(tickets)
 
     def stats(self) -> dict:
-        c = dict(self._counters)
+        """Counters: rows requested and where they came from (host buffer, page cache, device), pages hit/missed/bypassed, bytes read, hit rates, evictions, cache geometry."""
+        c: dict[str, Any] = dict(self._counters)
         req = max(c["rows_requested"], 1)
         pages = max(c["pages_hit"] + c["pages_miss"], 1)
         c.update(host_hit_rate=c["rows_host"] / req, gpu_hit_rate=c["rows_gpu_cache"] / req,

@@ -14,6 +14,7 @@ import torch
 
 @dataclass
 class CSC:
+    """The CSC of a graph: per destination node, the contiguous list of its in-edges' source nodes."""
     colptr: torch.Tensor  # int64 [num_nodes + 1]
     row: torch.Tensor  # int64 [num_edges], source node of each edge, grouped by destination
     perm: torch.Tensor  # int64 [num_edges], CSC position -> original edge id
@@ -21,12 +22,15 @@ class CSC:
 
     @property
     def num_edges(self) -> int:
+        """Edges in the graph (len(row))."""
         return int(self.row.numel())
 
     def in_degree(self) -> torch.Tensor:
+        """In-degree of every node, int64 [num_nodes]."""
         return self.colptr[1:] - self.colptr[:-1]
 
     def to(self, device, pin_memory: bool = False) -> "CSC":
+        """The same CSC on device (pin_memory: page-locked when it stays on the CPU)."""
         def move(t):
             t = t.to(device)
             return t.pin_memory() if pin_memory and t.device.type == "cpu" else t
@@ -34,6 +38,7 @@ class CSC:
 
 
 def csc_from_edge_index(edge_index: torch.Tensor, num_nodes: int | None = None) -> CSC:
+    """The CSC of an edge_index [2, E] (sources, destinations): stable by destination, so each node's in-edges keep the caller's order; perm maps CSC positions to edge ids. IndexError for node ids outside [0, num_nodes)."""
     if not isinstance(edge_index, torch.Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
     if edge_index.dim() != 2 or edge_index.size(0) != 2:

@@ -65,6 +65,7 @@ def _new_rows(index, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class PygFeatureStore(FeatureStoreBase):
+    """PyG's FeatureStore over gpuio row tables (see the module docstring); the loaders' feature side."""
     def __init__(self, root=None, tensor_attr_cls=None, **tensor_file_options):
         """tensor_attr_cls: a TensorAttr subclass that orders or fixes the key fields (PyG's option)."""
         super().__init__(tensor_attr_cls=tensor_attr_cls or TensorAttr)
@@ -209,4 +210,5 @@ class PygFeatureStore(FeatureStoreBase):
         return (*(lead or ()), *table.shape[1:])
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        """Every (group_name, attr_name) put into the store, as TensorAttrs."""
         return [TensorAttr(group_name=g, attr_name=a) for g, a in self._tables]

@@ -57,6 +57,7 @@ class GraphStore(PygGraphStore):
         return self._edges.pop(self._key(edge_attr), None) is not None
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """Every EdgeAttr stored (one per edge type and layout)."""
         return [attr for _, attr in self._edges.values()]
 
     def gpuio_csc(self, edge_type=None) -> CSC:

@@ -140,9 +140,11 @@ class NeighborSampler(BaseSampler):
 
     @property
     def num_nodes(self) -> int:
+        """Nodes of the sampled graph."""
         return self.csc.num_nodes
 
     def sample(self, seeds: torch.Tensor) -> SamplerOutput:
+        """Sample the multi-hop neighbourhood of seeds (int64 node ids); IndexError for an id outside [0, num_nodes)."""
         seeds = torch.as_tensor(seeds).to(self.device, torch.long).flatten()
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.num_nodes):
             raise IndexError(f"seed node ids must lie in [0, {self.num_nodes}), "
@@ -167,14 +169,17 @@ class NeighborSampler(BaseSampler):
                              num_sampled_edges=edges_per_hop)
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        """PyG's BaseSampler entry: sample(index.node), with the input ids kept as metadata."""
         out = self.sample(index.node)
         out.metadata = (index.input_id, index.time)
         return out
 
     def sample_from_edges(self, index, neg_sampling=None):
+        """Not supported: NotImplementedError (link-prediction sampling)."""
         raise NotImplementedError("gpuio.pyg.NeighborSampler samples from nodes only (link prediction "
                                   "sampling is not part of issue 4)")
 
     @property
     def edge_permutation(self):
+        """None: the output's edge ids are already the caller's edge ids."""
         return None  # `edge` already holds original edge ids

@@ -2,15 +2,10 @@
 read back through a small prefetching DRAM buffer; ``DatasetCache`` for iterative ML on top of it."""
 from __future__ import annotations
 
+from .dataset_cache import DatasetCache
 from .format import StreamStoreCorrupt, StreamStoreWarning, crc32c_hardware, payload_crc
 from .store import DEFAULTS, OpenStream, StreamStore
 
 __all__ = ["StreamStore", "OpenStream", "StreamStoreCorrupt", "StreamStoreWarning", "DatasetCache", "DEFAULTS",
            "payload_crc", "crc32c_hardware"]
 
-
-def __getattr__(name):
-    if name == "DatasetCache":
-        from .dataset_cache import DatasetCache
-        return DatasetCache
-    raise AttributeError(f"module 'gpuio.streams' has no attribute {name!r}")

@@ -89,6 +89,7 @@ class OpenStream:
 
     @property
     def closed(self) -> bool:
+        """True once close_stream() (or closing the store) has closed it."""
         return self._io is None
 
     @property
@@ -126,8 +127,8 @@ class StreamStore:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES} ('r+': open an existing store, 'c': create it when "
                              f"missing, 'w': format), got {mode!r}")
-        paths = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else list(path_or_paths)
-        paths = [os.fspath(p) for p in paths]
+        given = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else list(path_or_paths)
+        paths: list[str] = [os.fspath(p) for p in given]
         exists = [_holds_data(p) for p in paths]
         if any(exists) and not all(exists):
             missing = [p for p, e in zip(paths, exists) if not e]
@@ -223,6 +224,7 @@ class StreamStore:
 
     # -- stream API -------------------------------------------------------------------------------------
     def create_stream(self) -> OpenStream:
+        """A new, empty stream open for writing; its stream_id is fixed from here on."""
         with self._lock:
             self._check_open()
             sid = self._table.next_free_id(self._writers)
@@ -240,6 +242,7 @@ class StreamStore:
             return sd
 
     def write_stream(self, sd: OpenStream, data) -> None:
+        """Append one object (tensor, array, bytes, or anything picklable) to a stream open for writing."""
         with self._lock:
             w = self._handle(sd, "w", "write to")
             if data is None:
@@ -252,6 +255,7 @@ class StreamStore:
                 raise
 
     def close_stream(self, sd: OpenStream) -> None:
+        """Close a stream: a writer's stream becomes durable (and readable) here; a reader's buffer slots return to the pool."""
         with self._lock:
             if not isinstance(sd, OpenStream) or sd._store is not self:
                 raise ValueError(f"{sd!r} is not a stream handle of this store")
@@ -270,6 +274,7 @@ class StreamStore:
             sd._io = None
 
     def open_stream(self, stream_id: int) -> OpenStream:
+        """Open a closed stream for reading from its first object (several readers may share a stream)."""
         with self._lock:
             entry = self._entry(stream_id)
             slots = self._buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
@@ -292,6 +297,7 @@ class StreamStore:
             return decode(r, device)
 
     def destroy_stream(self, stream_id: int) -> None:
+        """Delete a closed stream and free its blocks (KeyError when there is no such stream)."""
         with self._lock:
             entry = self._entry(stream_id)
             if self._readers.get(stream_id):
@@ -340,8 +346,8 @@ class StreamStore:
 
     def __contains__(self, stream_id) -> bool:
         with self._lock:
-            return isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and \
-                self._table.entries[stream_id] != 0
+            return bool(isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and
+                        self._table.entries[stream_id] != 0)
 
     # -- maintenance ------------------------------------------------------------------------------------
     def check(self) -> dict:
@@ -354,6 +360,8 @@ class StreamStore:
             return check_store(self)
 
     def stats(self) -> dict:
+        """Streams, open writers and readers, free and total blocks, buffer slots (free, all, pinned for CUDA),
+        and the engine's stats."""
         with self._lock:
             return {"streams": len(self._table.live_ids()), "writers_open": len(self._writers),
                     "readers_open": sum(self._readers.values()), "free_blocks": self._pool.free_blocks,
