@@ -27,20 +27,18 @@ import time
 from typing import Any
 
 from . import _buffers
+from . import _core as _core_module
 
-# Documented defaults of the GPU options (engine.attach_gpu(**options); engine.gpu uses these).
-DEFAULTS = {
-    "queues": 8,             # device-API queues (a queue per thread block keeps blocks from serialising)
-    "copy": "auto",          # staging->GPU: auto (measured at start) | batch | kernel | percopy
-    "stream_wait": "auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32
-                             # release, else kernel | kernel: 1-thread poll kernel | wait_value
-    "device": -1,            # CUDA device; -1: the current one
-    "poll_spin_us": 200,     # control plane spins this long after the last request before napping
-    "bounce_bytes": 64 << 20,  # stream path: pinned bounce pool, 16 slots; a request moves in slot-sized chunks
-    "bounce_wait_ms": 60000,   # a submit waits at most this long for a free bounce slot (then ETIMEDOUT)
-    "wait_timeout_s": 90.0,  # StreamHandle.wait() bound (above the engine's io_timeout_ms, so an I/O
-                             # failure reports itself first); then OSError(ETIMEDOUT) naming the request
-}
+# The GPU options (engine.attach_gpu(**options); engine.gpu uses the defaults). Read from C++ (GpuOptions,
+# gpuio/gpu.hpp: queues, copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms) but for the two the
+# Python layer owns:
+DEFAULTS: dict = dict(
+    _core_module.gpu_defaults(),
+    stream_wait="auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32 release,
+                          # else kernel | kernel: 1-thread poll kernel | wait_value (C++ alone says kernel)
+    wait_timeout_s=90.0,  # StreamHandle.wait() bound (above the engine's io_timeout_ms, so an I/O failure
+                          # reports itself first); then OSError(ETIMEDOUT) naming the request
+)
 STREAM_WAITS = ("auto", "kernel", "wait_value")
 _PY_ONLY = ("wait_timeout_s",)  # options the Python layer keeps to itself
 
@@ -48,9 +46,7 @@ _selftest: str | None = None
 
 
 def _core():
-    from . import _core as core
-
-    return core
+    return _core_module
 
 
 def cuda_built() -> bool:

@@ -9,9 +9,7 @@
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 
-#ifdef GPUIO_HAVE_CUDA
-#include "gpuio/gpu.hpp"
-#endif
+#include "gpuio/gpu.hpp"  // plain C++: the GPU options' defaults are readable in a build without CUDA
 
 namespace nb = nanobind;
 
@@ -63,6 +61,20 @@ nb::dict stats_dict(const GpuStats& s) {
 #endif
 
 GPUIO_BIND(gpu, 20) {
+  m.def("gpu_defaults",
+        [] {
+          gpuio::GpuOptions o;
+          nb::dict d;
+          d["queues"] = o.queues;
+          d["copy"] = o.copy;
+          d["stream_wait"] = o.stream_wait;
+          d["device"] = o.device;
+          d["poll_spin_us"] = o.poll_spin_us;
+          d["bounce_bytes"] = o.bounce_bytes;
+          d["bounce_wait_ms"] = o.bounce_wait_ms;
+          return d;
+        },
+        "Default of every GPU option (from GpuOptions), for gpuio.gpu.DEFAULTS.");
 #ifdef GPUIO_HAVE_CUDA
   m.def("gpu_probe_devices", [] {
     gpu::DeviceReport r = gpu::probe_devices();
