@@ -231,7 +231,8 @@ class GpuPath:
         self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
     def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
-        """Engine's entry for a request that touches CUDA memory (ids or data on a GPU): queue it on torch's current stream and return its StreamHandle."""
+        """Engine's entry for a request that touches CUDA memory (ids or data on a GPU): queue it on torch's current
+        stream and return its StreamHandle."""
         import torch
 
         keep = [ids.owner, data.owner]

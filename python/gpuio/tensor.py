@@ -273,7 +273,8 @@ class TensorFile:
                 f"block_size={self.block_size}, direct={self.direct})")
 
     def stats(self) -> dict:
-        """Counters of this file (gathers, rows, blocks and bytes read and written, data_path) and its engine's stats."""
+        """Counters of this file (gathers, rows, blocks and bytes read and written, data_path) and its engine's
+        stats."""
         s = dict(self._counters, bytes_read=self._counters["blocks_read"] * self.block_size,
                  bytes_written=self._counters["blocks_written"] * self.block_size,
                  data_path="direct" if self.direct else "buffered")

@@ -72,8 +72,8 @@ GPUIO_BIND(array, 30) {
 #ifdef GPUIO_HAVE_CUDA
   nb::class_<GpuArrayCache>(m, "GpuArrayCache")
       .def("__init__",
-           [](GpuArrayCache* self, bindings::EngineHolder& engine, std::vector<std::vector<uintptr_t>> queues, nb::dict g,
-              uint32_t staging_groups) {
+           [](GpuArrayCache* self, bindings::EngineHolder& engine, std::vector<std::vector<uintptr_t>> queues,
+              nb::dict g, uint32_t staging_groups) {
              CacheGeometry geo = geometry(g);
              std::vector<QueueRef> qs;
              for (const auto& q : queues) {  // (shared, tail, index) as gpuio.gpu.GpuPath.queue(i) gives them

@@ -1,6 +1,6 @@
 // gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). The runtime holds its engine's Python object
-// (keep-alive); buffers arrive as addresses that gpuio._buffers validated; waits release the GIL. Without the CUDA layer only gpu_probe_devices exists
-// and says why there is no GPU path.
+// (keep-alive); buffers arrive as addresses that gpuio._buffers validated; waits release the GIL. Without the
+// CUDA layer only gpu_defaults and gpu_probe_devices (which says why there is no GPU path) exist.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>

@@ -69,8 +69,8 @@ class FeatureStore:
         """tf: a `gpuio.TensorFile` (or any gpuio.rows.Rows).
         gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.
         host_cache_rows: rows in the constant host buffer (default 0), the highest of `hot_scores` (one
-        score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: batches of look-ahead protected from eviction
-        (default 8). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
+        score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: batches of
+        look-ahead protected from eviction (default 8). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
         pages are missing. device: where the cache lives and rows are delivered (default: CUDA if
         available, else CPU)."""
         if gpu_cache_bytes < 0:
@@ -113,7 +113,8 @@ class FeatureStore:
         return self.submit(idx, force=True).wait()
 
     def submit(self, idx, force: bool = False) -> Ticket:
-        """Queue rows idx and return their Ticket; the misses of queued tickets are read together once inflight_pages_min pages are missing (force=True: serve now)."""
+        """Queue rows idx and return their Ticket; the misses of queued tickets are read together once
+        inflight_pages_min pages are missing (force=True: serve now)."""
         rows = check_row_ids(idx, self.num_rows).to(self.device)
         ticket = Ticket(self, rows)
         miss = self._estimate_misses(rows) if self.acc.enabled and not force else 0
@@ -140,7 +141,8 @@ class FeatureStore:
             self._serve(tickets)
 
     def stats(self) -> dict:
-        """Counters: rows requested and where they came from (host buffer, page cache, device), pages hit/missed/bypassed, bytes read, hit rates, evictions, cache geometry."""
+        """Counters: rows requested and where they came from (host buffer, page cache, device), pages
+        hit/missed/bypassed, bytes read, hit rates, evictions, cache geometry."""
         c: dict[str, Any] = dict(self._counters)
         req = max(c["rows_requested"], 1)
         pages = max(c["pages_hit"] + c["pages_miss"], 1)

@@ -7,5 +7,6 @@ from gpuio.graph.csc_file import (CSCFile, CSCMemory, build_csc, create_table, c
                                   open_csc, write_rows)
 from gpuio.graph.hot import degree_scores, pagerank_scores
 
-__all__ = ["CSC", "csc_from_edge_index", "to_csc", "degree_scores", "pagerank_scores", "CSCFile", "CSCMemory", "build_csc", "create_table", "csc_chunks", "edge_list_chunks", "open_csc",
+__all__ = ["CSC", "csc_from_edge_index", "to_csc", "degree_scores", "pagerank_scores",
+           "CSCFile", "CSCMemory", "build_csc", "create_table", "csc_chunks", "edge_list_chunks", "open_csc",
            "write_rows"]

@@ -38,7 +38,8 @@ class CSC:
 
 
 def csc_from_edge_index(edge_index: torch.Tensor, num_nodes: int | None = None) -> CSC:
-    """The CSC of an edge_index [2, E] (sources, destinations): stable by destination, so each node's in-edges keep the caller's order; perm maps CSC positions to edge ids. IndexError for node ids outside [0, num_nodes)."""
+    """The CSC of an edge_index [2, E] (sources, destinations): stable by destination, so each node's in-edges keep
+    the caller's order; perm maps CSC positions to edge ids. IndexError for node ids outside [0, num_nodes)."""
     if not isinstance(edge_index, torch.Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
     if edge_index.dim() != 2 or edge_index.size(0) != 2:

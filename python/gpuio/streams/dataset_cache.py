@@ -17,7 +17,8 @@ from .store import StreamStore
 
 
 class DatasetCache:
-    """A derived dataset kept on SSD as one stream of batches: fill() once, iterate every epoch (see the module docstring)."""
+    """A derived dataset kept on SSD as one stream of batches: fill() once, iterate every epoch (see the module
+    docstring)."""
     def __init__(self, store_or_path, stream_id: int | None = None, device=None, **store_options):
         """``stream_id``: a dataset cached earlier in this store (see ``stream_id`` after fill()).
         ``device``: where tensors and arrays are delivered (None: host; "cuda": torch tensors on the GPU)."""

@@ -255,7 +255,8 @@ class StreamStore:
                 raise
 
     def close_stream(self, sd: OpenStream) -> None:
-        """Close a stream: a writer's stream becomes durable (and readable) here; a reader's buffer slots return to the pool."""
+        """Close a stream: a writer's stream becomes durable (and readable) here; a reader's buffer slots return to
+        the pool."""
         with self._lock:
             if not isinstance(sd, OpenStream) or sd._store is not self:
                 raise ValueError(f"{sd!r} is not a stream handle of this store")
