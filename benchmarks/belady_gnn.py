@@ -65,6 +65,7 @@ def main(argv=None) -> list[dict]:
     from gpuio.cache import FeatureStore
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.data import synthetic_graph
+    from gpuio.graph import degree_scores
     from gpuio.loader import NodeBatchLoader
     from gpuio.pyg import NeighborSampler
     from gpuio.tensor import TensorFile
@@ -85,7 +86,8 @@ def main(argv=None) -> list[dict]:
             raise ValueError(f"--admissions takes replace and/or keep, got {admission!r}")
         tf = TensorFile.open(path)
         store = FeatureStore(tf, gpu_cache_bytes=int(tf.nbytes * a.cache_fraction),
-                             host_cache_rows=int(a.nodes * a.host_fraction), graph=data.edge_index,
+                             host_cache_rows=int(a.nodes * a.host_fraction),
+                             hot_scores=degree_scores(data.edge_index, a.nodes),
                              window=window, accumulate=True, policy=policy, device=a.device)
         if admission == "keep":
             keep_on_overflow(store)

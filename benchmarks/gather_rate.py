@@ -71,7 +71,7 @@ _RAW_BUFS: dict = {}
 
 def raw_bufs(n: int, inflight: int, block_size: int) -> list:
     """4 KiB-aligned destinations, allocated and touched once per run: the reference pays no page faults."""
-    from gpuio._buffers import aligned_empty
+    from gpuio import aligned_empty
     key = (n, inflight, block_size)
     if key not in _RAW_BUFS:
         _RAW_BUFS[key] = [aligned_empty(len(p) * block_size) for p in np.array_split(np.arange(n), inflight)]
@@ -95,11 +95,11 @@ def raw_rate(engine, base_block: int, nblocks: int, n: int, inflight: int, g: to
 def ref_rate(path: str, seconds: float, threads: int = 2, queue_depth: int = 128) -> float | None:
     """IOPS of gpuio.bench's in-process raw reference (C++ io_uring, O_DIRECT, 4 KiB random reads; no
     engine, no Python): what the device can do. None where this build has no raw_bench."""
-    from gpuio import _core
-    if not hasattr(_core, "raw_bench") or seconds <= 0:
+    from gpuio.bench import raw_bench
+    if seconds <= 0:
         return None
-    r = _core.raw_bench(path, block_bytes=4096, queue_depth=queue_depth, threads=threads, seconds=seconds,
-                        uring=True, sequential=False, write=False, direct=True)
+    r = raw_bench(path, block_bytes=4096, queue_depth=queue_depth, threads=threads, seconds=seconds,
+                  uring=True, sequential=False, write=False, direct=True)
     return r["ops"] / r["seconds"]
 
 

@@ -99,10 +99,7 @@ def raw_device_iops(path: str, seconds: float) -> tuple[float, str]:
     """The raw device's best 4 KiB random-read rate on `path` over gpuio bench's reference grid (io_uring
     1-2 threads x QD32/128, psync 16/32 threads; O_DIRECT), and the winning configuration; (0, "") where
     this build lacks the reference."""
-    from gpuio import _core
     from gpuio.bench.measure import raw_best
-    if not hasattr(_core, "raw_bench"):
-        return 0.0, ""
     r, label = raw_best(path, 4096, sequential=False, write=False, seconds=seconds)
     return (r["requests"] / r["seconds"], label) if r else (0.0, "")
 
@@ -110,7 +107,7 @@ def raw_device_iops(path: str, seconds: float) -> tuple[float, str]:
 def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
     """(rows/s of a cache-missing FeatureStore gather, rows in distinct blocks; the engine's raw 4 KiB
     random blocks/s into 4 KiB-aligned, pre-touched memory)."""
-    from gpuio._buffers import aligned_empty
+    from gpuio import aligned_empty
     from gpuio.cache import FeatureStore
     g = torch.Generator().manual_seed(seed)
     data_blocks = tf.nbytes // tf.block_size
@@ -133,7 +130,7 @@ def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
 
 def main(argv=None):
     from gpuio.cache import FeatureStore, MemmapRows
-    from gpuio.cache.sources import ZeroRows
+    from gpuio.rows import ZeroRows
     from gpuio.gnn.demo import DemoConfig, prepare_graph
     from gpuio.tensor import TensorFile
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -177,8 +174,8 @@ def main(argv=None):
     # device (the sampler's input; building it from edge_index sorts every edge on the CPU, GBs of
     # temporaries) and the hotness scores of the host buffer. Built inside a 3 GiB cgroup, those
     # temporaries pushed the process into reclaim of its own code pages on the H200 (no output in 420 s).
-    from gpuio.cache.hot import degree_scores
-    from gpuio.pyg.csc import csc_from_edge_index
+    from gpuio.graph.hot import degree_scores
+    from gpuio.graph.csc import csc_from_edge_index
     graph = csc_from_edge_index(data.edge_index, data.num_nodes).to(a.device)
     hot_scores = degree_scores(graph)
     tf = data.features

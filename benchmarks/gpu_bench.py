@@ -79,7 +79,7 @@ def iobench(binary, path, bs, qd, threads, secs, seq):
 
 def gpu_engine(path, slot, staging, workers=2, qd=128, **gpu):
     eng = gpuio.Engine(path, workers=workers, queue_depth=qd, staging_bytes=staging, staging_slot_bytes=slot)
-    gpuio.gpu.attach(eng, **gpu)
+    eng.attach_gpu(**gpu)
     return eng
 
 
@@ -217,9 +217,9 @@ def main():
     ONLY.update(k for k in a.only.split(",") if k)
     import torch
 
-    from gpuio import _core
+    from gpuio.gpu import cuda_built, pread_memcpy_baseline
 
-    if not torch.cuda.is_available() or not _core.cuda_built:
+    if not torch.cuda.is_available() or not cuda_built():
         why = "torch sees no CUDA device" if not torch.cuda.is_available() else "gpuio built without CUDA"
         log(f"SKIP gpu_bench: {why}")
         return 0
@@ -289,7 +289,7 @@ def main():
         res = {}
         for threads in (1, 16):
             drop_caches()
-            dt = _core.gpu_pread_memcpy(a.file, sub.ctypes.data, len(sub), BS, dst.data_ptr(), threads)
+            dt = pread_memcpy_baseline(a.file, sub, BS, dst, threads)
             res[threads] = len(sub) / dt
         RESULTS["pread_memcpy_iops"] = res
         mine = statistics.median(RESULTS["gpuio_rand_iops"])
@@ -340,7 +340,7 @@ def main():
         lat_ids = rng.integers(0, nblocks, size=2000, dtype=np.int64)
         dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
         drop_caches()
-        gpu_ns = eng._gpu.latency_probe(lat_ids.tolist(), dst.data_ptr())
+        gpu_ns = eng.gpu.latency_probe(lat_ids.tolist(), dst.data_ptr())
         drop_caches()
         p_ns = pread_latency(a.file, rng.integers(0, nblocks, size=2000, dtype=np.int64))
         RESULTS["latency_us"] = {

@@ -13,7 +13,7 @@ Workloads, interleaved per repeat:
   buffer for CUDA; bytes go slot -> GPU by DMA), against the same references as read.
 Passes alternate their order every repeat (stream first on even repeats, raw first on odd ones): the
 first writer after a sync/drop_caches was seen to pay more on this disk. Beside the engine's raw pass, the
-raw device itself (``gpuio._core.raw_bench``: iobench's algorithm, O_DIRECT, sequential ``--sblock``
+raw device itself (``gpuio.bench.raw_bench``: iobench's algorithm, O_DIRECT, sequential ``--sblock``
 requests, best of gpuio bench's thread x depth grid) runs on the raw file every repeat; the judged ratio
 divides by the faster of the two references.
 Cold cache: as root, ``sync; echo 3 > /proc/sys/vm/drop_caches`` before every measured pass; otherwise the
@@ -59,7 +59,7 @@ def drop_caches() -> bool:
 
 def crc_pass(nbytes: int, sblock_bytes: int) -> float:
     """Seconds to CRC-32C ``nbytes`` in sblock-sized calls (what a checksummed stream read adds), best of 3."""
-    from gpuio import _core
+    from gpuio.streams import payload_crc
 
     buf = np.random.default_rng(1).integers(0, 255, size=sblock_bytes, dtype=np.uint8)
     calls = max(1, -(-nbytes // sblock_bytes))
@@ -67,7 +67,7 @@ def crc_pass(nbytes: int, sblock_bytes: int) -> float:
     for _ in range(3):
         t = time.perf_counter()
         for _ in range(calls):
-            _core.crc32c(buf)
+            payload_crc(buf)
         best = min(best, time.perf_counter() - t)
     return best
 
@@ -111,8 +111,7 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
         read_cuda: bool = True) -> dict:
     import gpuio
     from gpuio.streams import StreamStore
-    from gpuio.streams.buffers import aligned_empty
-    from gpuio.streams.format import entry_unpack
+    from gpuio import aligned_empty
 
     store_path = os.path.join(directory, "streams-bench.bin")
     raw_path = os.path.join(directory, "streams-bench-raw.bin")
@@ -185,13 +184,11 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
                 drop_caches()
                 t_raw_w = raw_write()
             # raw read of the blocks that hold the stream: its sblocks, found from the table and trailers
-            start0, _ = entry_unpack(st._table.entries[sd.stream_id])
-            starts = [s for s, _ in st._chain_from(sd.stream_id, *entry_unpack(st._table.entries[sd.stream_id]), 0)]
-            assert starts[0] == start0
+            starts = [s for s, _ in st.stream_blocks(sd.stream_id)]
 
             def raw_read():
                 drop_caches()
-                return raw_pass(st._engine, np.array(starts), chunk_blocks, depth, raw_buf, False)
+                return raw_pass(st.engine, np.array(starts), chunk_blocks, depth, raw_buf, False)
 
             def stream_read(device=None):
                 drop_caches()
@@ -200,7 +197,7 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
                 n = 0
                 while (obj := st.read_stream(rd, device)) is not None:
                     n += obj.nbytes if device is None else obj.numel() * obj.element_size()
-                misses = rd._io.speculation_misses
+                misses = rd.speculation_misses
                 st.close_stream(rd)
                 assert n == stream_bytes
                 return time.perf_counter() - t, misses
@@ -214,7 +211,7 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
             if cuda:  # the same stream read into CUDA tensors (pinned stream buffer -> GPU by copy engine)
                 t_cuda_r, _ = stream_read("cuda")
             dev = {}
-            if device_seconds > 0 and hasattr(gpuio._core, "raw_bench"):
+            if device_seconds > 0:
                 for op in ("write", "read"):
                     drop_caches()
                     dev[op] = device_pass(raw_path, sblock_bytes, op == "write", device_seconds)
@@ -233,7 +230,7 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
             if cuda:
                 rows["read->cuda"].append((stream_bytes / t_cuda_r, stream_bytes / t_raw_r,
                                            *dev.get("read", (0.0, "")), 0))
-        data_path = st._engine.stats().get("data_path", "?")
+        data_path = st.engine.stats().get("data_path", "?")
     finally:
         st.close()
         raw.close()
@@ -254,12 +251,12 @@ def run(total_bytes: int, object_bytes: int, sblock_bytes: int, depth: int, pool
         if name.startswith("read"):
             row["speculation_misses"] = [v[4] for v in vals]
         result["rows"][name] = row
-    from gpuio import _core
+    from gpuio.streams import crc32c_hardware
 
     shares = [(nobj * object_bytes / c) / t for c, t, _ in crc]
     costs = [1 - t_plain / t for _, t, t_plain in crc]  # 1 - (MB/s with) / (MB/s without)
     result["checksum"] = {"enabled": bool(st.checksum_payload), "crc32c_MBps": [c[0] / 1e6 for c in crc],
-                          "hardware": bool(_core.crc32c_hardware()), "share_of_read_time": shares,
+                          "hardware": crc32c_hardware(), "share_of_read_time": shares,
                           "share_median": statistics.median(shares), "read_cost": costs,
                           "read_cost_median": statistics.median(costs),
                           # best of each side: the least noisy figure on a shared box

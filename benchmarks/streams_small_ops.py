@@ -3,7 +3,7 @@
     python benchmarks/streams_small_ops.py --streams 3000 --dir /tmp
 
 The memory test's workload: 512 B blocks, durable=False, two engine calls per stream (the sblock write
-and the table page write). Engine._submit and Handle.wait are wrapped with timers, so the table splits
+and the table page write). Engine.read_async/write_async and Handle.wait are wrapped with timers, so the table splits
 the time into engine submit, engine wait and the store's own Python code. Absolute times: dev-box
 figures only (BENCHMARKS.md); compare versions side by side in one run.
 """
@@ -19,14 +19,16 @@ def run(streams: int, directory: str, rounds: int) -> list[dict]:
     from gpuio.streams import StreamStore
 
     acc = {"submit": 0.0, "wait": 0.0}
-    submit, wait = ge.Engine._submit, ge.Handle.wait
+    read_async, write_async, wait = ge.Engine.read_async, ge.Engine.write_async, ge.Handle.wait
 
-    def timed_submit(self, *a):
-        t = time.perf_counter()
-        try:
-            return submit(self, *a)
-        finally:
-            acc["submit"] += time.perf_counter() - t
+    def timed(submit):
+        def timed_submit(self, *a):
+            t = time.perf_counter()
+            try:
+                return submit(self, *a)
+            finally:
+                acc["submit"] += time.perf_counter() - t
+        return timed_submit
 
     def timed_wait(self, timeout=None):
         t = time.perf_counter()
@@ -38,7 +40,8 @@ def run(streams: int, directory: str, rounds: int) -> list[dict]:
     path = os.path.join(directory, "streams-small-ops.bin")
     if os.path.exists(path):
         os.unlink(path)
-    ge.Engine._submit, ge.Handle.wait = timed_submit, timed_wait
+    ge.Engine.read_async, ge.Engine.write_async = timed(read_async), timed(write_async)
+    ge.Handle.wait = timed_wait
     out = []
     try:
         st = StreamStore(path, sblock_bytes=8192, buffer_pool_bytes=1 << 20, block_size=512,
@@ -47,14 +50,14 @@ def run(streams: int, directory: str, rounds: int) -> list[dict]:
         try:
             for _ in range(rounds):
                 acc.update(submit=0.0, wait=0.0)
-                calls0 = st._engine.stats()["batches"]
+                calls0 = st.engine.stats()["batches"]
                 t = time.perf_counter()
                 for i in range(streams):
                     sd = st.create_stream()
                     st.write_stream(sd, i)
                     st.close_stream(sd)
                 total = time.perf_counter() - t
-                calls = st._engine.stats()["batches"] - calls0
+                calls = st.engine.stats()["batches"] - calls0
                 out.append({"streams": streams, "engine_calls": calls, "us_per_stream": total / streams * 1e6,
                             "submit_us_per_call": acc["submit"] / calls * 1e6,
                             "wait_us_per_call": acc["wait"] / calls * 1e6,
@@ -62,7 +65,7 @@ def run(streams: int, directory: str, rounds: int) -> list[dict]:
         finally:
             st.close()
     finally:
-        ge.Engine._submit, ge.Handle.wait = submit, wait
+        ge.Engine.read_async, ge.Engine.write_async, ge.Handle.wait = read_async, write_async, wait
         if os.path.exists(path):
             os.unlink(path)
     return out

@@ -72,7 +72,7 @@ class Pipeline:
             self.freed = [torch.cuda.Event() for _ in range(2)]
             self.sums = torch.zeros(chunks, dtype=torch.int64, device="cuda")
         else:
-            self.bufs = [gpuio._buffers.aligned_empty(chunk_blocks * BS) for _ in range(2)]
+            self.bufs = [gpuio.aligned_empty(chunk_blocks * BS) for _ in range(2)]
             self.ids = np.arange(chunks * chunk_blocks, dtype=np.int64).reshape(chunks, -1)
             self.sums = np.zeros(chunks, dtype=np.int64)
 

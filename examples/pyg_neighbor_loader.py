@@ -3,7 +3,7 @@
     python examples/pyg_neighbor_loader.py [--data DIR] [--epochs 10] [--workdir DIR]
 
 What a PyG user writes, with gpuio's stores in place of `Data`:
-- features in a `gpuio.TensorFile` (an on-disk .npy read in blocks by gpuio) behind `gpuio.pyg.FeatureStore`,
+- features in a `gpuio.TensorFile` (an on-disk .npy read in blocks by gpuio) behind `gpuio.pyg.PygFeatureStore`,
   labels beside them as a tensor; the graph in `gpuio.pyg.GraphStore`;
 - `torch_geometric.loader.NodeLoader((feature_store, graph_store), node_sampler=gpuio.pyg.NeighborSampler(...))`
   (a pure-PyTorch sampler, no pyg-lib or torch-sparse needed), and, when pyg-lib or torch-sparse is
@@ -26,7 +26,7 @@ from torch_geometric.nn import GraphSAGE
 
 import gpuio
 from gpuio.data import load_planetoid
-from gpuio.pyg import FeatureStore, GraphStore, NeighborSampler
+from gpuio.pyg import GraphStore, NeighborSampler, PygFeatureStore
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CORA_DIRS = [REPO / "datasets" / "cora", REPO.parent / "shared" / "datasets" / "cora",
@@ -42,11 +42,11 @@ def find_cora(data: str | None) -> pathlib.Path:
 
 
 def build_stores(data, workdir: str):
-    """The features go into a TensorFile on disk; PyG's loaders reach them through gpuio's FeatureStore."""
+    """The features go into a TensorFile on disk; PyG's loaders reach them through gpuio's PygFeatureStore."""
     x = data.features.gather(torch.arange(data.num_nodes))
     tf = gpuio.TensorFile.create(os.path.join(workdir, "cora-x.npy"), tuple(x.shape), "float32", overwrite=True)
     tf[:] = x
-    feature_store = FeatureStore()
+    feature_store = PygFeatureStore()
     feature_store.put_tensor(tf, group_name=None, attr_name="x", index=None)  # rows read by gpuio
     feature_store.put_tensor(data.y, group_name=None, attr_name="y", index=None)
     graph_store = GraphStore()

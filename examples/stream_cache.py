@@ -1,6 +1,6 @@
 """Mini-batch k-means over a derived dataset 8x larger than its DRAM budget, four ways:
 
-  gpuio   the derived dataset is cached once in a gpuio.streams.Cache and streamed back every epoch
+  gpuio   the derived dataset is cached once in a gpuio.streams.DatasetCache and streamed back every epoch
   npy     (a) one np.save file per batch, np.load'ed every epoch (through the page cache)
   pickle  (b) one pickle file per batch, loaded every epoch
   recompute (c) the dataset is derived again every epoch
@@ -75,8 +75,8 @@ def main(argv=None) -> dict:
             t0 = time.perf_counter()
             closer = None
             if method == "gpuio":
-                from gpuio.streams import Cache
-                cache = Cache(os.path.join(work, "cache.bin"), mode="c", create_bytes=total + total // 4 + (64 << 20),
+                from gpuio.streams import DatasetCache
+                cache = DatasetCache(os.path.join(work, "cache.bin"), mode="c", create_bytes=total + total // 4 + (64 << 20),
                               buffer_pool_bytes=max(16 << 20, min(64 << 20, budget)))
                 cache.fill(make())
                 epoch_source, closer = (lambda: iter(cache)), cache.close

@@ -1,7 +1,16 @@
 """gpuio: SSD data into GPU (or host) memory at the devices' speed, with CPU-managed queues.
 
 Layers (see DESIGN.md): io backends and the engine live in the C++ core (``gpuio._core``); this package
-adds the Python API. Heavy submodules (torch, PyG) load on first use.
+adds the Python API. Heavy submodules (torch, PyG) load on first use. Modules import downward only
+(tests/python/test_layers.py), bottom first:
+
+- engine: ``engine`` (Engine, aligned_empty), ``gpu`` (the engine's GPU path), ``sim`` (flash simulator)
+- tensor: ``tensor`` (TensorFile), ``device_array`` (DeviceArray); beside them ``streams`` (StreamStore)
+- rows: ``rows`` (the Rows protocol, in-memory and mmap row tables); beside it ``volumes`` (Ceph volumes)
+- cache: ``cache`` (FeatureStore: page cache, host buffer, window, accumulator)
+- graph: ``graph`` (CSC and its parser, hotness scores, CSC files on storage)
+- pyg/loader: ``pyg`` (PyG stores and samplers), ``loader`` (NodeBatchLoader)
+- applications: ``apps``, ``gnn``, ``data``, ``cli``, ``bench``, ``sysinfo`` (gpuio.info), ``sim_report``
 """
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Engine": "gpuio.engine",
     "Handle": "gpuio.engine",
+    "aligned_empty": "gpuio.engine",
     "empty": "gpuio.gpu",
     "TensorFile": "gpuio.tensor",
     "FeatureStore": "gpuio.cache",

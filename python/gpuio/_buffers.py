@@ -83,9 +83,3 @@ def data_buffer(buf: Any, nbytes: int, writable: bool, name: str) -> Buffer:
         raise ValueError(f"{name} holds {buf.nbytes} bytes, expected {nbytes} (len(blocks) * block_size)")
     return Buffer(buf.ctypes.data, buf.nbytes, HOST, buf)
 
-
-def aligned_empty(nbytes: int, align: int = 4096) -> np.ndarray:
-    """A uint8 array whose data starts at an `align` boundary (O_DIRECT reads land in it with no copy)."""
-    raw = np.empty(nbytes + align, dtype=np.uint8)
-    start = (-raw.ctypes.data) % align
-    return raw[start:start + nbytes]

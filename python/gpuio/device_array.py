@@ -101,14 +101,12 @@ class DeviceArray:
                              round_pages=self.round_pages)
         eng = source.engine
         if self.device.type == "cuda":
-            from . import gpu
-
             with torch.cuda.device(self.device):
-                path = eng._gpu if eng._gpu is not None else gpu.attach(eng)
+                path = eng.gpu
                 queues = [list(path.queue(i)) for i in range(path.options["queues"])]
-                self._c = _core().GpuArrayCache(eng._core._address, queues, self.geometry, staging_groups)
+                self._c = _core().GpuArrayCache(eng._core, queues, self.geometry, staging_groups)
         else:
-            self._c = _core().HostArrayCache(eng._core._address, self.geometry)
+            self._c = _core().HostArrayCache(eng._core, self.geometry)
         self._closed = False
 
     # -- construction ---------------------------------------------------------------------------------
@@ -254,6 +252,7 @@ class DeviceArray:
         return s
 
     def reset_stats(self) -> None:
+        """Zero the hit/miss and I/O counters stats() reports."""
         self._c.reset_counters()
 
     def cached_pages(self) -> list[int]:

@@ -17,10 +17,15 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+import numpy as np
 
 from . import _buffers
 from ._buffers import block_ids, data_buffer
+
+if TYPE_CHECKING:
+    from .gpu import GpuPath
 
 try:
     from . import _core as _core_module
@@ -38,6 +43,19 @@ def check_option(name: str, value: int) -> None:
 
 
 READ, WRITE = 0, 1
+ALIGN_BYTES = 4096  # O_DIRECT's buffer alignment on every device gpuio supports
+
+
+def aligned_empty(nbytes: int, align: int = ALIGN_BYTES) -> np.ndarray:
+    """An uninitialised uint8 NumPy array of nbytes whose data starts at an `align` boundary (default 4096),
+    so the engine's O_DIRECT reads and writes land in it with no staging copy."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"nbytes must be an int >= 0, got {nbytes!r}")
+    if isinstance(align, bool) or not isinstance(align, int) or align < 1 or align & (align - 1):
+        raise ValueError(f"align must be a power of two, got {align!r}")
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes]
 
 # Engines still open when the interpreter exits are closed first: their worker and control-plane threads
 # must stop before C++ static destructors and the CUDA runtime's teardown run under them.
@@ -66,6 +84,7 @@ class Handle:
         self._h, self._keep, self._result = h, keep, result
 
     def done(self) -> bool:
+        """True once the batch is complete (raises its error then, as wait() does)."""
         return self._h.done()
 
     def wait(self, timeout: float | None = None):
@@ -75,6 +94,7 @@ class Handle:
 
     @property
     def seq(self) -> int:
+        """The batch's sequence number in its engine (batches are numbered in submission order)."""
         return self._h.seq
 
 
@@ -123,10 +143,11 @@ class Engine:
                  sim: dict | None = None, fault: dict | None = None, rbd: dict | None = None):
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        paths = [os.fspath(p) for p in paths]
+        names: list[str] = [os.fspath(p) for p in paths]
+        paths = names
         if not paths:
             raise ValueError("paths is empty: give at least one file or block device")
-        if backend == "uring" and all(p.startswith("rbd:") and not os.path.exists(p) for p in paths):
+        if backend == "uring" and all(p.startswith("rbd:") and not os.path.exists(p) for p in names):
             backend = "rbd"  # Ceph volumes (gpuio.volumes): "rbd:POOL[/NAMESPACE]/IMAGE"
         opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
                     queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
@@ -139,20 +160,23 @@ class Engine:
         self.backend = backend
         self._inflight: collections.deque[Handle] = collections.deque()
         self._inflight_lock = threading.Lock()
-        self._gpu = None  # the CUDA layer's stream-ordered path, created on first use
+        self._gpu: GpuPath | None = None  # the CUDA layer (Engine.gpu), created on first use
         _open_engines.add(self)
 
     # -- properties -----------------------------------------------------------------------------------------
     @property
     def total_blocks(self) -> int:
+        """Blocks of block_size the engine addresses (over every device, RAID-0 striped)."""
         return self._core.total_blocks
 
     @property
     def devices(self) -> list[dict]:
+        """One dict per device: path, bytes, logical_block_bytes, direct, block_device."""
         return self._core.devices
 
     @property
     def closed(self) -> bool:
+        """True after close()."""
         return self._core.closed
 
     # -- I/O ------------------------------------------------------------------------------------------------
@@ -171,10 +195,29 @@ class Engine:
             self._inflight.append(h)
         return h
 
-    def _gpu_submit(self, op, ids, data, n, buf) -> Handle:
-        from . import gpu
+    def _gpu_submit(self, op, ids, data, n, buf):
+        return self.gpu.submit(op, ids, data, n, buf)
 
-        return gpu.submit(self, op, ids, data, n, buf)
+    # -- the CUDA layer -------------------------------------------------------------------------------------
+    @property
+    def gpu(self) -> "GpuPath":
+        """This engine's GPU path (gpuio.gpu.GpuPath: stream-ordered reads and writes of CUDA memory, the
+        device-API queues), created with the default GPU options on first use. RuntimeError naming the reason
+        when gpuio was built without CUDA or no GPU is usable."""
+        if self._gpu is None:
+            self.attach_gpu()
+        return self._gpu  # type: ignore[return-value]
+
+    def attach_gpu(self, **options: Any) -> "GpuPath":
+        """Create this engine's GPU path with non-default GPU options (gpuio.gpu.DEFAULTS: queues, copy,
+        stream_wait, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and return it.
+        ValueError if the engine already has one (pass options before the first GPU request)."""
+        if self._gpu is not None:
+            raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
+        from .gpu import GpuPath
+
+        self._gpu = GpuPath(self, **options)
+        return self._gpu
 
     def read_async(self, blocks: Any, out: Any) -> Handle:
         """Start reading blocks into out (len(blocks) * block_size bytes). The handle's wait() returns out."""
@@ -185,9 +228,11 @@ class Engine:
         return self._submit(WRITE, blocks, src, "src")
 
     def read(self, blocks: Any, out: Any):
+        """Read blocks into out and wait; returns out (read_async(...).wait())."""
         return self.read_async(blocks, out).wait()
 
     def write(self, blocks: Any, src: Any) -> None:
+        """Write src to blocks and wait for the batch (write_async(...).wait())."""
         self.write_async(blocks, src).wait()
 
     def sync(self) -> None:
@@ -200,7 +245,7 @@ class Engine:
         """ops, bytes, busy_worker_seconds, worker_cpu_seconds, active_workers, data_path, backend, ..."""
         s = self._core.stats()
         if self._gpu is not None:
-            s.update(self._gpu.stats())
+            s.update(self._gpu.stats(s))
         return s
 
     def close(self) -> None:

@@ -27,20 +27,18 @@ import time
 from typing import Any
 
 from . import _buffers
+from . import _core as _core_module
 
-# Documented defaults of the GPU options (gpuio.Engine(..., gpu=dict(...)) or GpuPath(engine, **options)).
-DEFAULTS = {
-    "queues": 8,             # device-API queues (a queue per thread block keeps blocks from serialising)
-    "copy": "auto",          # staging->GPU: auto (measured at start) | batch | kernel | percopy
-    "stream_wait": "auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32
-                             # release, else kernel | kernel: 1-thread poll kernel | wait_value
-    "device": -1,            # CUDA device; -1: the current one
-    "poll_spin_us": 200,     # control plane spins this long after the last request before napping
-    "bounce_bytes": 64 << 20,  # stream path: pinned bounce pool, 16 slots; a request moves in slot-sized chunks
-    "bounce_wait_ms": 60000,   # a submit waits at most this long for a free bounce slot (then ETIMEDOUT)
-    "wait_timeout_s": 90.0,  # StreamHandle.wait() bound (above the engine's io_timeout_ms, so an I/O
-                             # failure reports itself first); then OSError(ETIMEDOUT) naming the request
-}
+# The GPU options (engine.attach_gpu(**options); engine.gpu uses the defaults). Read from C++ (GpuOptions,
+# gpuio/gpu.hpp: queues, copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms) but for the two the
+# Python layer owns:
+DEFAULTS: dict = dict(
+    _core_module.gpu_defaults(),
+    stream_wait="auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32 release,
+                          # else kernel | kernel: 1-thread poll kernel | wait_value (C++ alone says kernel)
+    wait_timeout_s=90.0,  # StreamHandle.wait() bound (above the engine's io_timeout_ms, so an I/O failure
+                          # reports itself first); then OSError(ETIMEDOUT) naming the request
+)
 STREAM_WAITS = ("auto", "kernel", "wait_value")
 _PY_ONLY = ("wait_timeout_s",)  # options the Python layer keeps to itself
 
@@ -48,9 +46,28 @@ _selftest: str | None = None
 
 
 def _core():
-    from . import _core as core
+    return _core_module
 
-    return core
+
+def cuda_built() -> bool:
+    """True when gpuio was built with its CUDA layer (the GPU path exists; probe() says whether a GPU does)."""
+    return bool(_core().cuda_built)
+
+
+def pread_memcpy_baseline(path: str, ids: Any, block_bytes: int, dst: Any, threads: int) -> float:
+    """The naive GPU read every benchmark compares against: `threads` host threads pread each block of `ids`
+    (int64 block numbers of `block_bytes`) from `path` and cudaMemcpy it into `dst` (a CUDA tensor of
+    len(ids) * block_bytes bytes). Returns the seconds taken. RuntimeError without the CUDA layer."""
+    if not cuda_built():
+        raise RuntimeError(probe()["error"])
+    blocks = _buffers.block_ids(ids, "ids")
+    if blocks.kind != _buffers.HOST:
+        raise ValueError("ids must be on the host (the baseline's threads read them)")
+    n = blocks.nbytes // 8
+    out = _buffers.data_buffer(dst, n * block_bytes, writable=True, name="dst")
+    if out.kind != _buffers.DEVICE:
+        raise ValueError("dst must be a CUDA tensor")
+    return float(_core().gpu_pread_memcpy(os.fspath(path), blocks.ptr, n, block_bytes, out.ptr, threads))
 
 
 def probe() -> dict:
@@ -142,6 +159,7 @@ class StreamHandle:
             raise OSError(errno.EIO, msg)
 
     def done(self) -> bool:
+        """True once the stream has passed the request (raises the request's error then)."""
         if not self._event.query():
             return False
         self._check()
@@ -181,7 +199,8 @@ class StreamHandle:
 
 
 class GpuPath:
-    """The CUDA layer attached to one gpuio.Engine (engine._gpu). Created on first GPU use."""
+    """The CUDA layer of one gpuio.Engine, owned by it: engine.gpu (default options, created on first GPU
+    use) or engine.attach_gpu(**options). The runtime holds the engine's C++ object alive (keep-alive)."""
 
     def __init__(self, engine, **options: Any):
         unknown = set(options) - set(DEFAULTS)
@@ -209,9 +228,11 @@ class GpuPath:
         self.stream_wait_selftest = stream_wait_selftest()
         if opts["stream_wait"] == "auto":
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
-        self._rt = core.GpuRuntime(engine._core._address, {k: v for k, v in opts.items() if k not in _PY_ONLY})
+        self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
     def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
+        """Engine's entry for a request that touches CUDA memory (ids or data on a GPU): queue it on torch's current
+        stream and return its StreamHandle."""
         import torch
 
         keep = [ids.owner, data.owner]
@@ -239,9 +260,9 @@ class GpuPath:
         """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (64 x 4 KiB)."""
         return list(self._rt.latency_probe(queue, [int(i) for i in ids], dst_ptr))
 
-    def stats(self) -> dict:
+    def stats(self, base: dict) -> dict:
+        """The GPU path's counters, given the engine's own stats (base) to name the data path."""
         s = dict(self._rt.stats())
-        base = self.engine._core.stats()
         backend = base["backend"].split()[0] if base.get("backend") else self.engine.backend
         # Stream-ordered requests (Engine.read/write with CUDA memory): engine -> pinned bounce -> GPU by one
         # copy per chunk on the caller's stream. copy_mode is the device API's staging->GPU method.
@@ -254,22 +275,9 @@ class GpuPath:
         return s
 
     def close(self) -> None:
+        """Stop taking GPU requests and release the runtime (the engine closes it with itself)."""
         self._rt.close()
 
 
-def attach(engine, **options: Any) -> GpuPath:
-    """Attach the GPU layer to an engine with non-default options (before its first GPU request)."""
-    if engine._gpu is not None:
-        raise ValueError("the engine already has its GPU layer; pass options before the first GPU request")
-    engine._gpu = GpuPath(engine, **options)
-    return engine._gpu
-
-
-def submit(engine, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
-    """gpuio.Engine's entry for requests that touch GPU memory (ids or data on a CUDA device)."""
-    if engine._gpu is None:
-        engine._gpu = GpuPath(engine)
-    return engine._gpu.submit(op, ids, data, n, buf)
-
-
-__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "attach", "empty", "gds_status", "probe", "stream_wait_selftest"]
+__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "cuda_built", "empty", "gds_status", "pread_memcpy_baseline", "probe",
+           "stream_wait_selftest"]

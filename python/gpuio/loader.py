@@ -74,6 +74,8 @@ class NodeBatch:
 
 
 class NodeBatchLoader:
+    """Mini-batches of seed nodes for GNN training: sampled subgraph plus features, made on a background thread
+    depth batches ahead (see the module docstring)."""
     def __init__(self, sampler, features, input_nodes, batch_size: int = 1024, labels=None,
                  shuffle: bool = True, seed: int = 0, depth: int = 4, device=None):
         """sampler: gpuio.pyg.NeighborSampler. features: a gpuio.FeatureStore (window + accumulator used)

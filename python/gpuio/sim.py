@@ -3,7 +3,7 @@ platform study. The models run in C++ (``gpuio._core``); results come back as pl
 
     >>> import gpuio.sim as sim
     >>> r = sim.replay("tpcc-small.trace", preset="znand")      # dict: iops, latency p50/p99/p99.9, waf, gc...
-    >>> rows = sim.zng_report("out/", scale=0.25)               # table + plots of the six platforms
+    >>> from gpuio.sim_report import zng_report; zng_report("out/", scale=0.25)   # table + plots (six platforms)
 """
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from gpuio import _core
 
 __all__ = ["presets", "load_trace", "synthesize", "replay", "ReplayResult", "zng_platforms", "zng_workloads",
-           "zng_generate", "zng_load_trace", "zng_run", "zng_report", "ORDERED_PLATFORMS",
+           "zng_generate", "zng_load_trace", "zng_run", "ORDERED_PLATFORMS",
            "REGULAR_WORKLOADS"]
 
-# The ZnG paper's claimed bandwidth ordering among its own designs, checked by zng_report.
+# The ZnG paper's claimed bandwidth ordering among its own designs, checked by gpuio.sim_report.zng_report.
 ORDERED_PLATFORMS = ("zng", "zng-wropt", "zng-rdopt")
 # The generated workloads with regular (streaming / tiled) access patterns: the judge's "predictor accuracy
 # >= 0.85 on regular patterns" is checked on these. bfs and pagerank gather through CSR indices.
@@ -27,6 +27,7 @@ REGULAR_WORKLOADS = ("gemm", "stencil", "vecadd")
 
 
 def presets() -> list[str]:
+    """Names of the flash device presets replay() and synthesize() accept."""
     return list(_core.sim_presets())
 
 
@@ -77,18 +78,22 @@ def replay(trace, preset: str = "znand", queue_depth: int | None = None, host_qu
 
 
 def zng_platforms() -> list[str]:
+    """Names of the ZnG study's platforms (zng_run's platform)."""
     return list(_core.zng_platforms())
 
 
 def zng_workloads() -> list[str]:
+    """Names of the generated ZnG workloads (zng_generate's workload)."""
     return list(_core.zng_workloads())
 
 
 def zng_generate(workload: str, scale: float = 1.0, seed: int = 1):
+    """A generated GPU memory trace of workload at scale (1.0: the paper's size), seeded."""
     return _core.zng_generate(workload, scale, seed)
 
 
 def zng_load_trace(path: str | os.PathLike):
+    """A ZnG trace read from a file (FileNotFoundError/ValueError naming the file)."""
     p = os.fspath(path)
     if not os.path.exists(p):
         raise FileNotFoundError(f"GPU trace '{p}' does not exist")
@@ -97,14 +102,6 @@ def zng_load_trace(path: str | os.PathLike):
 
 def zng_run(trace, platform: str = "zng", grouped_registers: bool | None = None, registers_per_plane: int = 0,
             l2_bytes: int = 0) -> dict:
+    """Run one trace on one platform; returns its metrics (bandwidth_gb_s, write_redundancy, ...)."""
     g = -1 if grouped_registers is None else int(bool(grouped_registers))
     return json.loads(_core.zng_run(trace, platform, g, registers_per_plane, l2_bytes))
-
-
-
-def zng_report(out_dir: str | os.PathLike = ".", scale: float = 1.0, workloads: Sequence[str] | None = None,
-               seed: int = 1, traces: dict | None = None, plots: bool = True) -> dict:
-    """Run every platform on every workload; write zng_report.md, zng_report.json and (plots=True) PNG plots
-    into out_dir. traces: optional {name: ZngTrace} used instead of generated ones. Returns the report dict."""
-    from gpuio import _sim_report
-    return _sim_report.build(out_dir, scale, workloads, seed, traces, plots)

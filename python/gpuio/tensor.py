@@ -63,8 +63,13 @@ def _header(dtype: np.dtype, shape: tuple, data_offset: int) -> bytes:
 
 
 def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
-    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce)."""
-    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=pin)
+    """uint8 buffer whose address is 4 KiB aligned (O_DIRECT can then target it without a bounce): gpuio's
+    aligned_empty, or (pin) page-locked memory from torch's allocator, which tracks it for async copies."""
+    if not pin:
+        from gpuio.engine import aligned_empty
+
+        return torch.from_numpy(aligned_empty(nbytes, DATA_ALIGN_BYTES))
+    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=True)
     skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES
     return raw[skip:skip + nbytes]
 
@@ -76,9 +81,11 @@ class Prefetch:
         self._finish, self._handles, self._result = finish, handles, None
 
     def done(self) -> bool:
+        """True once every read of the gather has completed."""
         return self._result is not None or all(h.done() for h in self._handles)
 
     def wait(self) -> torch.Tensor:
+        """Block until the rows are read; returns them on the requested device."""
         if self._result is None:
             for h in self._handles:
                 h.wait()
@@ -255,6 +262,7 @@ class TensorFile:
     # -- properties ----------------------------------------------------------------------------------
     @property
     def num_rows(self) -> int:
+        """shape[0]: the rows gather() and scatter() index."""
         return self.shape[0]
 
     def __len__(self) -> int:
@@ -265,6 +273,8 @@ class TensorFile:
                 f"block_size={self.block_size}, direct={self.direct})")
 
     def stats(self) -> dict:
+        """Counters of this file (gathers, rows, blocks and bytes read and written, data_path) and its engine's
+        stats."""
         s = dict(self._counters, bytes_read=self._counters["blocks_read"] * self.block_size,
                  bytes_written=self._counters["blocks_written"] * self.block_size,
                  data_path="direct" if self.direct else "buffered")
@@ -304,7 +314,7 @@ class TensorFile:
     def __getitem__(self, key) -> torch.Tensor:
         """Rows as torch indexes them (see `row_ids`); a tuple key's first item picks rows, the rest (ints,
         slices, None, ...) index within them. Read through gather(): on the index tensor's device."""
-        rest = ()
+        rest: tuple = ()
         if isinstance(key, tuple):
             key, rest = (key[0], key[1:]) if key else (slice(None), ())
             if key is None or key is Ellipsis or any(

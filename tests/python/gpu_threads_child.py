@@ -59,7 +59,7 @@ def main() -> int:
     ref = np.arange(ROWS * COLS, dtype=np.float32).reshape(ROWS, COLS)
     tf = gpuio.TensorFile.create(path, (ROWS, COLS), "float32", workers=2)
     tf.scatter(np.arange(ROWS), ref)
-    gpuio.gpu.attach(tf.engine, stream_wait=a.wait)
+    tf.engine.attach_gpu(stream_wait=a.wait)
     if a.path == "store":
         fs = gpuio.FeatureStore(tf, gpu_cache_bytes=1 << 20, device="cuda", accumulate=False)
 

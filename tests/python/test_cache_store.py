@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from gpuio.cache import FeatureStore, InMemoryRows
+from gpuio.graph import degree_scores, pagerank_scores
 from gpuio.tensor import TensorFile
 
 SEED = 7
@@ -82,11 +83,11 @@ def test_host_buffer_serves_hot_rows(table):
 
 def test_host_rows_by_degree(table):
     edge_index = torch.stack([torch.full((50,), 42), torch.arange(50) + 100])  # node 42 feeds 50 nodes
-    fs = FeatureStore(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1, graph=edge_index,
-                      device="cpu")
+    fs = FeatureStore(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1,
+                      hot_scores=degree_scores(edge_index, 2000), device="cpu")
     assert fs.host.rows.tolist() == [42]
-    fs2 = FeatureStore(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1, graph=edge_index,
-                       hot="pagerank", device="cpu")
+    fs2 = FeatureStore(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1,
+                       hot_scores=pagerank_scores(edge_index, 2000), device="cpu")
     assert fs2.host.num_rows == 1
     assert torch.equal(fs2.gather(torch.tensor([42, 7])), table[[42, 7]])
 
@@ -119,7 +120,7 @@ def test_bad_arguments(table):
     src = InMemoryRows(table)
     with pytest.raises(ValueError, match="-1"):
         FeatureStore(src, gpu_cache_bytes=-1)
-    with pytest.raises(ValueError, match="hot_scores or graph"):
+    with pytest.raises(ValueError, match="needs hot_scores"):
         FeatureStore(src, host_cache_rows=10)
     with pytest.raises(ValueError, match="1999"):
         FeatureStore(src, host_cache_rows=10, hot_scores=np.ones(1999))

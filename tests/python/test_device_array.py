@@ -125,3 +125,28 @@ def test_errors_name_the_bad_value(tmp_path):
             ro[3] = 7
     with pytest.raises(ValueError, match="device='tpu'"):
         DeviceArray.open(tmp_path / "a.npy", cache_bytes=1 << 20, device="tpu")
+
+
+def test_the_array_cache_keeps_its_engine_alive(tmp_path):
+    """The C++ cache takes the engine's owning object (keep-alive), not an address: dropping every other
+    reference to the engine leaves the cache reading correct data; an integer is refused."""
+    import gc
+    import sys
+
+    from gpuio import _core
+
+    ref = np.arange(3000, dtype=np.int64)
+    with make(tmp_path, ref, "cpu", 4 * 4096) as a:
+        geometry = dict(a.geometry)
+    core = _core.EngineCore([str(tmp_path / "a.npy")], {"block_size": 4096})
+    before = sys.getrefcount(core)
+    cache = _core.HostArrayCache(core, geometry)
+    assert sys.getrefcount(core) == before + 1
+    del core
+    gc.collect()
+    idx = np.array([0, 2999, 1234], dtype=np.int64)
+    out = np.empty(3, dtype=np.int64)
+    cache.gather(idx.ctypes.data, 3, out.ctypes.data)
+    np.testing.assert_array_equal(out, ref[idx])
+    with pytest.raises(TypeError):
+        _core.HostArrayCache(12345, geometry)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpuio
-from gpuio._buffers import aligned_empty
+from gpuio import aligned_empty
 
 BS = 4096
 

@@ -53,7 +53,7 @@ def datafile(tmp_path_factory):
 def _engine(path, **gpu):
     eng = gpuio.Engine(path, workers=2, staging_bytes=8 << 20)
     if gpu:
-        gpuio.gpu.attach(eng, **gpu)
+        eng.attach_gpu(**gpu)
     return eng
 
 
@@ -99,9 +99,9 @@ def test_hostfn_wait_is_refused_with_the_reason(tmp_path):
     gpuio.Engine.create_file(path, 16 * BS)
     with gpuio.Engine(path, workers=1) as eng:
         with pytest.raises(ValueError, match="stream_wait='hostfn'.*removed"):
-            gpuio.gpu.attach(eng, stream_wait="hostfn")
+            eng.attach_gpu(stream_wait="hostfn")
         with pytest.raises(ValueError, match="wait_timeout_s.*-1"):
-            gpuio.gpu.attach(eng, wait_timeout_s=-1)
+            eng.attach_gpu(wait_timeout_s=-1)
 
 
 @needs_gpu
@@ -151,7 +151,7 @@ def test_writes_from_gpu_read_back(tmp_path):
         src = torch.from_numpy(rng.integers(0, 256, size=(200, BS), dtype=np.uint8)).cuda()
         eng.write(torch.from_numpy(ids).cuda(), src)
         torch.cuda.current_stream().synchronize()
-        back = gpuio._buffers.aligned_empty(200 * BS)
+        back = gpuio.aligned_empty(200 * BS)
         eng.read(ids, back)
         assert np.array_equal(back.reshape(200, BS), src.cpu().numpy())
         assert eng.stats()["gpu_stream_chunks"] > 0
@@ -202,7 +202,7 @@ def test_gpu_initiated_latency_probe(datafile):
         eng.read(torch.tensor([0], device="cuda"), gpuio.empty((1, BS), device="cuda"))  # attaches the layer
         dst = gpuio.empty((64, BS), device="cuda")
         ids = list(range(200, 264))
-        ns = eng._gpu.latency_probe(ids, dst.data_ptr())
+        ns = eng.gpu.latency_probe(ids, dst.data_ptr())
         assert len(ns) == 64 and all(t > 0 for t in ns)
         assert np.array_equal(dst.cpu().numpy(), data[200:264])
 
@@ -232,9 +232,25 @@ def test_requests_larger_than_the_bounce_pool_move_in_chunks(tmp_path, wait):
         assert s["gpu_bounce_waits"] > 0
 
 
+def test_the_engine_owns_its_gpu_path(datafile):
+    """engine.gpu is the engine's one GPU path (created once); attach_gpu after it exists is refused. Without
+    the CUDA layer both raise RuntimeError saying why (this part runs in CI)."""
+    path, _ = datafile
+    with gpuio.Engine(path, workers=1) as eng:
+        if _reason is not None:
+            with pytest.raises(RuntimeError, match="CUDA|cuda|GPU|device"):
+                eng.gpu
+            with pytest.raises(RuntimeError, match="CUDA|cuda|GPU|device"):
+                eng.attach_gpu(queues=2)
+            return
+        assert eng.gpu is eng.gpu and eng.gpu.engine is eng
+        with pytest.raises(ValueError, match="already has its GPU path"):
+            eng.attach_gpu(queues=2)
+
+
 @needs_gpu
 def test_bounce_option_is_checked(datafile):
     path, _ = datafile
     with gpuio.Engine(path, workers=1) as eng:
         with pytest.raises(ValueError, match="bounce_bytes=4096 must be >="):
-            gpuio.gpu.attach(eng, bounce_bytes=4096)
+            eng.attach_gpu(bounce_bytes=4096)

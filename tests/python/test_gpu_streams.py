@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuio.streams import Cache
+from gpuio.streams import DatasetCache
 from streams_util import open_small, write_all
 
 torch = pytest.importorskip("torch")
@@ -38,7 +38,7 @@ def test_gpu_tensors_round_trip_across_sblocks(tmp_path):
 @needs_cuda
 def test_cache_streams_batches_into_cuda(tmp_path):
     batches = [torch.full((1000 + i, 16), float(i)) for i in range(20)]
-    with Cache(str(tmp_path / "c.bin"), device="cuda", mode="c", create_bytes=64 << 20,
+    with DatasetCache(str(tmp_path / "c.bin"), device="cuda", mode="c", create_bytes=64 << 20,
                sblock_bytes=64 << 10, buffer_pool_bytes=1 << 20, block_size=4096) as cache:
         cache.fill(iter(batches))
         for _ in range(2):  # every epoch reads the same batches back, on the GPU

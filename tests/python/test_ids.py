@@ -6,7 +6,7 @@ import torch
 
 import gpuio
 from gpuio._index import check_ids
-from gpuio.cache.sources import InMemoryRows
+from gpuio.rows import InMemoryRows
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def test_scatter_refuses_float_ids(tf):
         tf.scatter([0.5], torch.zeros(1, 4))
 
 
-def test_cache_sources_and_pyg_use_the_same_check():
+def test_row_tables_and_pyg_use_the_same_check():
     rows = InMemoryRows(torch.arange(12.0).view(6, 2))
     with pytest.raises(TypeError, match="got 1.5"):
         rows.gather([1.5])

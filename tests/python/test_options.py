@@ -71,6 +71,21 @@ def test_defaults_are_read_from_cpp():
     assert set(_core.engine_option_ranges()) <= set(d)
 
 
+def test_gpu_defaults_are_read_from_cpp():
+    """gpuio.gpu.DEFAULTS holds C++'s GpuOptions defaults (any build: the struct needs no CUDA) plus the two
+    options the Python layer owns; every one is documented on Engine.attach_gpu."""
+    from gpuio import gpu
+
+    cpp = _core.gpu_defaults()
+    assert {k: v for k, v in gpu.DEFAULTS.items() if k in cpp and k != "stream_wait"} == \
+        {k: v for k, v in cpp.items() if k != "stream_wait"}
+    assert set(gpu.DEFAULTS) - set(cpp) == {"wait_timeout_s"}
+    assert cpp["stream_wait"] == "kernel" and gpu.DEFAULTS["stream_wait"] == "auto"
+    assert cpp["queues"] == 8 and cpp["bounce_bytes"] == 64 << 20
+    for name in gpu.DEFAULTS:
+        assert name in gpuio.Engine.attach_gpu.__doc__, name
+
+
 def test_defaults_work_and_values_reach_cpp(dev):
     with gpuio.Engine(dev, queue_depth=8, block_size=8192, workers=None) as e:
         assert e.block_size == 8192 and e.total_blocks == (1 << 20) // 8192

@@ -1,4 +1,4 @@
-"""PyG integration: NodeLoader over (gpuio.pyg.FeatureStore, GraphStore) with gpuio's pure-PyTorch sampler."""
+"""PyG integration: NodeLoader over (gpuio.pyg.PygFeatureStore, GraphStore) with gpuio's pure-PyTorch sampler."""
 import importlib.util
 
 import pytest
@@ -23,7 +23,7 @@ def stores(tmp_path, graph):
     x = torch.randn(N, 8, generator=torch.Generator().manual_seed(0))
     tf = TensorFile.create(tmp_path / "x.npy", (N, 8), "float32")
     tf.scatter(torch.arange(N), x)
-    fs = gp.FeatureStore()
+    fs = gp.PygFeatureStore()
     fs.put_tensor(FeatureStore(tf, gpu_cache_bytes=8 * 4096, device="cpu"), group_name=None, attr_name="x",
                   index=None)
     fs.put_tensor(torch.arange(N) % 5, group_name=None, attr_name="y", index=None)

@@ -1,11 +1,11 @@
-"""gpuio.pyg.FeatureStore / GraphStore against PyG's FeatureStore/GraphStore contract (issue 10).
+"""gpuio.pyg.PygFeatureStore / GraphStore against PyG's FeatureStore/GraphStore contract (issue 10).
 
 PyG's own store tests are not in its wheel, so this module states the same contract, read from PyG's
 base classes (`torch_geometric/data/feature_store.py`, `graph_store.py`) and its reference stores
 (`torch_geometric.testing.MyFeatureStore` / `MyGraphStore`, which the wheel ships). Contract tests run
 on PyG's reference store too ("pyg-reference"): an assertion that PyG's own store fails would pin
 gpuio's behaviour, not PyG's. gpuio stores run backed by (a) tensors in memory and (b) TensorFiles
-(`FeatureStore(root=...)`, and a user TensorFile put as a table).
+(`PygFeatureStore(root=...)`, and a user TensorFile put as a table).
 
 PyG behaviours pinned, per test:
 - test_put_get_update_remove: put with an index (the ids the rows belong to) on a NEW attribute; get
@@ -49,7 +49,7 @@ GPUIO_STORES = FEATURE_STORES[1:]
 def make_feature_store(kind, tmp_path):
     if kind == "pyg-reference":
         return MyFeatureStore()
-    return gp.FeatureStore() if kind == "gpuio-memory" else gp.FeatureStore(root=tmp_path / "fs")
+    return gp.PygFeatureStore() if kind == "gpuio-memory" else gp.PygFeatureStore(root=tmp_path / "fs")
 
 
 @pytest.fixture(params=FEATURE_STORES)
@@ -148,7 +148,7 @@ def test_custom_tensor_attr_class(kind, tmp_path):
         store = MyFeatureStore()
         store._tensor_attr_cls = AttrNoGroup
     else:
-        store = gp.FeatureStore(root=tmp_path / "fs" if kind == "gpuio-tensorfile" else None,
+        store = gp.PygFeatureStore(root=tmp_path / "fs" if kind == "gpuio-tensorfile" else None,
                                 tensor_attr_cls=AttrNoGroup)
     store["feat", IDX] = T
     assert isinstance(store["feat"], AttrView)
@@ -218,7 +218,7 @@ def test_row_tables_and_files(tmp_path):
     x = torch.randn(50, 8)
     tf = TensorFile.create(tmp_path / "x.npy", x.shape, "float32")
     tf[:] = x
-    fs = gp.FeatureStore(root=tmp_path / "owned")
+    fs = gp.PygFeatureStore(root=tmp_path / "owned")
     fs.put_tensor(tf, None, "x", None)
     fs.put_tensor(CacheStore(tf, gpu_cache_bytes=4 * 4096, device="cpu"), None, "cached", None)
     ids = torch.tensor([[3, 49], [0, 3]])

@@ -1,10 +1,10 @@
-"""Cache: fill once, stream back every epoch; replacing a fill frees the old stream; reopen by id."""
+"""DatasetCache: fill once, stream back every epoch; replacing a fill frees the old stream; reopen by id."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gpuio.streams import Cache
+from gpuio.streams import DatasetCache
 from streams_util import SMALL
 
 
@@ -17,7 +17,7 @@ def test_cache_epochs_and_refill(tmp_path):
         calls.append(1)
         return iter(batches)
 
-    with Cache(path, mode="c", create_bytes=8 << 20, **SMALL) as c:
+    with DatasetCache(path, mode="c", create_bytes=8 << 20, **SMALL) as c:
         with pytest.raises(ValueError, match="cache is empty"):
             next(iter(c))
         c.get_or_fill(make)
@@ -32,7 +32,7 @@ def test_cache_epochs_and_refill(tmp_path):
         assert sid not in c.store and len(c) == 20 and c.store.stats()["free_blocks"] > free
         c.store.check()
         sid = c.stream_id
-    with Cache(path, stream_id=sid, **SMALL) as c:
+    with DatasetCache(path, stream_id=sid, **SMALL) as c:
         assert [b.shape for b in c] == [(1, 8)] * 20
     with pytest.raises(KeyError, match="stream 999"):
-        Cache(path, stream_id=999, **SMALL)
+        DatasetCache(path, stream_id=999, **SMALL)

@@ -1,10 +1,12 @@
 // gpuio._core device-array bindings (python/gpuio/device_array.py is the Python face): HostArrayCache (the CPU
-// implementation, always built) and GpuArrayCache (with the CUDA layer). Addresses come validated from Python.
+// implementation, always built) and GpuArrayCache (with the CUDA layer). They take the engine's owning object
+// (gpuio._core.EngineCore, kept alive); buffer addresses come validated from Python.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
 
 #include <string>
 
+#include "bindings/engine_holder.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 #include "gpuio/array_cache.hpp"
@@ -46,10 +48,10 @@ nb::dict counters_dict(const ArrayCounters& c) {
 GPUIO_BIND(array, 30) {
   nb::class_<HostArrayCache>(m, "HostArrayCache")
       .def("__init__",
-           [](HostArrayCache* self, uintptr_t engine_address, nb::dict g) {
-             new (self) HostArrayCache(*reinterpret_cast<Engine*>(engine_address), geometry(g));
+           [](HostArrayCache* self, bindings::EngineHolder& engine, nb::dict g) {
+             new (self) HostArrayCache(*engine, geometry(g));
            },
-           nb::arg("engine_address"), nb::arg("geometry"))
+           nb::arg("engine"), nb::arg("geometry"), nb::keep_alive<1, 2>())
       .def("gather",
            [](HostArrayCache& c, uintptr_t idx, size_t n, uintptr_t out) {
              c.gather(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<void*>(out));
@@ -70,8 +72,8 @@ GPUIO_BIND(array, 30) {
 #ifdef GPUIO_HAVE_CUDA
   nb::class_<GpuArrayCache>(m, "GpuArrayCache")
       .def("__init__",
-           [](GpuArrayCache* self, uintptr_t engine_address, std::vector<std::vector<uintptr_t>> queues, nb::dict g,
-              uint32_t staging_groups) {
+           [](GpuArrayCache* self, bindings::EngineHolder& engine, std::vector<std::vector<uintptr_t>> queues,
+              nb::dict g, uint32_t staging_groups) {
              CacheGeometry geo = geometry(g);
              std::vector<QueueRef> qs;
              for (const auto& q : queues) {  // (shared, tail, index) as gpuio.gpu.GpuPath.queue(i) gives them
@@ -84,9 +86,9 @@ GPUIO_BIND(array, 30) {
                qs.push_back(r);
              }
              nb::gil_scoped_release unlocked;
-             new (self) GpuArrayCache(*reinterpret_cast<Engine*>(engine_address), qs, geo, staging_groups);
+             new (self) GpuArrayCache(*engine, qs, geo, staging_groups);
            },
-           nb::arg("engine_address"), nb::arg("queues"), nb::arg("geometry"), nb::arg("staging_groups"))
+           nb::arg("engine"), nb::arg("queues"), nb::arg("geometry"), nb::arg("staging_groups"), nb::keep_alive<1, 2>())
       .def("gather",
            [](GpuArrayCache& c, uintptr_t idx, uint64_t n, uintptr_t out, uintptr_t stream) {
              c.gather(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<void*>(out),

@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "bindings/engine_holder.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 #include "gpuio/crc32c.hpp"
@@ -17,6 +18,8 @@ using namespace gpuio;
 
 namespace {
 
+// Owns the engine; the Python object's lifetime ends it (close() first stops the workers).
+using Holder = bindings::EngineHolder;
 using bindings::copy_dict;
 using bindings::reject_unknown;
 using bindings::take;
@@ -151,12 +154,6 @@ nb::dict stats_dict(const EngineStats& s) {
   return d;
 }
 
-// Owns the engine; the Python object's lifetime ends it (close() first stops the workers).
-struct Holder {
-  std::unique_ptr<Engine> engine;
-  Engine* operator->() const { return engine.get(); }
-};
-
 }  // namespace
 
 GPUIO_BIND(engine, 10) {
@@ -206,8 +203,6 @@ GPUIO_BIND(engine, 10) {
       .def("sync", [](Holder& h) { h->sync(); }, nb::call_guard<nb::gil_scoped_release>())
       .def("close", [](Holder& h) { h->close(); }, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("closed", [](const Holder& h) { return h->closed(); })
-      // The C++ Engine's address, for the GPU layer (bindings/gpu.cpp) to attach to; valid while this lives.
-      .def_prop_ro("_address", [](const Holder& h) { return reinterpret_cast<uintptr_t>(h.engine.get()); })
       .def_prop_ro("total_blocks", [](const Holder& h) { return h->total_blocks(); })
       .def_prop_ro("block_size", [](const Holder& h) { return h->options().block_size; })
       .def_prop_ro("devices",

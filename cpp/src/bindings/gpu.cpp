@@ -1,16 +1,15 @@
-// gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). Everything takes raw addresses that
-// gpuio._buffers validated; waits release the GIL. Without the CUDA layer only gpu_probe_devices exists
-// and says why there is no GPU path.
+// gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). The runtime holds its engine's Python object
+// (keep-alive); buffers arrive as addresses that gpuio._buffers validated; waits release the GIL. Without the
+// CUDA layer only gpu_defaults and gpu_probe_devices (which says why there is no GPU path) exist.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings/engine_holder.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 
-#ifdef GPUIO_HAVE_CUDA
-#include "gpuio/gpu.hpp"
-#endif
+#include "gpuio/gpu.hpp"  // plain C++: the GPU options' defaults are readable in a build without CUDA
 
 namespace nb = nanobind;
 
@@ -62,6 +61,20 @@ nb::dict stats_dict(const GpuStats& s) {
 #endif
 
 GPUIO_BIND(gpu, 20) {
+  m.def("gpu_defaults",
+        [] {
+          gpuio::GpuOptions o;
+          nb::dict d;
+          d["queues"] = o.queues;
+          d["copy"] = o.copy;
+          d["stream_wait"] = o.stream_wait;
+          d["device"] = o.device;
+          d["poll_spin_us"] = o.poll_spin_us;
+          d["bounce_bytes"] = o.bounce_bytes;
+          d["bounce_wait_ms"] = o.bounce_wait_ms;
+          return d;
+        },
+        "Default of every GPU option (from GpuOptions), for gpuio.gpu.DEFAULTS.");
 #ifdef GPUIO_HAVE_CUDA
   m.def("gpu_probe_devices", [] {
     gpu::DeviceReport r = gpu::probe_devices();
@@ -86,12 +99,12 @@ GPUIO_BIND(gpu, 20) {
 
   nb::class_<GpuRuntime>(m, "GpuRuntime")
       .def("__init__",
-           [](GpuRuntime* self, uintptr_t engine_address, nb::dict options) {
+           [](GpuRuntime* self, bindings::EngineHolder& engine, nb::dict options) {
              GpuOptions o = gpu_options(options);
              nb::gil_scoped_release unlocked;
-             new (self) GpuRuntime(*reinterpret_cast<Engine*>(engine_address), o);
+             new (self) GpuRuntime(*engine, o);
            },
-           nb::arg("engine_address"), nb::arg("options"))
+           nb::arg("engine"), nb::arg("options"), nb::keep_alive<1, 2>())  // the runtime keeps its engine alive
       // GIL released: a submit may wait for bounce space, which frees as the streams move on.
       .def("stream_submit",
            [](GpuRuntime& r, uintptr_t stream, int op, uintptr_t ids, bool ids_on_device, uint32_t n, uintptr_t mem,

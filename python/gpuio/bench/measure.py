@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .._buffers import aligned_empty
+from ..engine import aligned_empty
 from ..engine import Engine
 from .workloads import RAW_GRID, EngineConfig, RawConfig, Workload
 
@@ -107,9 +107,19 @@ def raw_best(path: str, request_bytes: int, sequential: bool, write: bool, secon
     return best
 
 
-def _raw(path: str, request_bytes: int, sequential: bool, write: bool, cfg: RawConfig, seconds: float) -> dict:
+def raw_bench(path: str, *, block_bytes: int = 4096, queue_depth: int = 32, threads: int = 1, seconds: float = 1.0,
+              uring: bool = True, sequential: bool = False, write: bool = False, direct: bool = True,
+              ops_max: int = 0) -> dict:
+    """The in-tree raw-device reference (C++, iobench's algorithm, no engine, no Python per request): `threads`
+    threads each keep `queue_depth` requests of `block_bytes` on `path` for `seconds` (io_uring, or pread/
+    pwrite with uring=False). Returns dict(ops, bytes, seconds, cpu_seconds)."""
     from .. import _core
 
-    r = _core.raw_bench(path, block_bytes=request_bytes, queue_depth=cfg.queue_depth, threads=cfg.threads,
-                        seconds=seconds, uring=cfg.uring, sequential=sequential, write=write, direct=True)
+    return _core.raw_bench(path, block_bytes=block_bytes, queue_depth=queue_depth, threads=threads, seconds=seconds,
+                           uring=uring, sequential=sequential, write=write, direct=direct, ops_max=ops_max)
+
+
+def _raw(path: str, request_bytes: int, sequential: bool, write: bool, cfg: RawConfig, seconds: float) -> dict:
+    r = raw_bench(path, block_bytes=request_bytes, queue_depth=cfg.queue_depth, threads=cfg.threads,
+                  seconds=seconds, uring=cfg.uring, sequential=sequential, write=write, direct=True)
     return {"bytes": r["bytes"], "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"], "requests": r["ops"]}

@@ -1,6 +1,7 @@
 """`gpuio.FeatureStore`: row reads served by tiers — constant host buffer, device page cache, storage.
 
-    fs = gpuio.FeatureStore(tf, gpu_cache_bytes=1 << 30, host_cache_rows=100_000, graph=edge_index)
+    fs = gpuio.FeatureStore(tf, gpu_cache_bytes=1 << 30, host_cache_rows=100_000,
+                            hot_scores=gpuio.graph.degree_scores(edge_index, tf.shape[0]))
     x = fs.gather(node_ids)          # rows on fs.device
     fs.announce(next_batch_ids)      # window buffering: protect pages the next batches need
     t = fs.submit(ids); x = t.wait() # accumulated: misses of several micro-batches read together
@@ -14,13 +15,14 @@ are served once and not cached ("bypass"). Thread contract: one thread calls in 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from gpuio.cache.accumulator import INFLIGHT_PAGES_MIN, Accumulator
 from gpuio.cache.host_buffer import HostBuffer, pick_hot_rows
 from gpuio.cache.page_cache import PageCache
-from gpuio.cache.sources import _check_idx
+from gpuio.rows import PagedRows, check_row_ids
 from gpuio.cache.window import WindowBuffer
 
 
@@ -43,9 +45,11 @@ class Ticket:
         self.store, self.rows, self.result = store, rows, None
 
     def done(self) -> bool:
+        """True once the rows have been served (the group they were accumulated into was read)."""
         return self.result is not None
 
     def wait(self) -> torch.Tensor:
+        """The rows, serving the accumulated group now if it has not been served yet."""
         if self.result is None:
             self.store.flush()
         return self.result
@@ -60,13 +64,13 @@ class FeatureStore:
     cached before such a scatter stays stale until evicted (the cache is read-through, not coherent)."""
 
     def __init__(self, tf, gpu_cache_bytes: int = 256 << 20, host_cache_rows: int = 0, hot_scores=None,
-                 window: int = 8, accumulate: bool = True, *, graph=None, hot: str = "degree",
+                 window: int = 8, accumulate: bool = True, *,
                  policy: str = "clock", device=None, inflight_pages_min: int = INFLIGHT_PAGES_MIN):
-        """tf: a `gpuio.TensorFile` (or any row source, see gpuio.cache.sources).
+        """tf: a `gpuio.TensorFile` (or any gpuio.rows.Rows).
         gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.
-        host_cache_rows: rows in the constant host buffer (default 0); ranked by `hot_scores`, else by
-        `hot` ("degree" or "pagerank") of `graph`. window: batches of look-ahead protected from eviction
-        (default 8). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
+        host_cache_rows: rows in the constant host buffer (default 0), the highest of `hot_scores` (one
+        score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: batches of
+        look-ahead protected from eviction (default 8). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
         pages are missing. device: where the cache lives and rows are delivered (default: CUDA if
         available, else CPU)."""
         if gpu_cache_bytes < 0:
@@ -90,7 +94,7 @@ class FeatureStore:
         slots = min(gpu_cache_bytes // self.page_bytes, self.num_pages)
         self.cache = PageCache(self.num_pages, slots, self.page_rows, self.row_shape, self.dtype,
                                self.device, policy)
-        hot_rows = pick_hot_rows(self.num_rows, host_cache_rows, hot_scores, graph, hot)
+        hot_rows = pick_hot_rows(self.num_rows, host_cache_rows, hot_scores)
         self.host = HostBuffer(tf, hot_rows, self.num_rows, self.device) if hot_rows.numel() else None
         self.window = WindowBuffer(self.num_pages, window, self.device)
         self.acc = Accumulator(accumulate, inflight_pages_min)
@@ -100,6 +104,7 @@ class FeatureStore:
 
     @property
     def shape(self) -> tuple:
+        """(rows, *row_shape) of the table underneath."""
         return (self.num_rows, *self.row_shape)
 
     # -- public API -----------------------------------------------------------------------------
@@ -108,7 +113,9 @@ class FeatureStore:
         return self.submit(idx, force=True).wait()
 
     def submit(self, idx, force: bool = False) -> Ticket:
-        rows = _check_idx(idx, self.num_rows).to(self.device)
+        """Queue rows idx and return their Ticket; the misses of queued tickets are read together once
+        inflight_pages_min pages are missing (force=True: serve now)."""
+        rows = check_row_ids(idx, self.num_rows).to(self.device)
         ticket = Ticket(self, rows)
         miss = self._estimate_misses(rows) if self.acc.enabled and not force else 0
         if self.acc.add(ticket, miss) or force:
@@ -122,18 +129,21 @@ class FeatureStore:
     def announce(self, idx) -> None:
         """Declare rows a coming batch will read; their pages stay cached until that batch is served
         (batches are served in announcement order; at most `window` are remembered)."""
-        rows = _check_idx(idx, self.num_rows).to(self.device)
+        rows = check_row_ids(idx, self.num_rows).to(self.device)
         if self.host is not None:
             rows = rows[self.host.lookup(rows) < 0]
         self.window.announce(torch.unique(rows // self.page_rows))
 
     def flush(self) -> None:
+        """Serve every queued ticket now (one merged read of their missing pages)."""
         tickets = self.acc.take()
         if tickets:
             self._serve(tickets)
 
     def stats(self) -> dict:
-        c = dict(self._counters)
+        """Counters: rows requested and where they came from (host buffer, page cache, device), pages
+        hit/missed/bypassed, bytes read, hit rates, evictions, cache geometry."""
+        c: dict[str, Any] = dict(self._counters)
         req = max(c["rows_requested"], 1)
         pages = max(c["pages_hit"] + c["pages_miss"], 1)
         c.update(host_hit_rate=c["rows_host"] / req, gpu_hit_rate=c["rows_gpu_cache"] / req,
@@ -182,7 +192,7 @@ class FeatureStore:
         self.cache.touch(slots_hit)
         n_hit = int(slots_hit.numel())
         in_order = (self.page_rows == 1 and cold is None and n_hit == 0 and pages.numel() == n
-                    and getattr(self.tf, "reads_in_place", lambda d: True)(self.device))
+                    and (not isinstance(self.tf, PagedRows) or self.tf.reads_in_place(self.device)))
         miss_pages = crow if in_order else pages[~hit]
         # Victims: never a page this group reads (hits) nor one an announced batch needs.
         pinned = self.window.protected_slots(self.cache.slot_page)
@@ -221,7 +231,7 @@ class FeatureStore:
 
     def _read_pages(self, pages: torch.Tensor) -> torch.Tensor:
         """Whole pages from the table in one request (the merged read); past-the-end rows are zeros."""
-        if hasattr(self.tf, "gather_pages"):  # a TensorFile reads page-sized blocks with no per-row cut
+        if isinstance(self.tf, PagedRows):  # a TensorFile reads page-sized blocks with no per-row cut
             buf = self.tf.gather_pages(pages, self.page_rows, self.device)
         else:
             buf = torch.zeros((pages.numel(), self.page_rows, *self.row_shape), dtype=self.dtype,

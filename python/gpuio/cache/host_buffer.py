@@ -43,21 +43,17 @@ class HostBuffer:
         return out
 
 
-def pick_hot_rows(num_rows: int, count: int, hot_scores=None, graph=None, hot: str = "degree") -> torch.Tensor:
-    """The `count` rows with the highest scores: `hot_scores` if given, else degree or PageRank of `graph`."""
+def pick_hot_rows(num_rows: int, count: int, hot_scores=None) -> torch.Tensor:
+    """The `count` rows with the highest `hot_scores` (one per row; gpuio.graph.degree_scores or
+    pagerank_scores rank a graph's nodes)."""
     if count < 0:
         raise ValueError(f"host_cache_rows must be >= 0, got {count}")
     count = min(count, num_rows)
     if count == 0:
         return torch.empty(0, dtype=torch.long)
     if hot_scores is None:
-        if graph is None:
-            raise ValueError("host_cache_rows > 0 needs hot_scores or graph= (to rank rows by degree/PageRank)")
-        from gpuio.cache import hot as hot_mod
-        if hot not in ("degree", "pagerank"):
-            raise ValueError(f"hot must be 'degree' or 'pagerank', got {hot!r}")
-        hot_scores = (hot_mod.degree_scores(graph, num_rows) if hot == "degree"
-                      else hot_mod.pagerank_scores(graph, num_rows))
+        raise ValueError("host_cache_rows > 0 needs hot_scores (one per row: gpuio.graph.degree_scores(graph) or "
+                         "gpuio.graph.pagerank_scores(graph) rank a graph's nodes)")
     scores = torch.as_tensor(hot_scores).to("cpu", torch.double).flatten()
     if scores.numel() != num_rows:
         raise ValueError(f"hot_scores has {scores.numel()} entries, the table has {num_rows} rows")

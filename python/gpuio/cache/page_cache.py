@@ -129,6 +129,7 @@ class PageCache:
         self.stamp[slots] = self.tick
 
     def resident_pages(self) -> torch.Tensor:
+        """Page ids currently held in the cache, in slot order."""
         return self.slot_page[self.slot_page >= 0]
 
     def check_invariants(self) -> None:

@@ -128,7 +128,9 @@ def zng(report: bool = typer.Option(False, "--report", help="run every platform 
             return
         if not report:
             raise _check.InputError("nothing to do: pass --report, or --platform NAME")
-        rep = sim.zng_report(out, scale=scale, workloads=names, seed=seed, traces=traces, plots=plots)
+        from gpuio.sim_report import zng_report
+
+        rep = zng_report(out, scale=scale, workloads=names, seed=seed, traces=traces, plots=plots)
     except (ValueError, FileNotFoundError) as e:
         _fail(e)
     typer.echo((Path(out) / "zng_report.md").read_text())

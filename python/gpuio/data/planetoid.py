@@ -15,7 +15,7 @@ import pickle
 import numpy as np
 import torch
 
-from gpuio.cache.sources import InMemoryRows
+from gpuio.rows import InMemoryRows
 from gpuio.data.graph import GraphData, coalesce_undirected
 
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")

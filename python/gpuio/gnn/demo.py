@@ -116,8 +116,8 @@ class Prepared:
     the hot-row scores (building the CSC sorts every edge: seconds at 20 M edges)."""
 
     def __init__(self, cfg: DemoConfig, data, feat_path: str):
-        from gpuio.cache.hot import degree_scores
-        from gpuio.pyg.csc import csc_from_edge_index
+        from gpuio.graph.hot import degree_scores
+        from gpuio.graph.csc import csc_from_edge_index
         self.cfg, self.data, self.feat_path = cfg, data, feat_path
         self.graph = csc_from_edge_index(data.edge_index, data.num_nodes).to(cfg.device)
         self.hot_scores = degree_scores(self.graph)
@@ -153,7 +153,7 @@ def checksum(x: torch.Tensor) -> int:
 def train_on_zeros(prep: Prepared, batches: int = 2) -> None:
     """A few training steps on zero features (no file read): loads the model's, sampler's and optimizer's
     kernels, and inside a fresh memory cgroup leaves the run's anonymous peak as the group's peak."""
-    from gpuio.cache.sources import ZeroRows
+    from gpuio.rows import ZeroRows
     from gpuio.gnn.train import make_model, train_epoch
     cfg = prep.cfg
     loader = prep.loader(ZeroRows(prep.data.features.shape, cfg.device),

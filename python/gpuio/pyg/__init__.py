@@ -1,11 +1,10 @@
 """PyTorch Geometric integration: remote-backend FeatureStore/GraphStore over gpuio, and a pure-PyTorch
 neighbour sampler (no pyg-lib / torch-sparse needed)."""
-from gpuio.pyg.csc import CSC, csc_from_edge_index
-from gpuio.pyg.feature_store import FeatureStore
+from gpuio.pyg.feature_store import PygFeatureStore
 from gpuio.pyg.graph_store import GraphStore
 from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler, hetero_feature_store
 from gpuio.pyg.hetero_loader import HeteroBatchLoader
 from gpuio.pyg.sampler import NeighborSampler
 
-__all__ = ["CSC", "csc_from_edge_index", "FeatureStore", "GraphStore", "NeighborSampler", "HeteroGraphStore",
+__all__ = ["PygFeatureStore", "GraphStore", "NeighborSampler", "HeteroGraphStore",
            "HeteroNeighborSampler", "HeteroBatchLoader", "hetero_feature_store"]

@@ -1,4 +1,4 @@
-"""`gpuio.pyg.FeatureStore`: PyG's remote-backend FeatureStore over gpuio tables.
+"""`gpuio.pyg.PygFeatureStore`: PyG's remote-backend FeatureStore over gpuio tables.
 
 Each (group_name, attr_name) maps to a row table indexed by node (or edge) id: a `gpuio.FeatureStore`
 (tiered cache), a `gpuio.TensorFile`, any row source with `gather(idx)`, or a tensor.
@@ -17,7 +17,7 @@ PyG's contract, as its base class and reference store (`torch_geometric.testing.
   (gpuio reads of all attributes in flight together), views (`store['A', 'x', idx]`, `store.A.x[idx]`).
 
 A tensor put whole into a memory store is kept as is, not copied (as `Data.x = t` does): writing rows
-later writes into it. `FeatureStore(root=dir)` keeps the tensors put into it in new `gpuio.TensorFile`s
+later writes into it. `PygFeatureStore(root=dir)` keeps the tensors put into it in new `gpuio.TensorFile`s
 under `dir` (one per attribute; removed with the attribute) instead of in memory; `tensor_file_options`
 go to `TensorFile.create` (an existing file is replaced only with overwrite=True).
 """
@@ -28,7 +28,7 @@ import re
 
 import numpy as np
 import torch
-from torch_geometric.data import FeatureStore as PygFeatureStore
+from torch_geometric.data import FeatureStore as FeatureStoreBase
 from torch_geometric.data import TensorAttr
 
 from gpuio.tensor import TensorFile, row_ids
@@ -64,7 +64,8 @@ def _new_rows(index, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, values.reshape(ids.numel(), *row_shape)
 
 
-class FeatureStore(PygFeatureStore):
+class PygFeatureStore(FeatureStoreBase):
+    """PyG's FeatureStore over gpuio row tables (see the module docstring); the loaders' feature side."""
     def __init__(self, root=None, tensor_attr_cls=None, **tensor_file_options):
         """tensor_attr_cls: a TensorAttr subclass that orders or fixes the key fields (PyG's option)."""
         super().__init__(tensor_attr_cls=tensor_attr_cls or TensorAttr)
@@ -209,4 +210,5 @@ class FeatureStore(PygFeatureStore):
         return (*(lead or ()), *table.shape[1:])
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        """Every (group_name, attr_name) put into the store, as TensorAttrs."""
         return [TensorAttr(group_name=g, attr_name=a) for g, a in self._tables]

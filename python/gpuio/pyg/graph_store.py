@@ -9,7 +9,7 @@ import torch
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data import GraphStore as PygGraphStore
 
-from gpuio.pyg.csc import CSC, csc_from_edge_index
+from gpuio.graph.csc import CSC, csc_from_edge_index
 
 
 def _ptr_to_index(ptr: torch.Tensor) -> torch.Tensor:
@@ -57,6 +57,7 @@ class GraphStore(PygGraphStore):
         return self._edges.pop(self._key(edge_attr), None) is not None
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """Every EdgeAttr stored (one per edge type and layout)."""
         return [attr for _, attr in self._edges.values()]
 
     def gpuio_csc(self, edge_type=None) -> CSC:

@@ -62,7 +62,7 @@ class HeteroGraphStore(PygGraphStore):
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
         from gpuio.graph.csc_file import CSCMemory
-        from gpuio.pyg.csc import csc_from_edge_index
+        from gpuio.graph.csc import csc_from_edge_index
         layout = edge_attr.layout.value
         if layout == "csc":
             row, colptr = edge_index
@@ -93,11 +93,11 @@ class HeteroGraphStore(PygGraphStore):
 
 
 def hetero_feature_store(tables: dict, y: dict | None = None, attr: str = "x"):
-    """A `gpuio.pyg.FeatureStore` with group = node type: `tables[nt]` (a gpuio.FeatureStore per type,
+    """A `gpuio.pyg.PygFeatureStore` with group = node type: `tables[nt]` (a gpuio.FeatureStore per type,
     with its own GPU cache / host buffer / window, or any row source) as attribute `attr`, plus label
     tensors `y[nt]` as attribute "y"."""
-    from gpuio.pyg.feature_store import FeatureStore
-    fs = FeatureStore()
+    from gpuio.pyg.feature_store import PygFeatureStore
+    fs = PygFeatureStore()
     for nt, table in tables.items():
         fs.put_tensor(table, group_name=nt, attr_name=attr, index=None)
     for nt, labels in (y or {}).items():

@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from gpuio.pyg.csc import CSC, csc_from_edge_index
+from gpuio.graph.csc import CSC, to_csc
 
 
 def _floyd_sample(deg: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
@@ -120,7 +120,7 @@ class _Relabel:
 class NeighborSampler(BaseSampler):
     """`NeighborSampler(graph, num_neighbors=(25, 10), replace=False, seed=None, device=None)`.
 
-    graph: an `edge_index` tensor [2, E], a `gpuio.pyg.CSC`, a PyG `Data`, or a `gpuio.pyg.GraphStore`.
+    graph: an `edge_index` tensor [2, E], a `gpuio.graph.CSC`, a PyG `Data`, or a `gpuio.pyg.GraphStore`.
     device: where the graph lives and sampling runs (default: the graph's device); with CUDA, pass
     device="cuda" to sample on the GPU. Outputs are on that device.
     """
@@ -129,7 +129,7 @@ class NeighborSampler(BaseSampler):
                  seed: int | None = None, device=None, num_nodes: int | None = None):
         if not num_neighbors or any((not isinstance(k, int)) or k == 0 or k < -1 for k in num_neighbors):
             raise ValueError(f"num_neighbors must be a non-empty list of ints > 0 or -1, got {num_neighbors!r}")
-        self.csc = _to_csc(graph, num_nodes)
+        self.csc = to_csc(graph, num_nodes)
         if device is not None:
             self.csc = self.csc.to(torch.device(device))
         self.device = self.csc.colptr.device
@@ -140,9 +140,11 @@ class NeighborSampler(BaseSampler):
 
     @property
     def num_nodes(self) -> int:
+        """Nodes of the sampled graph."""
         return self.csc.num_nodes
 
     def sample(self, seeds: torch.Tensor) -> SamplerOutput:
+        """Sample the multi-hop neighbourhood of seeds (int64 node ids); IndexError for an id outside [0, num_nodes)."""
         seeds = torch.as_tensor(seeds).to(self.device, torch.long).flatten()
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.num_nodes):
             raise IndexError(f"seed node ids must lie in [0, {self.num_nodes}), "
@@ -167,29 +169,17 @@ class NeighborSampler(BaseSampler):
                              num_sampled_edges=edges_per_hop)
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        """PyG's BaseSampler entry: sample(index.node), with the input ids kept as metadata."""
         out = self.sample(index.node)
         out.metadata = (index.input_id, index.time)
         return out
 
     def sample_from_edges(self, index, neg_sampling=None):
+        """Not supported: NotImplementedError (link-prediction sampling)."""
         raise NotImplementedError("gpuio.pyg.NeighborSampler samples from nodes only (link prediction "
                                   "sampling is not part of issue 4)")
 
     @property
     def edge_permutation(self):
+        """None: the output's edge ids are already the caller's edge ids."""
         return None  # `edge` already holds original edge ids
-
-
-def _to_csc(graph, num_nodes) -> CSC:
-    if isinstance(graph, CSC):
-        return graph
-    if isinstance(graph, torch.Tensor):
-        return csc_from_edge_index(graph, num_nodes)
-    csc = getattr(graph, "gpuio_csc", None)  # gpuio.pyg.GraphStore
-    if callable(csc):
-        return csc()
-    edge_index = getattr(graph, "edge_index", None)
-    if isinstance(edge_index, torch.Tensor):
-        return csc_from_edge_index(edge_index, num_nodes if num_nodes is not None else graph.num_nodes)
-    raise TypeError(f"graph must be an edge_index tensor, CSC, Data or gpuio.pyg.GraphStore, "
-                    f"got {type(graph).__name__}")

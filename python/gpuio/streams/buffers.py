@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-ALIGN_BYTES = 4096
-
-
-def aligned_empty(nbytes: int, align: int = ALIGN_BYTES) -> np.ndarray:
-    raw = np.empty(nbytes + align, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % align
-    return raw[offset:offset + nbytes]
+from ..engine import ALIGN_BYTES, aligned_empty
 
 
 class BufferPool:

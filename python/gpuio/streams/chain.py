@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .buffers import aligned_empty
+from ..engine import aligned_empty
 from .format import TRAILER_BYTES, StreamStoreCorrupt, Trailer, blocks_for, entry_unpack
 
 BATCH_TRAILERS_MAX = 1024  # trailer blocks read per engine batch

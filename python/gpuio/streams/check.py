@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import chain
-from .buffers import aligned_empty
+from ..engine import aligned_empty
 from .format import StreamStoreCorrupt
 from .table import StreamTable
 

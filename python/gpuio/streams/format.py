@@ -67,6 +67,13 @@ def payload_crc(buf) -> int:
     return _core.crc32c(buf)
 
 
+def crc32c_hardware() -> bool:
+    """True when payload_crc runs on the CPU's CRC-32C instruction (SSE4.2), False for the table fallback."""
+    from .. import _core
+
+    return bool(_core.crc32c_hardware())
+
+
 def entry_pack(start_block: int, eff_bytes: int) -> int:
     if not 0 < start_block <= ENTRY_START_MAX:
         raise ValueError(f"sblock start block {start_block} out of range (1..{ENTRY_START_MAX})")

@@ -16,6 +16,7 @@ again until the fence has passed, so the copies overlap the next sblocks' consum
 from __future__ import annotations
 
 import collections
+from typing import Any
 
 import numpy as np
 
@@ -37,13 +38,14 @@ class StreamReader:
         self.slots = list(slots)
         self.destroy = destroy                 # free each sblock once it has been consumed
         self._free_slots = list(slots)
-        self._fenced = collections.deque()     # (slot, fence) released while an async copy may read it
+        self._fenced: collections.deque[tuple[int, Any]] = collections.deque()  # (slot, fence) released while
+                                                                                # an async copy may read it
         self._fence = None                     # fence of the current slot's outstanding copies
-        self._fifo = collections.deque()
+        self._fifo: collections.deque[Any] = collections.deque()
         start, eff = entry_unpack(entry)
-        self._expect = (start, eff, 0)         # true location of the next sblock to consume; None at END
-        self._issue_at = None                  # (start, nblocks) of the next read to issue; None: wait
-        self._cur = None                       # (_Fetch, used_blocks) being consumed
+        self._expect: tuple[int, int, int] | None = (start, eff, 0)  # the next sblock to consume; None at END
+        self._issue_at: tuple[int, int] | None = None  # (start, nblocks) of the next read to issue; None: wait
+        self._cur: tuple[_Fetch, int] | None = None  # (_Fetch, used_blocks) being consumed
         self._view = None                      # payload of the current sblock
         self._off = 0
         self.speculation_misses = 0

@@ -76,7 +76,7 @@ def encode(obj) -> tuple[bytes, list]:
     if isinstance(obj, np.ndarray) and not obj.dtype.hasobject and obj.dtype.fields is None:
         arr = obj if obj.flags.c_contiguous else np.ascontiguousarray(obj)
         meta = _shape_meta(arr.dtype.str, arr.shape)
-        segs = [HostSegment(arr.reshape(-1).view(np.uint8))] if arr.nbytes else []
+        segs: list = [HostSegment(arr.reshape(-1).view(np.uint8))] if arr.nbytes else []
         return _header(KIND_NDARRAY, 0, meta, arr.nbytes), segs
     if _is_torch_tensor(obj) and not obj.is_sparse:
         t = obj.detach()

@@ -31,10 +31,11 @@ import warnings
 import numpy as np
 
 from ..engine import DEFAULTS as ENGINE_DEFAULTS
+from ..engine import aligned_empty
 from . import chain
-from .buffers import BufferPool, aligned_empty
+from .buffers import BufferPool
 from .format import (SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock,
-                     blocks_for)
+                     blocks_for, entry_unpack)
 from .freepool import FreePool
 from .reader import StreamReader
 from .serializer import decode
@@ -79,7 +80,7 @@ def _remove(paths: list) -> None:
             pass
 
 
-class StreamHandle:
+class OpenStream:
     """What create_stream/open_stream return: the stream id and the open writer or reader."""
     __slots__ = ("stream_id", "mode", "_store", "_io", "__weakref__")
 
@@ -88,7 +89,13 @@ class StreamHandle:
 
     @property
     def closed(self) -> bool:
+        """True once close_stream() (or closing the store) has closed it."""
         return self._io is None
+
+    @property
+    def speculation_misses(self) -> int:
+        """Reader: sblocks whose prefetch guessed the next extent wrong and were read again (0 for a writer)."""
+        return int(getattr(self._io, "speculation_misses", 0))
 
     def __repr__(self) -> str:
         state = "closed" if self._io is None else "open"
@@ -99,7 +106,7 @@ class StreamStore:
     """SSDStreamer's stream store (see the module docstring).
 
     Thread safety: every public method may be called from any thread; one re-entrant lock serialises the
-    calls (an I/O wait inside one call holds it). A StreamHandle belongs to its store and may be passed
+    calls (an I/O wait inside one call holds it). A OpenStream belongs to its store and may be passed
     between threads, but two threads interleaving writes to one stream get an interleaved stream. One
     process per device set: the engine's exclusive flock (``lock=True``) refuses a second opener."""
 
@@ -120,8 +127,8 @@ class StreamStore:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES} ('r+': open an existing store, 'c': create it when "
                              f"missing, 'w': format), got {mode!r}")
-        paths = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else list(path_or_paths)
-        paths = [os.fspath(p) for p in paths]
+        given = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else list(path_or_paths)
+        paths: list[str] = [os.fspath(p) for p in given]
         exists = [_holds_data(p) for p in paths]
         if any(exists) and not all(exists):
             missing = [p for p, e in zip(paths, exists) if not e]
@@ -149,7 +156,7 @@ class StreamStore:
         self.durable = durable
         self.checksum_payload = checksum_payload
         self._lock = threading.RLock()
-        self._writers: dict[int, StreamHandle] = {}
+        self._writers: dict[int, OpenStream] = {}
         self._readers: dict[int, int] = {}       # stream id -> open readers
         self._consumers: set[StreamReader] = set()  # read_and_destroy readers: hold blocks off the table
         # One store per device set: the exclusive lock also makes a restart after kill -9 wait until the
@@ -216,7 +223,8 @@ class StreamStore:
         return sb
 
     # -- stream API -------------------------------------------------------------------------------------
-    def create_stream(self) -> StreamHandle:
+    def create_stream(self) -> OpenStream:
+        """A new, empty stream open for writing; its stream_id is fixed from here on."""
         with self._lock:
             self._check_open()
             sid = self._table.next_free_id(self._writers)
@@ -229,11 +237,12 @@ class StreamStore:
             except BaseException:
                 self._buffers.give(slots)
                 raise
-            sd = StreamHandle(self, sid, "w", w)
+            sd = OpenStream(self, sid, "w", w)
             self._writers[sid] = sd
             return sd
 
-    def write_stream(self, sd: StreamHandle, data) -> None:
+    def write_stream(self, sd: OpenStream, data) -> None:
+        """Append one object (tensor, array, bytes, or anything picklable) to a stream open for writing."""
         with self._lock:
             w = self._handle(sd, "w", "write to")
             if data is None:
@@ -245,9 +254,11 @@ class StreamStore:
                     self._drop_writer(sd)
                 raise
 
-    def close_stream(self, sd: StreamHandle) -> None:
+    def close_stream(self, sd: OpenStream) -> None:
+        """Close a stream: a writer's stream becomes durable (and readable) here; a reader's buffer slots return to
+        the pool."""
         with self._lock:
-            if not isinstance(sd, StreamHandle) or sd._store is not self:
+            if not isinstance(sd, OpenStream) or sd._store is not self:
                 raise ValueError(f"{sd!r} is not a stream handle of this store")
             if sd._io is None:
                 raise ValueError(f"stream {sd.stream_id} is already closed")
@@ -263,7 +274,8 @@ class StreamStore:
             del self._writers[sd.stream_id]
             sd._io = None
 
-    def open_stream(self, stream_id: int) -> StreamHandle:
+    def open_stream(self, stream_id: int) -> OpenStream:
+        """Open a closed stream for reading from its first object (several readers may share a stream)."""
         with self._lock:
             entry = self._entry(stream_id)
             slots = self._buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
@@ -273,9 +285,9 @@ class StreamStore:
                 self._buffers.give(slots)
                 raise
             self._readers[stream_id] = self._readers.get(stream_id, 0) + 1
-            return StreamHandle(self, stream_id, "r", r)
+            return OpenStream(self, stream_id, "r", r)
 
-    def read_stream(self, sd: StreamHandle, device=None):
+    def read_stream(self, sd: OpenStream, device=None):
         """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda")."""
         with self._lock:
             r = self._handle(sd, "r", "read from")
@@ -286,6 +298,7 @@ class StreamStore:
             return decode(r, device)
 
     def destroy_stream(self, stream_id: int) -> None:
+        """Delete a closed stream and free its blocks (KeyError when there is no such stream)."""
         with self._lock:
             entry = self._entry(stream_id)
             if self._readers.get(stream_id):
@@ -300,7 +313,7 @@ class StreamStore:
             for start, used in extents:
                 self._pool.free(start, used)
 
-    def read_and_destroy_stream(self, stream_id: int) -> StreamHandle:
+    def read_and_destroy_stream(self, stream_id: int) -> OpenStream:
         """Opens the stream for one consuming read: it leaves the table at once (durably), and each sblock's
         blocks return to the free pool as soon as the reader has moved past it."""
         with self._lock:
@@ -312,7 +325,20 @@ class StreamStore:
             r = StreamReader(self, stream_id, entry, slots, destroy=True)
             self._readers[stream_id] = 1
             self._consumers.add(r)
-            return StreamHandle(self, stream_id, "r", r)
+            return OpenStream(self, stream_id, "r", r)
+
+    @property
+    def engine(self):
+        """The gpuio.Engine under the store (its stats; raw reads of the store's blocks in benchmarks)."""
+        return self._engine
+
+    def stream_blocks(self, stream_id: int) -> list[tuple[int, int]]:
+        """(first block, blocks used) of each sblock of a closed stream, in order, each trailer checked.
+        KeyError when the store holds no such stream."""
+        with self._lock:
+            if stream_id not in self:
+                raise KeyError(f"stream {stream_id} is not in the store")
+            return list(self._chain_from(stream_id, *entry_unpack(self._table.entries[stream_id]), 0))
 
     def streams(self) -> list[int]:
         """Ids of the closed (published) streams."""
@@ -321,8 +347,8 @@ class StreamStore:
 
     def __contains__(self, stream_id) -> bool:
         with self._lock:
-            return isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and \
-                self._table.entries[stream_id] != 0
+            return bool(isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and
+                        self._table.entries[stream_id] != 0)
 
     # -- maintenance ------------------------------------------------------------------------------------
     def check(self) -> dict:
@@ -335,6 +361,8 @@ class StreamStore:
             return check_store(self)
 
     def stats(self) -> dict:
+        """Streams, open writers and readers, free and total blocks, buffer slots (free, all, pinned for CUDA),
+        and the engine's stats."""
         with self._lock:
             return {"streams": len(self._table.live_ids()), "writers_open": len(self._writers),
                     "readers_open": sum(self._readers.values()), "free_blocks": self._pool.free_blocks,
@@ -375,7 +403,7 @@ class StreamStore:
 
     def _handle(self, sd, mode: str, verb: str):
         self._check_open()
-        if not isinstance(sd, StreamHandle) or sd._store is not self:
+        if not isinstance(sd, OpenStream) or sd._store is not self:
             raise ValueError(f"{sd!r} is not a stream handle of this store")
         if sd._io is None:
             raise ValueError(f"cannot {verb} stream {sd.stream_id}: its handle is closed")
@@ -384,7 +412,7 @@ class StreamStore:
                              f"{'writing' if sd.mode == 'w' else 'reading'}")
         return sd._io
 
-    def _close_reader(self, sd: StreamHandle) -> None:
+    def _close_reader(self, sd: OpenStream) -> None:
         r = sd._io
         r.close()
         if r.destroy:  # free what the consuming read did not reach
@@ -416,7 +444,7 @@ class StreamStore:
     def _open_consumers(self):
         return iter(self._consumers)
 
-    def _drop_writer(self, sd: StreamHandle) -> None:
+    def _drop_writer(self, sd: OpenStream) -> None:
         w = sd._io
         if w is None:
             return

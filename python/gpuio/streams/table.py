@@ -29,7 +29,7 @@ class StreamTable:
         than the one kept (or of unknown age) may hold an acknowledged update, and is recorded in
         ``damaged`` (one line per page) for the store to warn about and check() to report."""
         bb = self.sb.block_bytes
-        self.damaged: list[str] = []
+        self.damaged = []
         for p in range(self.sb.table_pages):
             best, hurt = None, []
             for slot in (0, 1):

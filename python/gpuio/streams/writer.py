@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import collections
 import errno
+from typing import Any
 
 import numpy as np
 
-from .buffers import aligned_empty
+from ..engine import aligned_empty
 from .format import FLAG_END, FLAG_PAYLOAD_CRC, TRAILER_BYTES, Trailer, blocks_for, entry_pack, payload_crc
 from .serializer import HostSegment, encode
 
@@ -42,15 +43,15 @@ class StreamWriter:
         self.stream_id = stream_id
         self.slots = list(slots)
         self._free_slots = list(slots)
-        self._ready = collections.deque()      # disk runs reserved for coming sblocks
-        self._extents = []                     # every run this stream holds, for abort
-        self._inflight = collections.deque()   # (handle, slot) of async writes
-        self._claim = None                     # (trailer, block) of the last written sblock, whose trailer
-        self._tail = None                      # claims a full successor; _tail: copy of that block
-        self.first = None                      # (start, eff) of sblock 0, known once it is sealed
+        self._ready: collections.deque[tuple[int, int]] = collections.deque()  # disk runs for coming sblocks
+        self._extents: list[tuple[int, int]] = []  # every run this stream holds, for abort
+        self._inflight: collections.deque[tuple[Any, Any]] = collections.deque()  # (handle, slot) of writes
+        self._claim: tuple[Trailer, int] | None = None  # (trailer, block) of the last written sblock, whose
+        self._tail: np.ndarray | None = None   # trailer claims a full successor; _tail: copy of that block
+        self.first: tuple[int, int] | None = None  # (start, eff) of sblock 0, known once it is sealed
         self.bytes_written = 0
         start, n = self._reserve_one()
-        self._cur = _Sblock(self._free_slots.pop(), start, n, 0)
+        self._cur: Any = _Sblock(self._free_slots.pop(), start, n, 0)  # None once the stream is closed
 
     # -- public path ------------------------------------------------------------------------------------
     def write(self, obj) -> None:
@@ -82,6 +83,7 @@ class StreamWriter:
         self._cur = None
         self._drain()
         self.store._sync_data()
+        assert self.first is not None  # sblock 0 was sealed just above at the latest
         return entry_pack(*self.first)
 
     def abort(self) -> None:
@@ -151,6 +153,7 @@ class StreamWriter:
 
     def _correct_claim(self, eff: int) -> None:
         """Rewrites the block holding the previous sblock's trailer with the last sblock's true size."""
+        assert self._claim is not None and self._tail is not None  # only called with a claim outstanding
         t, block = self._claim
         bb = self.store.block_bytes
         Trailer(t.flags, t.uuid, t.stream_id, t.index, t.payload_bytes, t.payload_crc, t.next_start, eff) \

@@ -1,10 +1,14 @@
-"""Row tables that are not a TensorFile: the baselines the GNN demo compares against, and anything a
-`gpuio.FeatureStore` can sit on. A row source has `shape`, `torch_dtype`, `block_size`, `num_rows` and
-`gather(idx) -> rows on idx.device`, like `gpuio.TensorFile`.
+"""Layer between the tensor files and the caches: what a row table is (`Rows`, a typing.Protocol) and the
+row tables that are not a `gpuio.TensorFile` (the baselines the GNN demo compares against).
+
+A row table has `shape`, `torch_dtype`, `block_size`, `num_rows` and `gather(idx) -> rows on idx.device`,
+like `gpuio.TensorFile`; `gpuio.FeatureStore` sits on any of them. A table that also reads whole pages
+(`PagedRows`: `gather_pages`, `reads_in_place`; TensorFile does) lets the cache skip the per-row cut.
 """
 from __future__ import annotations
 
 import mmap
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -12,7 +16,50 @@ import torch
 from gpuio._index import check_ids
 
 
-def _check_idx(idx, num_rows: int) -> torch.Tensor:
+@runtime_checkable
+class Rows(Protocol):
+    """A table of rows: shape[0] rows of shape[1:] elements of torch_dtype, read by gather."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """(rows, *row_shape)."""
+        ...
+
+    @property
+    def num_rows(self) -> int:
+        """shape[0]."""
+        ...
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The rows' element type."""
+        ...
+
+    @property
+    def block_size(self) -> int:
+        """Bytes per storage block (the cache sizes its pages from it; 4096 for in-memory tables)."""
+        ...
+
+    def gather(self, idx: Any) -> torch.Tensor:
+        """Rows idx (int64 ids in [0, num_rows)), delivered on idx's device."""
+        ...
+
+
+@runtime_checkable
+class PagedRows(Rows, Protocol):
+    """A row table that also reads pages of consecutive rows in one request (gpuio.TensorFile)."""
+
+    def reads_in_place(self, device: Any) -> bool:
+        """True when reads bound for device land in request order (no reordering copy needed)."""
+        ...
+
+    def gather_pages(self, pages: Any, page_rows: int, device: Any = None) -> torch.Tensor:
+        """Pages of page_rows consecutive rows, [n, page_rows, ...] on device; rows past the end are zeros."""
+        ...
+
+
+def check_row_ids(idx: Any, num_rows: int) -> torch.Tensor:
+    """idx as a flat int64 tensor, checked by gpuio._index.check_ids (integers in [0, num_rows))."""
     idx = check_ids(idx, "row ids", upper=num_rows)
     return (idx if isinstance(idx, torch.Tensor) else torch.from_numpy(idx)).flatten()
 
@@ -26,18 +73,22 @@ class InMemoryRows:
 
     @property
     def shape(self):
+        """(rows, *row_shape) of the table."""
         return tuple(self.table.shape)
 
     @property
     def num_rows(self) -> int:
+        """shape[0]."""
         return self.table.shape[0]
 
     @property
     def torch_dtype(self):
+        """The table's dtype."""
         return self.table.dtype
 
     def gather(self, idx) -> torch.Tensor:
-        idx = _check_idx(idx, self.num_rows)
+        """Rows idx (checked: integers in [0, num_rows)) on idx's device."""
+        idx = check_row_ids(idx, self.num_rows)
         return self.table.index_select(0, idx.to(self.table.device)).to(idx.device)
 
 
@@ -59,14 +110,17 @@ class MemmapRows:
 
     @property
     def shape(self):
+        """(rows, *row_shape) of the .npy file."""
         return tuple(self.array.shape)
 
     @property
     def num_rows(self) -> int:
+        """shape[0]."""
         return self.array.shape[0]
 
     def gather(self, idx) -> torch.Tensor:
-        idx = _check_idx(idx, self.num_rows)
+        """Rows idx read through the mapping (page faults; readahead unless random_access), on idx's device."""
+        idx = check_row_ids(idx, self.num_rows)
         rows = torch.from_numpy(np.ascontiguousarray(self.array[idx.cpu().numpy()]))
         return rows.to(idx.device)
 
@@ -79,7 +133,9 @@ class ZeroRows:
 
     @property
     def num_rows(self) -> int:
+        """shape[0]."""
         return self.shape[0]
 
     def gather(self, idx) -> torch.Tensor:
+        """Zeros of shape (len(idx), *shape[1:]) on the table's device."""
         return torch.zeros((idx.numel(), *self.shape[1:]), device=self.device)

@@ -1,6 +1,6 @@
-"""Cache: keep a derived dataset on SSD as one stream, stream it back every epoch.
+"""DatasetCache: keep a derived dataset on SSD as one stream, stream it back every epoch.
 
-    cache = Cache("features.bin", mode="c")         # or Cache(store); mode: see StreamStore
+    cache = DatasetCache("features.bin", mode="c")         # or DatasetCache(store); mode: see StreamStore
     cache.get_or_fill(lambda: (expensive(x) for x in raw_batches()))
     for epoch in range(10):
         for batch in cache:                         # read ahead through the store's prefetching buffer
@@ -16,7 +16,9 @@ from typing import Callable, Iterable, Iterator
 from .store import StreamStore
 
 
-class Cache:
+class DatasetCache:
+    """A derived dataset kept on SSD as one stream of batches: fill() once, iterate every epoch (see the module
+    docstring)."""
     def __init__(self, store_or_path, stream_id: int | None = None, device=None, **store_options):
         """``stream_id``: a dataset cached earlier in this store (see ``stream_id`` after fill()).
         ``device``: where tensors and arrays are delivered (None: host; "cuda": torch tensors on the GPU)."""
@@ -31,10 +33,11 @@ class Cache:
             raise KeyError(f"no cached dataset: stream {stream_id} is not in the store")
         self.stream_id = stream_id
         self.device = device
-        self._len = None
+        self._len: int | None = None
 
     @property
     def filled(self) -> bool:
+        """True once a fill has completed (or stream_id named an earlier one)."""
         return self.stream_id is not None
 
     def fill(self, batches: Iterable) -> int:
@@ -56,7 +59,8 @@ class Cache:
             self.store.destroy_stream(old)
         return n
 
-    def get_or_fill(self, make_batches: Callable[[], Iterable]) -> "Cache":
+    def get_or_fill(self, make_batches: Callable[[], Iterable]) -> "DatasetCache":
+        """Fill from make_batches() unless already filled; returns self for iteration."""
         if not self.filled:
             self.fill(make_batches())
         return self
@@ -64,7 +68,7 @@ class Cache:
     def __iter__(self) -> Iterator:
         if not self.filled:
             raise ValueError("cache is empty: call fill() or get_or_fill() first")
-        sd = self.store.open_stream(self.stream_id)
+        sd = self.store.open_stream(self.stream_id)  # type: ignore[arg-type]  # filled: an int
         n = 0
         try:
             while (obj := self.store.read_stream(sd, self.device)) is not None:
@@ -80,15 +84,17 @@ class Cache:
         return self._len
 
     def clear(self) -> None:
+        """Destroy the cached stream (its blocks return to the store); filled is False after."""
         if self.stream_id is not None:
             self.store.destroy_stream(self.stream_id)
         self.stream_id, self._len = None, None
 
     def close(self) -> None:
+        """Close the store when this cache opened it (a store passed in stays open)."""
         if self._owns:
             self.store.close()
 
-    def __enter__(self) -> "Cache":
+    def __enter__(self) -> "DatasetCache":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,12 +1,14 @@
-"""Hotness scores for the constant host buffer: degree (default) or PageRank, as GIDS ranks rows."""
+"""Hotness scores for the cache's constant host buffer (`gpuio.FeatureStore(hot_scores=...)`): degree or
+PageRank of the graph, as GIDS ranks rows."""
 from __future__ import annotations
 
 import torch
 
+from gpuio.graph.csc import to_csc
+
 
 def _edges(graph, num_nodes=None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    from gpuio.pyg.sampler import _to_csc  # one parser for every graph form the package accepts
-    csc = _to_csc(graph, num_nodes)
+    csc = to_csc(graph, num_nodes)  # one parser for every graph form the package accepts
     dst = torch.repeat_interleave(torch.arange(csc.num_nodes, device=csc.row.device), csc.in_degree())
     return csc.row, dst, csc.num_nodes
 

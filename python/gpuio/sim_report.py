@@ -1,9 +1,11 @@
-"""The ZnG report behind gpuio.sim.zng_report: run, check the paper's orderings, write table and plots."""
+"""The ZnG platform study on top of gpuio.sim (an application of it; sim does not import this module): run
+every platform on every workload, check the paper's orderings, write table, JSON and plots."""
 from __future__ import annotations
 
 import json
 import math
 import os
+from typing import Sequence
 
 from gpuio import sim
 
@@ -13,7 +15,10 @@ def _geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
-def build(out_dir, scale, workloads, seed, traces, plots):
+def zng_report(out_dir: str | os.PathLike = ".", scale: float = 1.0, workloads: Sequence[str] | None = None,
+               seed: int = 1, traces: dict | None = None, plots: bool = True) -> dict:
+    """Run every platform on every workload; write zng_report.md, zng_report.json and (plots=True) PNG plots
+    into out_dir. traces: optional {name: ZngTrace} used instead of generated ones. Returns the report dict."""
     out = os.fspath(out_dir)
     os.makedirs(out, exist_ok=True)
     if traces is None:
