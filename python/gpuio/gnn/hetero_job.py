@@ -7,7 +7,9 @@ Per backend (same sampler seed, same model initialisation, same mini-batches):
 - mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against);
 - memory: every table in memory (the reference: its losses are what the others must reproduce).
 Structure: `structure="file"` samples every relation's CSC through the engine (gpuio.graph.CSCFile),
-`"memory"` holds it in tensors; both give the same samples.
+`"memory"` holds it in tensors; both give the same samples. `"file,memory"` runs every backend with each
+(same batches) and prints the throughput of structure-on-storage as a share of structure-in-memory.
+Each run starts cold: the dataset's files are dropped from the page cache first (`cold`).
 
 Data parallel (torchrun sets RANK/WORLD_SIZE/LOCAL_RANK): NCCL on GPUs, gloo on the CPU; every rank
 opens the same files with its own stores and takes every world_size-th global batch; DDP averages the
@@ -29,6 +31,7 @@ import torch
 from gpuio.gnn.config import apply_machine_defaults
 
 BACKENDS = ("gpuio", "mmap", "memory")
+STRUCTURES = ("file", "memory")
 CPU_DEFAULTS = dict(papers=4000, features=128, batch_size=256, eval_nodes=1000)
 GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=1024, eval_nodes=20_000)
 COMPUTE_ONLY_BATCHES = 10  # batches held on the device to time compute alone (~1 GB each at 1024 columns)
@@ -44,7 +47,7 @@ class HeteroConfig:
     edge_scale: float = 1.0
     gen_device: str = "cpu"  # where the generator draws feature noise (cuda: faster, other bytes)
     backends: tuple = ("gpuio", "memory")
-    structure: str = "file"  # file (read through the engine) or memory
+    structure: str = "file"  # file (read through the engine), memory, or "file,memory" (both, side by side)
     steps: int = 100
     batch_size: int = 0
     fanouts: tuple = (10, 5)
@@ -66,11 +69,17 @@ class HeteroConfig:
     save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
     json_out: str = ""
     generate_only: bool = False  # write (or import) the dataset, then stop
+    cold: bool = True  # drop the dataset's files from the page cache before every run
+
+    @property
+    def structures(self) -> tuple:
+        return tuple(self.structure.split(","))
 
     def resolve(self) -> "HeteroConfig":
         apply_machine_defaults(self, CPU_DEFAULTS, GPU_DEFAULTS, BACKENDS)
-        if self.structure not in ("file", "memory"):
-            raise ValueError(f"structure must be 'file' or 'memory', got {self.structure!r}")
+        if not self.structures or any(s not in STRUCTURES for s in self.structures) or \
+                len(set(self.structures)) != len(self.structures):
+            raise ValueError(f"structure must be 'file', 'memory' or 'file,memory', got {self.structure!r}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         for name in ("gpu_cache_fraction", "host_fraction"):
@@ -149,13 +158,30 @@ def _dist():
     return dist.get_rank(), dist.get_world_size(), local
 
 
-def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) -> dict:
+def evict_page_cache(root: str) -> int:
+    """Drop every file under `root` from the page cache (fdatasync, then posix_fadvise DONTNEED: no root
+    needed), so a run does not read what the generator or the previous run left cached. Returns the files."""
+    n = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                n += 1
+            finally:
+                os.close(fd)
+    return n
+
+
+def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, structure: str | None = None) -> dict:
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     dev = torch.device(cfg.device)
-    graph = HeteroGraphStore.from_dataset(ds, in_memory=cfg.structure == "memory",
+    structure = structure or cfg.structures[0]
+    graph = HeteroGraphStore.from_dataset(ds, in_memory=structure == "memory",
                                           cache_bytes=cfg.struct_cache_mb << 20, device=dev)
 
     lookahead = min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0))
@@ -196,7 +222,8 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
     eval_idx = ds.test_idx[: cfg.eval_nodes]
     r["test_acc"] = accuracy(model, loader(sources, eval_idx, cfg.seed + 10_007, shuffle=False,
                                            steps=None))
-    r.update(backend=backend, structure=cfg.structure, rank=rank, world_size=world,
+    r.update(backend=backend, structure=structure, rank=rank, world_size=world,
+             label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
              step_ms=1000 * r["run_s"] / max(r["steps"], 1))
     if stores:
         st = {nt: s.stats() for nt, s in stores.items()}
@@ -242,7 +269,16 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
         f"{cfg.steps} steps of {cfg.batch_size} seeds, fan-outs {tuple(cfg.fanouts)}, structure {cfg.structure}, "
         f"device {cfg.device}, {world} rank(s)")
     scores = sample_scores(ds) if "gpuio" in cfg.backends and cfg.host_fraction > 0 else None
-    results = [run_backend(b, ds, cfg, scores, rank, world) for b in cfg.backends]
+    results = []
+    for structure in cfg.structures:
+        for b in cfg.backends:
+            if cfg.cold:
+                if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+                    evict_page_cache(cfg.root)
+                if world > 1:
+                    import torch.distributed as dist
+                    dist.barrier()  # no rank starts before the files are cold
+            results.append(run_backend(b, ds, cfg, scores, rank, world, structure))
     if rank == 0:
         print_report(results, say)
         if cfg.json_out:
@@ -256,39 +292,58 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
 
 
 def print_report(results: list[dict], say=print) -> None:
-    cols = [r["backend"] for r in results]
-    say(f"{'':28}" + "".join(f"{c:>12}" for c in cols))
-    fmt = (lambda v: f"{v:>12.3f}" if isinstance(v, float) else f"{v:>12}")
+    cols = [r.get("label", r["backend"]) for r in results]
+    width = max([12] + [len(c) + 2 for c in cols])
+    say(f"{'':28}" + "".join(f"{c:>{width}}" for c in cols))
+    fmt = (lambda v: f"{v:>{width}.3f}" if isinstance(v, float) else f"{v:>{width}}")
     rows = [("steps", "steps"), (f"time for the steps s", "run_s"), ("ms per step", "step_ms"),
             ("feature loading s", "feature_s"), ("sampling s", "sample_s"), ("trainer waiting s", "stall_s"),
             ("compute s", "compute_s"), ("host buffer hit rate", "host_hit_rate"),
             ("GPU cache hit rate", "gpu_hit_rate"), ("rows from storage", "device_rate"),
             ("structure bytes read (steps)", "structure_bytes"), ("test accuracy", "test_acc")]
     for name, key in rows:
-        say(f"{name:28}" + "".join(fmt(r[key]) if key in r else f"{'-':>12}" for r in results))
-    for r in results:
+        say(f"{name:28}" + "".join(fmt(r[key]) if key in r else f"{'-':>{width}}" for r in results))
+    for r, name in zip(results, cols):
         if "per_type" in r:
-            say(f"{r['backend']} hit rates per type (host / GPU / storage): " + ", ".join(
+            say(f"{name} hit rates per type (host / GPU / storage): " + ", ".join(
                 f"{nt} {v['host']:.2f}/{v['gpu']:.2f}/{v['storage']:.2f}" for nt, v in r["per_type"].items()))
         if "belady" in r:
             b = r["belady"]
-            say(f"{r['backend']} bytes read {b['gpuio_bytes']:,} vs Belady MIN {b['min_bytes']:,} (same host "
+            say(f"{name} bytes read {b['gpuio_bytes']:,} vs Belady MIN {b['min_bytes']:,} (same host "
                 f"buffer, same device cache slots): ratio {b['ratio']:.3f} (goal <= 1.2), device tier alone "
                 f"{b['device_tier_ratio']:.3f}; vs MIN using all capacity as one cache {b['ratio_whole']:.3f}; "
                 f"keep-the-soonest seeing {b['lookahead']} batches ahead: {b['window_min_ratio']:.3f} x MIN")
         if "vs_bound" in r:
-            say(f"{r['backend']}: load alone {r['load_only']['run_s']:.3f} s, compute alone "
+            say(f"{name}: load alone {r['load_only']['run_s']:.3f} s, compute alone "
                 f"{r['compute_only']['run_s_scaled']:.3f} s (scaled from {r['compute_only']['steps']} steps); "
                 f"run / max(load, compute) = {r['vs_bound']:.3f}")
-    ref = next((r for r in results if r["backend"] == "memory"), None)
-    for r in results:
+
+    def find(backend, structure):
+        return next((r for r in results if r["backend"] == backend and r.get("structure") == structure), None)
+    for r, name in zip(results, cols):
+        ref = find("memory", r.get("structure")) or next((q for q in results if q["backend"] == "memory"), None)
         if ref is not None and r is not ref and r["losses"] and len(r["losses"]) == len(ref["losses"]):
-            diff = float(np.max(np.abs(np.array(r["losses"]) - np.array(ref["losses"]))))
-            same = "identical to" if diff == 0 else ("within 1e-4 of" if diff <= 1e-4 * max(ref["losses"])
-                                                     else "DIFFERENT from")
-            say(f"{r['backend']}: losses {same} in-memory features over {len(r['losses'])} steps "
-                f"(max |diff| {diff:.2e}); time x{r['run_s'] / ref['run_s']:.2f} of in-memory")
-    mm = next((r for r in results if r["backend"] == "mmap"), None)
-    gp = next((r for r in results if r["backend"] == "gpuio"), None)
-    if mm is not None and gp is not None:
-        say(f"gpuio vs mmap: {mm['run_s'] / gp['run_s']:.2f} x faster for {gp['steps']} steps")
+            say(f"{name}: losses {_same(r['losses'], ref['losses'])} in-memory features over {len(r['losses'])} "
+                f"steps; time x{r['run_s'] / ref['run_s']:.2f} of in-memory")
+    for structure in STRUCTURES:
+        mm, gp = find("mmap", structure), find("gpuio", structure)
+        if mm is not None and gp is not None:
+            say(f"gpuio vs mmap (structure {structure}): {mm['run_s'] / gp['run_s']:.2f} x faster for "
+                f"{gp['steps']} steps")
+    for backend in BACKENDS:
+        f, m = find(backend, "file"), find(backend, "memory")
+        if f is not None and m is not None:
+            say(f"{backend}: structure on storage keeps {m['run_s'] / f['run_s']:.3f} x the steps/s of structure in "
+                f"memory (goal >= 0.8; same batches: losses {_same(f['losses'], m['losses'])} the in-memory "
+                f"structure's), structure read {f['structure_bytes'] / 2**20:.1f} MiB in {f['steps']} steps")
+
+
+def _same(a: list, b: list) -> str:
+    """How two loss sequences compare: identical, within float tolerance, or different (with the max gap)."""
+    if len(a) != len(b):
+        return f"NOT COMPARABLE ({len(a)} vs {len(b)} steps) to"
+    diff = float(np.max(np.abs(np.array(a) - np.array(b)))) if a else 0.0
+    if diff == 0:
+        return "identical to"
+    close = diff <= 1e-4 * max(b)
+    return f"{'within 1e-4' if close else 'DIFFERENT'} (max |diff| {diff:.2e}) {'of' if close else 'from'}"
