@@ -294,6 +294,8 @@ def test_two_rank_gloo_training_ends_with_identical_parameters(ds, tmp_path):
     assert sum(not torch.equal(a[k], init[k]) for k in a) > len(a) // 2  # and they trained
     (r,) = json.loads(report.read_text())["results"]
     assert r["world_size"] == 2 and r["steps"] == 10
+    assert [q["rank"] for q in r["ranks"]] == [0, 1] and all(q["steps"] == 10 for q in r["ranks"])
+    assert all(q["feature_bytes"] > 0 and q["structure_bytes"] > 0 for q in r["ranks"])  # each rank read storage
     losses = r["losses"]
     assert len(losses) == 10 and np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3]), losses  # loss falls
     assert r["test_acc"] > 3 / 19 and r["device_rate"] > 0  # learns; features came through gpuio from storage

@@ -143,19 +143,30 @@ def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None) -> di
     return out
 
 
-def _dist():
-    """(rank, world_size, local_rank) from torchrun's environment; initialises the process group."""
+DIST_TIMEOUT_S = 3 * 3600  # collectives wait this long: rank 0 may generate a large dataset behind a barrier
+
+
+def _dist(device: str):
+    """(rank, world_size, local_rank) from torchrun's environment; initialises the process group (NCCL when
+    the job runs on CUDA devices, else gloo). Any number of ranks; rank r uses cuda:<LOCAL_RANK>."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1, 0
+    import datetime
+
     import torch.distributed as dist
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = "nccl" if device.startswith("cuda") else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(local)
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=DIST_TIMEOUT_S))
     return dist.get_rank(), dist.get_world_size(), local
+
+
+def _storage_bytes(sources: dict) -> int:
+    """Bytes the gpuio tables have read from storage so far (blocks actually read; 0 for other sources)."""
+    return sum(s.tf.stats()["bytes_read"] for s in sources.values() if hasattr(getattr(s, "tf", None), "stats"))
 
 
 def evict_page_cache(root: str) -> int:
@@ -206,9 +217,10 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                                         find_unused_parameters=True)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
-    struct_before = sum(s["bytes_from_device"] for s in graph.stats().values())
+    struct_before, feat_before = sum(s["bytes_from_device"] for s in graph.stats().values()), _storage_bytes(sources)
     r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync)
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
+    r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
     if trace is not None:  # before evaluation reads more
         per = {nt: store_vs_min(stores[nt], trace.get(nt, []), lookahead) for nt in stores}
@@ -222,7 +234,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     eval_idx = ds.test_idx[: cfg.eval_nodes]
     r["test_acc"] = accuracy(model, loader(sources, eval_idx, cfg.seed + 10_007, shuffle=False,
                                            steps=None))
-    r.update(backend=backend, structure=structure, rank=rank, world_size=world,
+    r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,
              label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
              step_ms=1000 * r["run_s"] / max(r["steps"], 1))
     if stores:
@@ -249,7 +261,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
 
 def run(cfg: HeteroConfig, log=print) -> list[dict]:
     cfg = cfg.resolve()
-    rank, world, local = _dist()
+    rank, world, local = _dist(cfg.device)
     if world > 1 and cfg.device.startswith("cuda"):
         cfg.device = f"cuda:{local}"
     say = log if rank == 0 else (lambda *a, **k: None)
@@ -278,7 +290,15 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
                 if world > 1:
                     import torch.distributed as dist
                     dist.barrier()  # no rank starts before the files are cold
-            results.append(run_backend(b, ds, cfg, scores, rank, world, structure))
+            r = run_backend(b, ds, cfg, scores, rank, world, structure)
+            mine = {k: r[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes", "structure_bytes")}
+            if world > 1:  # every rank's figures, for the aggregate throughput rank 0 prints
+                import torch.distributed as dist
+                r["ranks"] = [None] * world
+                dist.all_gather_object(r["ranks"], mine)
+            else:
+                r["ranks"] = [mine]
+            results.append(r)
     if rank == 0:
         print_report(results, say)
         if cfg.json_out:
@@ -317,6 +337,21 @@ def print_report(results: list[dict], say=print) -> None:
             say(f"{name}: load alone {r['load_only']['run_s']:.3f} s, compute alone "
                 f"{r['compute_only']['run_s_scaled']:.3f} s (scaled from {r['compute_only']['steps']} steps); "
                 f"run / max(load, compute) = {r['vs_bound']:.3f}")
+
+    for r, name in zip(results, cols):  # over all ranks: the figures the 1- vs N-GPU comparison uses
+        ranks = r.get("ranks") or []
+        if not ranks:
+            continue
+        wall = max(q["run_s"] for q in ranks)
+        seeds = sum(q["steps"] for q in ranks) * r["batch_size"]
+        read = sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
+        wait = sum(q["stall_s"] for q in ranks) / max(sum(q["run_s"] for q in ranks), 1e-9)
+        regime = ("loading-bound: the trainers wait on storage" if wait > 0.5 else
+                  "compute-bound: loading keeps up")
+        say(f"{name}: {len(ranks)} rank(s): {seeds / wall:,.0f} seeds/s ({seeds:,} seeds in {wall:.2f} s, slowest "
+            f"rank); storage read {read / wall / 1e6:,.1f} MB/s over all ranks "
+            f"({'features and structure' if r['backend'] == 'gpuio' else 'structure only; page faults not counted'}); "
+            f"trainers waited {wait:.0%} of the time ({regime})")
 
     def find(backend, structure):
         return next((r for r in results if r["backend"] == backend and r.get("structure") == structure), None)
