@@ -109,3 +109,15 @@ def test_real_process_one_line_and_debug_traceback(tmp_path):
     assert r.returncode != 0 and "Traceback" in r.stderr and "--steps" in r.stderr
     r = run("demo", "--epochs", "-1")  # the plain demo is unchanged
     assert r.returncode == 2 and "--epochs" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_time_cap_stops_each_run_and_compares_the_common_steps(tmp_path, capsys, one_thread):
+    code, out, err = _main(["demo", "--hetero", "--root", str(tmp_path / "igbh"), *TINY, "--steps", "6",
+                            "--backends", "gpuio,mmap", "--time-cap", "0.000001", "--json", str(tmp_path / "r.json")],
+                           capsys)
+    assert code == 0, err
+    import json
+    res = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [r["steps"] for r in res] == [1, 1] and all(r["capped"] and "test_acc" not in r for r in res)
+    assert "gpuio: capped by --time-cap after 1 steps" in out and "not evaluated" in out
+    assert "gpuio vs mmap (structure file):" in out and "over the same 1 steps" in out

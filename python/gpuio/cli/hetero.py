@@ -40,7 +40,9 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 eval_nodes: int = typer.Option(0, help="test papers evaluated (0: 1000 CPU, 20000 CUDA)"),
                 inline: bool = typer.Option(False, "--inline", help="load on the training thread (no loader thread)"),
                 belady: bool = typer.Option(False, "--belady", help="record the row trace; bytes read vs MIN"),
-                timing: bool = typer.Option(False, "--timing", help="also time loading alone and compute alone"),
+                timing: bool = typer.Option(False, "--timing", help="gpuio: also time loading alone and compute alone"),
+                time_cap: float = typer.Option(0.0, help="seconds each backend's steps may run (0: no cap); a "
+                                                         "capped run is compared over the common steps"),
                 device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
                 save_params: str = typer.Option("", help="save final parameters here (.rank<r> per rank)"),
@@ -61,6 +63,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     fan = _check.int_list("--fanouts", fanouts, lambda v: v >= 1 or v == -1, "integers >= 1 (or -1: all)")
     _check.number_in("--gpu-cache-fraction", gpu_cache_fraction, 0.0, 1.0)
     _check.number_in("--host-fraction", host_fraction, 0.0, 1.0)
+    _check.number_in("--time-cap", time_cap, 0.0, 86400.0)
     _check.device("--device", device)
     _dataset_dir("--root", root)
     if igbh and not os.path.isdir(igbh):
@@ -85,7 +88,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                            steps=steps, batch_size=batch_size, fanouts=fan,
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
                            struct_cache_mb=struct_cache_mb, eval_nodes=eval_nodes, background=not inline,
-                           belady=belady, timing=timing, device=device, seed=seed, save_params=save_params,
+                           belady=belady, timing=timing, time_cap=time_cap, device=device, seed=seed, save_params=save_params,
                            json_out=json_out, generate_only=generate_only).resolve()
     except ValueError as e:  # a combination the single checks above cannot see
         raise _check.InputError(str(e)) from None

@@ -4,7 +4,9 @@ storage, N steps timed end to end, accuracy reported; one process or data-parall
 Per backend (same sampler seed, same model initialisation, same mini-batches):
 - gpuio:  per node type a `gpuio.FeatureStore` (device page cache + constant host buffer of the most
           sampled rows + window + accumulator) over the type's TensorFile;
-- mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against);
+- mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against), with
+          MADV_RANDOM as `gpuio demo` runs it: without it each 4 KB row fault reads ahead pages that are
+          evicted unused out of core, so this is the kinder baseline and gpuio's ratio the conservative one;
 - memory: every table in memory (the reference: its losses are what the others must reproduce).
 Structure: `structure="file"` samples every relation's CSC through the engine (gpuio.graph.CSCFile),
 `"memory"` holds it in tensors; both give the same samples. `"file,memory"` runs every backend with each
@@ -65,7 +67,9 @@ class HeteroConfig:
     device: str = ""
     background: bool = True  # loader thread (False: inline on the training thread)
     belady: bool = False  # record the row trace of the gpuio run, compare its bytes with MIN
-    timing: bool = False  # also time loading alone and compute alone
+    timing: bool = False  # gpuio: also time loading alone and compute alone
+    time_cap: float = 0.0  # seconds a backend's timed steps may run (0: no cap); a capped run stops early,
+    #                        is compared over the common steps, is not evaluated, and says so
     save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
     json_out: str = ""
     generate_only: bool = False  # write (or import) the dataset, then stop
@@ -82,6 +86,8 @@ class HeteroConfig:
             raise ValueError(f"structure must be 'file', 'memory' or 'file,memory', got {self.structure!r}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.time_cap < 0:
+            raise ValueError(f"time_cap must be >= 0 seconds, got {self.time_cap}")
         for name in ("gpu_cache_fraction", "host_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
@@ -133,7 +139,7 @@ def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None) -> di
         if backend == "memory":
             out[nt] = InMemoryRows(torch.from_numpy(np.load(path)))
         elif backend == "mmap":
-            out[nt] = MemmapRows(path)
+            out[nt] = MemmapRows(path, random_access=True)
         else:
             tf = TensorFile.open(path)
             host_rows = int(tf.num_rows * cfg.host_fraction)
@@ -162,6 +168,21 @@ def _dist(device: str):
             torch.cuda.set_device(local)
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=DIST_TIMEOUT_S))
     return dist.get_rank(), dist.get_world_size(), local
+
+
+def cgroup_memory() -> dict | None:
+    """This process's memory cgroup (v2) as the run sees it: limit (None: unlimited), peak so far, anonymous
+    memory and page cache now, in bytes; None where the process is in no v2 group with a memory controller."""
+    from gpuio.bench.memlimit import V2_ROOT, MemoryLimit
+    try:
+        path = MemoryLimit._v2_home()
+        if not os.path.exists(os.path.join(path, "memory.stat")):
+            return None
+        g = MemoryLimit(2, path, path)
+        return dict(limit=g.limit_bytes(), peak=g.peak_bytes(), anon=g.anon_bytes(), file=g.cache_bytes(),
+                    group=os.path.relpath(path, V2_ROOT))
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _storage_bytes(sources: dict) -> int:
@@ -205,7 +226,8 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                                  background=cfg.background, lookahead=lookahead)
 
     in_dims = {nt: ds.feature_shape(nt)[1] for nt in ds.node_types}
-    if cfg.timing:  # loading alone first, on stores of its own (dropped before the run's are built)
+    timing = cfg.timing and backend == "gpuio"  # the bound max(load, compute) is judged for gpuio
+    if timing:  # loading alone first, on stores of its own (dropped before the run's are built)
         r_load = load_only(loader(make_sources(backend, ds, cfg, scores), ds.train_idx, cfg.seed + rank))
     sources = make_sources(backend, ds, cfg, scores)
     trace = ({nt: record_served(s) for nt, s in sources.items()} if cfg.belady and backend == "gpuio"
@@ -218,7 +240,9 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
     struct_before, feat_before = sum(s["bytes_from_device"] for s in graph.stats().values()), _storage_bytes(sources)
-    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync)
+    deadline = time.perf_counter() + cfg.time_cap if cfg.time_cap else None
+    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync, deadline=deadline)
+    r["capped"], r["cfg_steps"] = r["steps"] < cfg.steps, cfg.steps
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
     r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
@@ -231,9 +255,9 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                            device_tier_ratio=div(tot["device_bytes"], tot["min_device_bytes"]),
                            ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
                            window_min_ratio=div(tot["window_min_bytes"], tot["min_bytes"]))
-    eval_idx = ds.test_idx[: cfg.eval_nodes]
-    r["test_acc"] = accuracy(model, loader(sources, eval_idx, cfg.seed + 10_007, shuffle=False,
-                                           steps=None))
+    if not r["capped"]:  # a model trained for fewer steps has no comparable accuracy
+        r["test_acc"] = accuracy(model, loader(sources, ds.test_idx[: cfg.eval_nodes], cfg.seed + 10_007,
+                                               shuffle=False, steps=None))
     r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,
              label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
              step_ms=1000 * r["run_s"] / max(r["steps"], 1))
@@ -245,7 +269,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                  device_rate=sum(s["rows_device"] for s in st.values()) / req,
                  per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
                            for nt, s in st.items()})
-    if cfg.timing:
+    if timing:
         r["load_only"] = r_load
         held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES), loader(sources, ds.train_idx, cfg.seed + rank))]
         fresh_model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
@@ -280,6 +304,13 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
         f"{ds.feature_bytes() / 2**30:.2f} GiB of features ({'reused' if reused else 'written'}); "
         f"{cfg.steps} steps of {cfg.batch_size} seeds, fan-outs {tuple(cfg.fanouts)}, structure {cfg.structure}, "
         f"device {cfg.device}, {world} rank(s)")
+    mem = cgroup_memory()
+    if mem is not None and mem["limit"] is not None:
+        say(f"memory given: cgroup {mem['group']} limit {mem['limit'] / 2**30:.1f} GiB (anonymous memory and page "
+            f"cache together); features {ds.feature_bytes() / mem['limit']:.1f} x the limit")
+    else:
+        say("memory given: no cgroup limit on this process (the page cache may hold the data; run under a memory "
+            "cgroup for out-of-core figures, as scripts/gpu-check.sh's hetero step does)")
     scores = sample_scores(ds) if "gpuio" in cfg.backends and cfg.host_fraction > 0 else None
     results = []
     for structure in cfg.structures:
@@ -291,6 +322,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
                     import torch.distributed as dist
                     dist.barrier()  # no rank starts before the files are cold
             r = run_backend(b, ds, cfg, scores, rank, world, structure)
+            r["cgroup"] = cgroup_memory()
             mine = {k: r[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes", "structure_bytes")}
             if world > 1:  # every rank's figures, for the aggregate throughput rank 0 prints
                 import torch.distributed as dist
@@ -338,6 +370,11 @@ def print_report(results: list[dict], say=print) -> None:
                 f"{r['compute_only']['run_s_scaled']:.3f} s (scaled from {r['compute_only']['steps']} steps); "
                 f"run / max(load, compute) = {r['vs_bound']:.3f}")
 
+    for r, name in zip(results, cols):
+        m = r.get("cgroup")
+        if m and m["limit"] is not None:
+            say(f"{name}: cgroup peak so far {m['peak'] / 2**30:.2f} GiB of {m['limit'] / 2**30:.2f} GiB; at the end "
+                f"anonymous {m['anon'] / 2**30:.2f} GiB, page cache {m['file'] / 2**30:.2f} GiB")
     for r, name in zip(results, cols):  # over all ranks: the figures the 1- vs N-GPU comparison uses
         ranks = r.get("ranks") or []
         if not ranks:
@@ -356,21 +393,35 @@ def print_report(results: list[dict], say=print) -> None:
     def find(backend, structure):
         return next((r for r in results if r["backend"] == backend and r.get("structure") == structure), None)
     for r, name in zip(results, cols):
+        if r.get("capped"):
+            say(f"{name}: capped by --time-cap after {r['steps']} steps ({r['run_s']:.1f} s; all steps at that pace "
+                f"~{r['run_s'] * r['cfg_steps'] / max(r['steps'], 1):.0f} s, extrapolated); not evaluated")
+    for r, name in zip(results, cols):
         ref = find("memory", r.get("structure")) or next((q for q in results if q["backend"] == "memory"), None)
-        if ref is not None and r is not ref and r["losses"] and len(r["losses"]) == len(ref["losses"]):
-            say(f"{name}: losses {_same(r['losses'], ref['losses'])} in-memory features over {len(r['losses'])} "
-                f"steps; time x{r['run_s'] / ref['run_s']:.2f} of in-memory")
+        if ref is not None and r is not ref and r["losses"] and ref["losses"]:
+            n = min(r["steps"], ref["steps"])
+            say(f"{name}: losses {_same(r['losses'][:n], ref['losses'][:n])} in-memory features over {n} steps; "
+                f"time x{_at(r, n) / _at(ref, n):.2f} of in-memory")
     for structure in STRUCTURES:
         mm, gp = find("mmap", structure), find("gpuio", structure)
         if mm is not None and gp is not None:
-            say(f"gpuio vs mmap (structure {structure}): {mm['run_s'] / gp['run_s']:.2f} x faster for "
-                f"{gp['steps']} steps")
+            n = min(mm["steps"], gp["steps"])
+            say(f"gpuio vs mmap (structure {structure}): {_at(mm, n) / _at(gp, n):.2f} x faster over "
+                f"{'the same' if n == gp['steps'] == mm['steps'] else 'the first'} {n} steps (same batches)")
     for backend in BACKENDS:
         f, m = find(backend, "file"), find(backend, "memory")
         if f is not None and m is not None:
-            say(f"{backend}: structure on storage keeps {m['run_s'] / f['run_s']:.3f} x the steps/s of structure in "
-                f"memory (goal >= 0.8; same batches: losses {_same(f['losses'], m['losses'])} the in-memory "
-                f"structure's), structure read {f['structure_bytes'] / 2**20:.1f} MiB in {f['steps']} steps")
+            n = min(f["steps"], m["steps"])
+            say(f"{backend}: structure on storage keeps {_at(m, n) / _at(f, n):.3f} x the steps/s of structure in "
+                f"memory over {n} steps (goal >= 0.8; same batches: losses "
+                f"{_same(f['losses'][:n], m['losses'][:n])} the in-memory structure's), structure read "
+                f"{f['structure_bytes'] / 2**20:.1f} MiB in {f['steps']} steps")
+
+
+def _at(r: dict, n: int) -> float:
+    """Seconds from the start of r's timed run to the end of its step n (1-based); the run's wall time when
+    it made exactly n steps (that includes the final synchronisation)."""
+    return r["run_s"] if n == r["steps"] else r["step_end_s"][n - 1]
 
 
 def _same(a: list, b: list) -> str:
