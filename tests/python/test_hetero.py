@@ -65,6 +65,14 @@ def test_generator_chunks_reproduce_and_reverse_is_transpose(ds):
             assert np.array_equal(fwd, rev[np.lexsort((rev[:, 1], rev[:, 0]))])
 
 
+def test_float16_tables_are_the_float32_model_rounded(tmp_path):
+    cfg = igbh.IGBHConfig(papers=60, features=8, seed=1, dtype="float16")
+    ds = igbh.generate_igbh(str(tmp_path), cfg)
+    feat = np.load(ds.feature_path("paper"))
+    want = igbh.feature_chunk(cfg, 0, 0, 60).numpy().astype(np.float16)  # drawn in float32, rounded by NumPy
+    assert feat.dtype == np.float16 and np.array_equal(feat.view(np.uint16), want.view(np.uint16))
+
+
 def test_importer_reads_igbh_layout(tmp_path):
     src = tmp_path / "processed"
     rng = np.random.default_rng(0)
