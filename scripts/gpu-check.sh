@@ -175,7 +175,8 @@ fi
 #   every call: they decide reuse; default "--gen-device cuda"), _GEN_TIMEOUT (default 540), _SKIP_TINY=1 (no smoke),
 #   _ARGS (the run in the memory cgroup; default "--backends gpuio,mmap"; empty: generate only), _MEM (cgroup,
 #   default 12G), _TIMEOUT (default 540), _FREE_ARGS (a second run outside the cgroup, e.g. "--backends gpuio,memory":
-#   losses and accuracy against in-memory features), _FREE_TIMEOUT (default 300), _CLEAN=1 (delete the dataset after).
+#   losses and accuracy against in-memory features), _FREE_TIMEOUT (default 300), _CLEAN=1 (delete the dataset after),
+#   _NPROC (ranks of the cgroup run, a list: "1 2" runs it on one GPU, then on two with torchrun).
 # Order: tiny CUDA smoke; generation (outside the cgroup, timed; reused when present); the cgroup run (page cache
 # dropped first); the free run. The dataset stays on disk for the next call unless _CLEAN=1.
 if want hetero; then
@@ -195,12 +196,18 @@ if want hetero; then
     | tee "$out/hetero_gen.txt" | tail -3 || { note "hetero generation FAILED"; status=1; }
   note "hetero dataset ($hgen): $(tail -1 "$out/hetero_gen.txt") [$(( $(date +%s) - t0 )) s]"
   du -sh "$hroot" 2>/dev/null | tee -a "$summary"
-  if [[ -n $hargs ]]; then
+  # GPUIO_HETERO_NPROC: ranks per run, e.g. "1 2" runs the same job on 1 then 2 GPUs (torchrun, NCCL) in the cgroup
+  for np in ${GPUIO_HETERO_NPROC:-1}; do
+    [[ -n $hargs ]] || break
+    sfx=$( ((np > 1)) && echo "-np$np" )
+    launch=(python3 examples/rgat_igbh.py)
+    ((np > 1)) && launch=(python3 -m torch.distributed.run --standalone --nproc_per_node "$np" examples/rgat_igbh.py)
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-    in_cgroup ${GPUIO_HETERO_MEM:-12G} timeout ${GPUIO_HETERO_TIMEOUT:-540} python3 examples/rgat_igbh.py --root "$hroot" \
-      $hgen $hargs --json "$out/hetero.json" 2>&1 | tee "$out/hetero.txt" | tail -40
-    grep -E "^memory given|x faster|keeps|Belady|losses|capped|rank\(s\)|hit rates|max\(load" "$out/hetero.txt" >> "$summary"
-  fi
+    in_cgroup ${GPUIO_HETERO_MEM:-12G} timeout ${GPUIO_HETERO_TIMEOUT:-540} "${launch[@]}" --root "$hroot" \
+      $hgen $hargs --json "$out/hetero$sfx.json" 2>&1 | tee "$out/hetero$sfx.txt" | tail -40
+    grep -E "^memory given|x faster|keeps|Belady|losses|capped|rank\(s\)|hit rates|max\(load" "$out/hetero$sfx.txt" \
+      | sed "s/^/[$np GPU] /" >> "$summary"
+  done
   if [[ -n ${GPUIO_HETERO_FREE_ARGS:-} ]]; then
     timeout ${GPUIO_HETERO_FREE_TIMEOUT:-300} python3 examples/rgat_igbh.py --root "$hroot" $hgen $GPUIO_HETERO_FREE_ARGS \
       --json "$out/hetero_free.json" 2>&1 | tee "$out/hetero_free.txt" | tail -25
