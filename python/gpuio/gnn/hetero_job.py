@@ -325,6 +325,9 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
                     dist.barrier()  # no rank starts before the files are cold
             r = run_backend(b, ds, cfg, scores, rank, world, structure)
             r["cgroup"] = cgroup_memory()
+            # at once, so a run stopped by an outer timeout still shows the backends it finished
+            say(f"done {r['label']}: {r['steps']} steps in {r['run_s']:.2f} s ({r['step_ms']:.1f} ms/step"
+                f"{', capped' if r['capped'] else ''}), test accuracy {r.get('test_acc', float('nan')):.3f}")
             mine = {k: r[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes", "structure_bytes")}
             if world > 1:  # every rank's figures, for the aggregate throughput rank 0 prints
                 import torch.distributed as dist
