@@ -169,22 +169,51 @@ if want gnn; then
   tail -12 "$out/gnn_epoch.txt" >> "$summary"
 fi
 
-# Issue 15: RGAT on an IGBH-shaped graph (examples/rgat_igbh.py; benchmarks/RESULTS_HETERO.md names the judged
-# runs). The dataset stays in GPUIO_HETERO_ROOT between calls; GPUIO_HETERO_ARGS picks the run (default: generate
-# GPUIO_HETERO_PAPERS papers if absent, then gpuio vs mmap, 100 steps, under a GPUIO_HETERO_MEM cgroup). The tiny
-# smoke run loads on a background thread, as training does (issue 10's deadlock is fixed).
+# Issue 15: RGAT on an IGBH-shaped graph (examples/rgat_igbh.py = `gpuio demo --hetero`; benchmarks/RESULTS_HETERO.md
+# names the judged runs). GPUIO_HETERO_* size it:
+#   _ROOT (dataset dir, default .check-work/igbh), _PAPERS (default 2000000), _GEN (generator options, the same in
+#   every call: they decide reuse; default "--gen-device cuda"), _GEN_TIMEOUT (default 540), _SKIP_TINY=1 (no smoke),
+#   _ARGS (the run in the memory cgroup; default "--backends gpuio,mmap"; empty: generate only), _MEM (cgroup,
+#   default 12G), _TIMEOUT (default 540), _FREE_ARGS (a second run outside the cgroup, e.g. "--backends gpuio,memory":
+#   losses and accuracy against in-memory features), _FREE_TIMEOUT (default 300), _CLEAN=1 (delete the dataset after),
+#   _NPROC (ranks of the cgroup run, a list: "1 2" runs it on one GPU, then on two with torchrun).
+# Order: tiny CUDA smoke; generation (outside the cgroup, timed; reused when present); the cgroup run (page cache
+# dropped first); the free run. The dataset stays on disk for the next call unless _CLEAN=1.
 if want hetero; then
   step "RGAT on an IGBH-shaped graph (issue 15), memory-constrained"
   hroot=${GPUIO_HETERO_ROOT:-$repo/.check-work/igbh}
-  mkdir -p /tmp/hetero-tiny && timeout 150 python3 examples/rgat_igbh.py --root /tmp/hetero-tiny/d --papers 2000 \
-    --features 64 --steps 5 --eval-nodes 256 --backends gpuio,memory --belady ${GPUIO_HETERO_TINY_ARGS:-} > "$out/hetero_tiny.txt" 2>&1 \
-    || { note "rgat_igbh tiny FAILED"; tail -20 "$out/hetero_tiny.txt"; status=1; }
-  tail -4 "$out/hetero_tiny.txt" | tee -a "$summary"
-  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-  in_cgroup ${GPUIO_HETERO_MEM:-16G} timeout ${GPUIO_HETERO_TIMEOUT:-540} python3 examples/rgat_igbh.py --root "$hroot" \
-    --papers ${GPUIO_HETERO_PAPERS:-2000000} ${GPUIO_HETERO_ARGS:---backends gpuio,mmap} --json "$out/hetero.json" 2>&1 \
-    | tee "$out/hetero.txt" | tail -30
-  tail -14 "$out/hetero.txt" >> "$summary"
+  hgen="--papers ${GPUIO_HETERO_PAPERS:-2000000} ${GPUIO_HETERO_GEN---gen-device cuda}"
+  hargs=${GPUIO_HETERO_ARGS---backends gpuio,mmap}
+  if [[ ${GPUIO_HETERO_SKIP_TINY:-0} != 1 ]]; then
+    mkdir -p /tmp/hetero-tiny && timeout 150 python3 examples/rgat_igbh.py --root /tmp/hetero-tiny/d --papers 2000 \
+      --features 64 --steps 5 --eval-nodes 256 --backends gpuio,memory --belady ${GPUIO_HETERO_TINY_ARGS:-} > "$out/hetero_tiny.txt" 2>&1 \
+      || { note "rgat_igbh tiny FAILED"; tail -20 "$out/hetero_tiny.txt"; status=1; }
+    tail -4 "$out/hetero_tiny.txt" | tee -a "$summary"
+  fi
+  mkdir -p "$(dirname "$hroot")"; df -h "$(dirname "$hroot")" | tail -1
+  t0=$(date +%s)
+  timeout ${GPUIO_HETERO_GEN_TIMEOUT:-540} python3 examples/rgat_igbh.py --root "$hroot" $hgen --generate-only 2>&1 \
+    | tee "$out/hetero_gen.txt" | tail -3 || { note "hetero generation FAILED"; status=1; }
+  note "hetero dataset ($hgen): $(tail -1 "$out/hetero_gen.txt") [$(( $(date +%s) - t0 )) s]"
+  du -sh "$hroot" 2>/dev/null | tee -a "$summary"
+  # GPUIO_HETERO_NPROC: ranks per run, e.g. "1 2" runs the same job on 1 then 2 GPUs (torchrun, NCCL) in the cgroup
+  for np in ${GPUIO_HETERO_NPROC:-1}; do
+    [[ -n $hargs ]] || break
+    sfx=$( ((np > 1)) && echo "-np$np" )
+    launch=(python3 examples/rgat_igbh.py)
+    ((np > 1)) && launch=(python3 -m torch.distributed.run --standalone --nproc_per_node "$np" examples/rgat_igbh.py)
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    in_cgroup ${GPUIO_HETERO_MEM:-12G} timeout ${GPUIO_HETERO_TIMEOUT:-540} "${launch[@]}" --root "$hroot" \
+      $hgen $hargs --json "$out/hetero$sfx.json" 2>&1 | tee "$out/hetero$sfx.txt" | tail -40
+    grep -E "^memory given|x faster|keeps|Belady|losses|capped|rank\(s\)|hit rates|max\(load" "$out/hetero$sfx.txt" \
+      | sed "s/^/[$np GPU] /" >> "$summary"
+  done
+  if [[ -n ${GPUIO_HETERO_FREE_ARGS:-} ]]; then
+    timeout ${GPUIO_HETERO_FREE_TIMEOUT:-300} python3 examples/rgat_igbh.py --root "$hroot" $hgen $GPUIO_HETERO_FREE_ARGS \
+      --json "$out/hetero_free.json" 2>&1 | tee "$out/hetero_free.txt" | tail -25
+    grep -E "losses|test accuracy|rank\(s\)" "$out/hetero_free.txt" >> "$summary"
+  fi
+  [[ ${GPUIO_HETERO_CLEAN:-0} == 1 ]] && rm -rf "$hroot"
 fi
 
 step "summary"

@@ -65,6 +65,14 @@ def test_generator_chunks_reproduce_and_reverse_is_transpose(ds):
             assert np.array_equal(fwd, rev[np.lexsort((rev[:, 1], rev[:, 0]))])
 
 
+def test_float16_tables_are_the_float32_model_rounded(tmp_path):
+    cfg = igbh.IGBHConfig(papers=60, features=8, seed=1, dtype="float16")
+    ds = igbh.generate_igbh(str(tmp_path), cfg)
+    feat = np.load(ds.feature_path("paper"))
+    want = igbh.feature_chunk(cfg, 0, 0, 60).numpy().astype(np.float16)  # drawn in float32, rounded by NumPy
+    assert feat.dtype == np.float16 and np.array_equal(feat.view(np.uint16), want.view(np.uint16))
+
+
 def test_importer_reads_igbh_layout(tmp_path):
     src = tmp_path / "processed"
     rng = np.random.default_rng(0)
@@ -272,13 +280,17 @@ def test_store_vs_min_counts_host_fill(ds):
 
 
 def test_two_rank_gloo_training_ends_with_identical_parameters(ds, tmp_path):
-    params = str(tmp_path / "params")
+    """torchrun, 2 ranks, gloo: each rank reads its own mini-batches through gpuio; DDP keeps the ranks'
+    parameters equal (they would differ without the gradient all-reduce: the batches differ), and the
+    shared model learns (rank 0's loss falls, test accuracy far above chance)."""
+    import json
+    params, report = str(tmp_path / "params"), tmp_path / "r.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            os.path.join(os.path.dirname(__file__), "..", "..", "examples", "rgat_igbh.py"),
            "--root", ds.root, "--papers", str(CFG["papers"]), "--features", str(CFG["features"]),
-           "--seed", str(CFG["seed"]), "--batch-size", "32", "--steps", "3", "--eval-nodes", "32",
-           "--backends", "gpuio", "--device", "cpu", "--save-params", params]
+           "--seed", str(CFG["seed"]), "--batch-size", "32", "--steps", "10", "--eval-nodes", "64",
+           "--backends", "gpuio", "--device", "cpu", "--save-params", params, "--json", str(report)]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     a, b = torch.load(params + ".rank0"), torch.load(params + ".rank1")
@@ -288,6 +300,13 @@ def test_two_rank_gloo_training_ends_with_identical_parameters(ds, tmp_path):
     assert a.keys() == b.keys() == init.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)  # DDP kept the ranks in step
     assert sum(not torch.equal(a[k], init[k]) for k in a) > len(a) // 2  # and they trained
+    (r,) = json.loads(report.read_text())["results"]
+    assert r["world_size"] == 2 and r["steps"] == 10
+    assert [q["rank"] for q in r["ranks"]] == [0, 1] and all(q["steps"] == 10 for q in r["ranks"])
+    assert all(q["feature_bytes"] > 0 and q["structure_bytes"] > 0 for q in r["ranks"])  # each rank read storage
+    losses = r["losses"]
+    assert len(losses) == 10 and np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3]), losses  # loss falls
+    assert r["test_acc"] > 3 / 19 and r["device_rate"] > 0  # learns; features came through gpuio from storage
 
 
 def test_loader_lookahead_protects_coming_batches_and_keeps_results(ds):

@@ -29,6 +29,9 @@ _COMMANDS = {
     "volume": ("gpuio.cli.volume", "app", "Ceph RBD volumes: create, map, grant access, break a writer's lock."),
     "cluster": ("gpuio.cli.cluster", "app", "A throwaway one-node Ceph cluster: up, down, status."),
 }
+# `gpuio <command> <flag> ...` runs a command of its own, with its own options and --help, e.g. `gpuio demo --hetero`
+# (the flag is also an option of <command>, so that its help names it). (command, flag) -> (module, attribute).
+_FLAG_COMMANDS = {("demo", "--hetero"): ("gpuio.cli.hetero", "demo_hetero")}
 _state = {"debug": False}
 
 
@@ -64,6 +67,23 @@ def _register() -> None:
     _state["registered"] = True
 
 
+def _routed(args: list[str]):
+    """(typer app, its args, prog name) when `args` name a flag command (`[--debug] demo ... --hetero ...`), else
+    None. The flag is taken out of the line; the root's --debug is honoured."""
+    i = 0
+    while i < len(args) and args[i] == "--debug":
+        i += 1
+    for (command, flag), (module, attr) in _FLAG_COMMANDS.items():
+        if i < len(args) and args[i] == command and flag in args[i + 1:]:
+            rest = args[i + 1:]
+            rest.remove(flag)
+            sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+            sub.command()(_load(module, attr))
+            _state["debug"] = i > 0
+            return sub, rest, f"gpuio {command} {flag}"
+    return None
+
+
 def _say(line: str) -> None:
     sys.stderr.write("gpuio: error: " + " ".join(line.split()) + "\n")  # one line, whatever the message
 
@@ -73,8 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     _state["debug"] = False  # set by the root callback from `gpuio --debug ...`
     _register()
+    target, args, prog = _routed(args) or (app, args, "gpuio")
     try:
-        rv = app(args=args, prog_name="gpuio", standalone_mode=False)
+        rv = target(args=args, prog_name=prog, standalone_mode=False)
     except click_exceptions.ClickException as e:  # usage errors: the parser's and _check.InputError
         if type(e).__name__ == "NoArgsIsHelpError":  # `gpuio` or `gpuio sim` alone: the help
             typer.echo(e.ctx.get_help())

@@ -1,5 +1,6 @@
 """`gpuio demo`: the GNN training demo (see gpuio.gnn.demo) with defaults sized for the machine. Every
-option is checked here, before the graph is generated (see _check.py)."""
+option is checked here, before the graph is generated (see _check.py). `gpuio demo --hetero ...` is the
+heterogeneous demo instead (gpuio.cli.hetero, its own options; gpuio.cli.main routes the line there)."""
 from __future__ import annotations
 
 import typer
@@ -28,7 +29,12 @@ def demo(model: str = typer.Option("sage", help="sage (GraphSAGE), gcn or gat"),
          device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
          seed: int = typer.Option(0, help="seed for graph, sampling and model"),
          workdir: str = typer.Option(".", help="where the feature file goes (an existing, writable folder)"),
-         plot: bool = typer.Option(False, "--plot", help="save gpuio-demo.png (epoch time split)")) -> None:
+         plot: bool = typer.Option(False, "--plot", help="save gpuio-demo.png (epoch time split)"),
+         hetero: bool = typer.Option(False, "--hetero", help="run the heterogeneous demo instead: RGAT on an "
+                                                             "IGBH-shaped graph; `gpuio demo --hetero --help` "
+                                                             "lists its options")) -> None:
+    if hetero:  # only reached when this function is called directly, not through `gpuio` (which routes it)
+        raise _check.InputError("--hetero: its options are not this command's; run `gpuio demo --hetero ...`")
     for option, value in (("--nodes", nodes), ("--edges", edges), ("--features", features),
                           ("--epochs", epochs), ("--batches", batches), ("--batch-size", batch_size)):
         _check.int_at_least(option, value, 0, " (0: the machine's default)")

@@ -1,15 +1,23 @@
 """`gpuio demo --hetero` (and `examples/rgat_igbh.py`): GIDS's RGAT experiment on an IGBH-shaped graph, see
-gpuio.gnn.hetero_job. Runs unchanged under `torchrun --nproc_per_node N` (data parallel)."""
+gpuio.gnn.hetero_job. Runs unchanged under `torchrun --nproc_per_node N` (data parallel). Every option is
+checked here, before the dataset is generated or opened (see _check.py)."""
 from __future__ import annotations
+
+import os
 
 import typer
 
+from . import _check
 
-def _ints(text: str, option: str) -> tuple:
-    try:
-        return tuple(int(f) for f in text.split(","))
-    except ValueError:
-        raise typer.BadParameter(f"{option} must be comma-separated ints, got {text!r}") from None
+
+def _dataset_dir(option: str, path: str) -> str:
+    """An existing directory, or one that can be made in an existing, writable folder."""
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            _check.fail(option, path, "not a directory")
+        return path
+    _check.output_dir(option, os.path.dirname(os.path.abspath(path)))
+    return path
 
 
 def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (generated there if absent)"),
@@ -21,7 +29,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 edge_scale: float = typer.Option(1.0, help="multiplies every mean degree"),
                 gen_device: str = typer.Option("cpu", help="where feature noise is drawn (cuda: faster)"),
                 backends: str = typer.Option("gpuio,memory", help="feature sources: gpuio, mmap, memory"),
-                structure: str = typer.Option("file", help="file (CSC read through gpuio) or memory"),
+                structure: str = typer.Option("file", help="file (CSC read through gpuio), memory, or file,memory: "
+                                                           "both, same batches, throughput ratio printed"),
                 steps: int = typer.Option(100, help="training steps timed (GIDS: 100)"),
                 batch_size: int = typer.Option(0, help="seed papers per step (0: 256 on CPU, 1024 with CUDA)"),
                 fanouts: str = typer.Option("10,5", help="neighbours sampled per hop and relation"),
@@ -31,23 +40,56 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 eval_nodes: int = typer.Option(0, help="test papers evaluated (0: 1000 CPU, 20000 CUDA)"),
                 inline: bool = typer.Option(False, "--inline", help="load on the training thread (no loader thread)"),
                 belady: bool = typer.Option(False, "--belady", help="record the row trace; bytes read vs MIN"),
-                timing: bool = typer.Option(False, "--timing", help="also time loading alone and compute alone"),
+                timing: bool = typer.Option(False, "--timing", help="gpuio: also time loading alone and compute alone"),
+                time_cap: float = typer.Option(0.0, help="seconds each backend's steps may run (0: no cap); a "
+                                                         "capped run is compared over the common steps"),
                 device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
                 save_params: str = typer.Option("", help="save final parameters here (.rank<r> per rank)"),
                 json_out: str = typer.Option("", "--json", help="write config and results as JSON"),
                 generate_only: bool = typer.Option(False, "--generate-only",
                                                    help="write the dataset and stop")) -> None:
-    from gpuio.gnn.hetero_job import HeteroConfig, run
+    for option, value in (("--papers", papers), ("--features", features), ("--batch-size", batch_size),
+                          ("--eval-nodes", eval_nodes)):
+        _check.int_at_least(option, value, 0, " (0: the machine's default)")
+    _check.int_at_least("--steps", steps, 1)
+    _check.int_at_least("--seed", seed, 0)
+    _check.int_at_least("--struct-cache-mb", struct_cache_mb, 0)
+    _check.choice("--dtype", dtype, ("float32", "float16"))
+    _check.positive_number("--edge-scale", edge_scale)
+    _check.choice("--gen-device", gen_device, ("cpu", "cuda"))
+    if gen_device == "cuda":
+        _check.device("--gen-device", "cuda")
+    fan = _check.int_list("--fanouts", fanouts, lambda v: v >= 1 or v == -1, "integers >= 1 (or -1: all)")
+    _check.number_in("--gpu-cache-fraction", gpu_cache_fraction, 0.0, 1.0)
+    _check.number_in("--host-fraction", host_fraction, 0.0, 1.0)
+    _check.number_in("--time-cap", time_cap, 0.0, 86400.0)
+    _check.device("--device", device)
+    _dataset_dir("--root", root)
+    if igbh and not os.path.isdir(igbh):
+        _check.fail("--igbh", igbh, "no such directory (an IGBH `processed` folder)")
+    if json_out:
+        _check.output_file("--json", json_out)
+    if save_params:
+        _check.output_dir("--save-params", os.path.dirname(os.path.abspath(save_params)))
+    _check.need("torch", "gpuio demo --hetero")
+    _check.need("torch_geometric", "gpuio demo --hetero")
+
+    from gpuio.data.igbh import IGBHConfig
+    from gpuio.gnn.hetero_job import BACKENDS, STRUCTURES, HeteroConfig, run
+    if papers and not igbh:
+        _check.int_at_least("--papers", papers, 2 * IGBHConfig.classes, " (two per class)")
+    chosen = _check.choices("--backends", backends, BACKENDS)
+    structures = _check.choices("--structure", structure, STRUCTURES)
     try:
         cfg = HeteroConfig(root=root, igbh=igbh, papers=papers, features=features, dtype=dtype,
-                           edge_scale=edge_scale, gen_device=gen_device, backends=tuple(backends.split(",")),
-                           structure=structure,
-                           steps=steps, batch_size=batch_size, fanouts=_ints(fanouts, "--fanouts"),
+                           edge_scale=edge_scale, gen_device=gen_device, backends=chosen,
+                           structure=",".join(structures),
+                           steps=steps, batch_size=batch_size, fanouts=fan,
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
                            struct_cache_mb=struct_cache_mb, eval_nodes=eval_nodes, background=not inline,
-                           belady=belady, timing=timing, device=device, seed=seed, save_params=save_params,
+                           belady=belady, timing=timing, time_cap=time_cap, device=device, seed=seed, save_params=save_params,
                            json_out=json_out, generate_only=generate_only).resolve()
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+    except ValueError as e:  # a combination the single checks above cannot see
+        raise _check.InputError(str(e)) from None
     run(cfg)

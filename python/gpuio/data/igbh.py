@@ -114,14 +114,16 @@ def _gen(*key, device="cpu") -> torch.Generator:
     return torch.Generator(device=device).manual_seed(h)
 
 
-def feature_chunk(cfg: IGBHConfig, type_id: int, lo: int, hi: int) -> torch.Tensor:
-    """Rows [lo, hi) of node type `type_id`'s features (float32, on the CPU), the generator's model."""
+def feature_chunk(cfg: IGBHConfig, type_id: int, lo: int, hi: int, dtype: str = "float32") -> torch.Tensor:
+    """Rows [lo, hi) of node type `type_id`'s features (on the CPU), the generator's model; drawn in float32,
+    rounded to `dtype` where they were drawn (IEEE round-to-nearest-even, as NumPy's astype: same bytes),
+    so a float16 table moves half the bytes off the GPU and costs the CPU no conversion."""
     dev = torch.device(cfg.gen_device)
     centroids = torch.randn(cfg.classes, cfg.features, generator=_gen(cfg.seed, 1, type_id, device=dev),
                             device=dev)
     cls = torch.arange(lo, hi, device=dev) % cfg.classes
     noise = torch.randn(hi - lo, cfg.features, generator=_gen(cfg.seed, 2, type_id, lo, device=dev), device=dev)
-    return noise.add_(centroids[cls], alpha=cfg.signal / math.sqrt(cfg.features)).cpu()
+    return noise.add_(centroids[cls], alpha=cfg.signal / math.sqrt(cfg.features)).to(getattr(torch, dtype)).cpu()
 
 
 def paper_labels(cfg: IGBHConfig, lo: int, hi: int) -> torch.Tensor:
@@ -200,7 +202,7 @@ def generate_igbh(root: str, cfg: IGBHConfig | None = None, progress=None,
         off, rb = create_table(path, (counts[nt], cfg.features), np_dtype)
         for lo in range(0, counts[nt], CHUNK_ROWS):
             hi = min(lo + CHUNK_ROWS, counts[nt])
-            write_rows(path, off, rb, lo, feature_chunk(cfg, type_id, lo, hi).numpy().astype(np_dtype))
+            write_rows(path, off, rb, lo, feature_chunk(cfg, type_id, lo, hi, cfg.dtype).numpy())
             if progress is not None:
                 progress(f"{nt} features", hi, counts[nt])
     path = os.path.join(root, "paper", LABEL_FILE)

@@ -4,10 +4,14 @@ storage, N steps timed end to end, accuracy reported; one process or data-parall
 Per backend (same sampler seed, same model initialisation, same mini-batches):
 - gpuio:  per node type a `gpuio.FeatureStore` (device page cache + constant host buffer of the most
           sampled rows + window + accumulator) over the type's TensorFile;
-- mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against);
+- mmap:   `np.load(mmap_mode="r")` + fancy indexing (the mmap loader GIDS compares against), with
+          MADV_RANDOM as `gpuio demo` runs it: without it each 4 KB row fault reads ahead pages that are
+          evicted unused out of core, so this is the kinder baseline and gpuio's ratio the conservative one;
 - memory: every table in memory (the reference: its losses are what the others must reproduce).
 Structure: `structure="file"` samples every relation's CSC through the engine (gpuio.graph.CSCFile),
-`"memory"` holds it in tensors; both give the same samples.
+`"memory"` holds it in tensors; both give the same samples. `"file,memory"` runs every backend with each
+(same batches) and prints the throughput of structure-on-storage as a share of structure-in-memory.
+Each run starts cold: the dataset's files are dropped from the page cache first (`cold`).
 
 Data parallel (torchrun sets RANK/WORLD_SIZE/LOCAL_RANK): NCCL on GPUs, gloo on the CPU; every rank
 opens the same files with its own stores and takes every world_size-th global batch; DDP averages the
@@ -18,6 +22,7 @@ all-to-all per batch and per type; see benchmarks/RESULTS_HETERO.md for the choi
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -29,6 +34,7 @@ import torch
 from gpuio.gnn.config import apply_machine_defaults
 
 BACKENDS = ("gpuio", "mmap", "memory")
+STRUCTURES = ("file", "memory")
 CPU_DEFAULTS = dict(papers=4000, features=128, batch_size=256, eval_nodes=1000)
 GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=1024, eval_nodes=20_000)
 COMPUTE_ONLY_BATCHES = 10  # batches held on the device to time compute alone (~1 GB each at 1024 columns)
@@ -44,7 +50,7 @@ class HeteroConfig:
     edge_scale: float = 1.0
     gen_device: str = "cpu"  # where the generator draws feature noise (cuda: faster, other bytes)
     backends: tuple = ("gpuio", "memory")
-    structure: str = "file"  # file (read through the engine) or memory
+    structure: str = "file"  # file (read through the engine), memory, or "file,memory" (both, side by side)
     steps: int = 100
     batch_size: int = 0
     fanouts: tuple = (10, 5)
@@ -62,17 +68,27 @@ class HeteroConfig:
     device: str = ""
     background: bool = True  # loader thread (False: inline on the training thread)
     belady: bool = False  # record the row trace of the gpuio run, compare its bytes with MIN
-    timing: bool = False  # also time loading alone and compute alone
+    timing: bool = False  # gpuio: also time loading alone and compute alone
+    time_cap: float = 0.0  # seconds a backend's timed steps may run (0: no cap); a capped run stops early,
+    #                        is compared over the common steps, is not evaluated, and says so
     save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
     json_out: str = ""
     generate_only: bool = False  # write (or import) the dataset, then stop
+    cold: bool = True  # drop the dataset's files from the page cache before every run
+
+    @property
+    def structures(self) -> tuple:
+        return tuple(self.structure.split(","))
 
     def resolve(self) -> "HeteroConfig":
         apply_machine_defaults(self, CPU_DEFAULTS, GPU_DEFAULTS, BACKENDS)
-        if self.structure not in ("file", "memory"):
-            raise ValueError(f"structure must be 'file' or 'memory', got {self.structure!r}")
+        if not self.structures or any(s not in STRUCTURES for s in self.structures) or \
+                len(set(self.structures)) != len(self.structures):
+            raise ValueError(f"structure must be 'file', 'memory' or 'file,memory', got {self.structure!r}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.time_cap < 0:
+            raise ValueError(f"time_cap must be >= 0 seconds, got {self.time_cap}")
         for name in ("gpu_cache_fraction", "host_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
@@ -124,7 +140,7 @@ def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None) -> di
         if backend == "memory":
             out[nt] = InMemoryRows(torch.from_numpy(np.load(path)))
         elif backend == "mmap":
-            out[nt] = MemmapRows(path)
+            out[nt] = MemmapRows(path, random_access=True)
         else:
             tf = TensorFile.open(path)
             host_rows = int(tf.num_rows * cfg.host_fraction)
@@ -134,28 +150,71 @@ def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None) -> di
     return out
 
 
-def _dist():
-    """(rank, world_size, local_rank) from torchrun's environment; initialises the process group."""
+DIST_TIMEOUT_S = 3 * 3600  # collectives wait this long: rank 0 may generate a large dataset behind a barrier
+
+
+def _dist(device: str):
+    """(rank, world_size, local_rank) from torchrun's environment; initialises the process group (NCCL when
+    the job runs on CUDA devices, else gloo). Any number of ranks; rank r uses cuda:<LOCAL_RANK>."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1, 0
+    import datetime
+
     import torch.distributed as dist
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = "nccl" if device.startswith("cuda") else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(local)
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=DIST_TIMEOUT_S))
     return dist.get_rank(), dist.get_world_size(), local
 
 
-def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) -> dict:
+def cgroup_memory() -> dict | None:
+    """This process's memory cgroup (v2) as the run sees it: limit (None: unlimited), peak so far, anonymous
+    memory and page cache now, in bytes; None where the process is in no v2 group with a memory controller."""
+    from gpuio.bench.memlimit import V2_ROOT, MemoryLimit
+    try:
+        path = MemoryLimit._v2_home()
+        if not os.path.exists(os.path.join(path, "memory.stat")):
+            return None
+        g = MemoryLimit(2, path, path)
+        return dict(limit=g.limit_bytes(), peak=g.peak_bytes(), anon=g.anon_bytes(), file=g.cache_bytes(),
+                    group=os.path.relpath(path, V2_ROOT))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _storage_bytes(sources: dict) -> int:
+    """Bytes the gpuio tables have read from storage so far (blocks actually read; 0 for other sources)."""
+    return sum(s.tf.stats()["bytes_read"] for s in sources.values() if hasattr(getattr(s, "tf", None), "stats"))
+
+
+def evict_page_cache(root: str) -> int:
+    """Drop every file under `root` from the page cache (fdatasync, then posix_fadvise DONTNEED: no root
+    needed), so a run does not read what the generator or the previous run left cached. Returns the files."""
+    n = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                n += 1
+            finally:
+                os.close(fd)
+    return n
+
+
+def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, structure: str | None = None) -> dict:
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     dev = torch.device(cfg.device)
-    graph = HeteroGraphStore.from_dataset(ds, in_memory=cfg.structure == "memory",
+    structure = structure or cfg.structures[0]
+    graph = HeteroGraphStore.from_dataset(ds, in_memory=structure == "memory",
                                           cache_bytes=cfg.struct_cache_mb << 20, device=dev)
 
     lookahead = min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0))
@@ -168,8 +227,10 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
                                  background=cfg.background, lookahead=lookahead)
 
     in_dims = {nt: ds.feature_shape(nt)[1] for nt in ds.node_types}
-    if cfg.timing:  # loading alone first, on stores of its own (dropped before the run's are built)
+    timing = cfg.timing and backend == "gpuio"  # the bound max(load, compute) is judged for gpuio
+    if timing:  # loading alone first, on stores of its own (dropped before the run's are built)
         r_load = load_only(loader(make_sources(backend, ds, cfg, scores), ds.train_idx, cfg.seed + rank))
+        gc.collect()  # its stores (host buffers: 20 % of the data) are gone before the run's are made
     sources = make_sources(backend, ds, cfg, scores)
     trace = ({nt: record_served(s) for nt, s in sources.items()} if cfg.belady and backend == "gpuio"
              else None)
@@ -180,9 +241,12 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
                                         find_unused_parameters=True)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
-    struct_before = sum(s["bytes_from_device"] for s in graph.stats().values())
-    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync)
+    struct_before, feat_before = sum(s["bytes_from_device"] for s in graph.stats().values()), _storage_bytes(sources)
+    deadline = time.perf_counter() + cfg.time_cap if cfg.time_cap else None
+    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync, deadline=deadline)
+    r["capped"], r["cfg_steps"] = r["steps"] < cfg.steps, cfg.steps
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
+    r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
     if trace is not None:  # before evaluation reads more
         per = {nt: store_vs_min(stores[nt], trace.get(nt, []), lookahead) for nt in stores}
@@ -193,10 +257,11 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
                            device_tier_ratio=div(tot["device_bytes"], tot["min_device_bytes"]),
                            ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
                            window_min_ratio=div(tot["window_min_bytes"], tot["min_bytes"]))
-    eval_idx = ds.test_idx[: cfg.eval_nodes]
-    r["test_acc"] = accuracy(model, loader(sources, eval_idx, cfg.seed + 10_007, shuffle=False,
-                                           steps=None))
-    r.update(backend=backend, structure=cfg.structure, rank=rank, world_size=world,
+    if not r["capped"]:  # a model trained for fewer steps has no comparable accuracy
+        r["test_acc"] = accuracy(model, loader(sources, ds.test_idx[: cfg.eval_nodes], cfg.seed + 10_007,
+                                               shuffle=False, steps=None))
+    r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,
+             label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
              step_ms=1000 * r["run_s"] / max(r["steps"], 1))
     if stores:
         st = {nt: s.stats() for nt, s in stores.items()}
@@ -206,7 +271,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
                  device_rate=sum(s["rows_device"] for s in st.values()) / req,
                  per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
                            for nt, s in st.items()})
-    if cfg.timing:
+    if timing:
         r["load_only"] = r_load
         held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES), loader(sources, ds.train_idx, cfg.seed + rank))]
         fresh_model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
@@ -222,7 +287,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1) ->
 
 def run(cfg: HeteroConfig, log=print) -> list[dict]:
     cfg = cfg.resolve()
-    rank, world, local = _dist()
+    rank, world, local = _dist(cfg.device)
     if world > 1 and cfg.device.startswith("cuda"):
         cfg.device = f"cuda:{local}"
     say = log if rank == 0 else (lambda *a, **k: None)
@@ -241,8 +306,36 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
         f"{ds.feature_bytes() / 2**30:.2f} GiB of features ({'reused' if reused else 'written'}); "
         f"{cfg.steps} steps of {cfg.batch_size} seeds, fan-outs {tuple(cfg.fanouts)}, structure {cfg.structure}, "
         f"device {cfg.device}, {world} rank(s)")
+    mem = cgroup_memory()
+    if mem is not None and mem["limit"] is not None:
+        say(f"memory given: cgroup {mem['group']} limit {mem['limit'] / 2**30:.1f} GiB (anonymous memory and page "
+            f"cache together); features {ds.feature_bytes() / mem['limit']:.1f} x the limit")
+    else:
+        say("memory given: no cgroup limit on this process (the page cache may hold the data; run under a memory "
+            "cgroup for out-of-core figures, as scripts/gpu-check.sh's hetero step does)")
     scores = sample_scores(ds) if "gpuio" in cfg.backends and cfg.host_fraction > 0 else None
-    results = [run_backend(b, ds, cfg, scores, rank, world) for b in cfg.backends]
+    results = []
+    for structure in cfg.structures:
+        for b in cfg.backends:
+            if cfg.cold:
+                if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+                    evict_page_cache(cfg.root)
+                if world > 1:
+                    import torch.distributed as dist
+                    dist.barrier()  # no rank starts before the files are cold
+            r = run_backend(b, ds, cfg, scores, rank, world, structure)
+            r["cgroup"] = cgroup_memory()
+            # at once, so a run stopped by an outer timeout still shows the backends it finished
+            say(f"done {r['label']}: {r['steps']} steps in {r['run_s']:.2f} s ({r['step_ms']:.1f} ms/step"
+                f"{', capped' if r['capped'] else ''}), test accuracy {r.get('test_acc', float('nan')):.3f}")
+            mine = {k: r[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes", "structure_bytes")}
+            if world > 1:  # every rank's figures, for the aggregate throughput rank 0 prints
+                import torch.distributed as dist
+                r["ranks"] = [None] * world
+                dist.all_gather_object(r["ranks"], mine)
+            else:
+                r["ranks"] = [mine]
+            results.append(r)
     if rank == 0:
         print_report(results, say)
         if cfg.json_out:
@@ -256,39 +349,92 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
 
 
 def print_report(results: list[dict], say=print) -> None:
-    cols = [r["backend"] for r in results]
-    say(f"{'':28}" + "".join(f"{c:>12}" for c in cols))
-    fmt = (lambda v: f"{v:>12.3f}" if isinstance(v, float) else f"{v:>12}")
+    cols = [r.get("label", r["backend"]) for r in results]
+    width = max([12] + [len(c) + 2 for c in cols])
+    say(f"{'':28}" + "".join(f"{c:>{width}}" for c in cols))
+    fmt = (lambda v: f"{v:>{width}.3f}" if isinstance(v, float) else f"{v:>{width}}")
     rows = [("steps", "steps"), (f"time for the steps s", "run_s"), ("ms per step", "step_ms"),
             ("feature loading s", "feature_s"), ("sampling s", "sample_s"), ("trainer waiting s", "stall_s"),
             ("compute s", "compute_s"), ("host buffer hit rate", "host_hit_rate"),
             ("GPU cache hit rate", "gpu_hit_rate"), ("rows from storage", "device_rate"),
             ("structure bytes read (steps)", "structure_bytes"), ("test accuracy", "test_acc")]
     for name, key in rows:
-        say(f"{name:28}" + "".join(fmt(r[key]) if key in r else f"{'-':>12}" for r in results))
-    for r in results:
+        say(f"{name:28}" + "".join(fmt(r[key]) if key in r else f"{'-':>{width}}" for r in results))
+    for r, name in zip(results, cols):
         if "per_type" in r:
-            say(f"{r['backend']} hit rates per type (host / GPU / storage): " + ", ".join(
+            say(f"{name} hit rates per type (host / GPU / storage): " + ", ".join(
                 f"{nt} {v['host']:.2f}/{v['gpu']:.2f}/{v['storage']:.2f}" for nt, v in r["per_type"].items()))
         if "belady" in r:
             b = r["belady"]
-            say(f"{r['backend']} bytes read {b['gpuio_bytes']:,} vs Belady MIN {b['min_bytes']:,} (same host "
+            say(f"{name} bytes read {b['gpuio_bytes']:,} vs Belady MIN {b['min_bytes']:,} (same host "
                 f"buffer, same device cache slots): ratio {b['ratio']:.3f} (goal <= 1.2), device tier alone "
                 f"{b['device_tier_ratio']:.3f}; vs MIN using all capacity as one cache {b['ratio_whole']:.3f}; "
                 f"keep-the-soonest seeing {b['lookahead']} batches ahead: {b['window_min_ratio']:.3f} x MIN")
         if "vs_bound" in r:
-            say(f"{r['backend']}: load alone {r['load_only']['run_s']:.3f} s, compute alone "
+            say(f"{name}: load alone {r['load_only']['run_s']:.3f} s, compute alone "
                 f"{r['compute_only']['run_s_scaled']:.3f} s (scaled from {r['compute_only']['steps']} steps); "
                 f"run / max(load, compute) = {r['vs_bound']:.3f}")
-    ref = next((r for r in results if r["backend"] == "memory"), None)
-    for r in results:
-        if ref is not None and r is not ref and r["losses"] and len(r["losses"]) == len(ref["losses"]):
-            diff = float(np.max(np.abs(np.array(r["losses"]) - np.array(ref["losses"]))))
-            same = "identical to" if diff == 0 else ("within 1e-4 of" if diff <= 1e-4 * max(ref["losses"])
-                                                     else "DIFFERENT from")
-            say(f"{r['backend']}: losses {same} in-memory features over {len(r['losses'])} steps "
-                f"(max |diff| {diff:.2e}); time x{r['run_s'] / ref['run_s']:.2f} of in-memory")
-    mm = next((r for r in results if r["backend"] == "mmap"), None)
-    gp = next((r for r in results if r["backend"] == "gpuio"), None)
-    if mm is not None and gp is not None:
-        say(f"gpuio vs mmap: {mm['run_s'] / gp['run_s']:.2f} x faster for {gp['steps']} steps")
+
+    for r, name in zip(results, cols):
+        m = r.get("cgroup")
+        if m and m["limit"] is not None:
+            say(f"{name}: cgroup peak so far {m['peak'] / 2**30:.2f} GiB of {m['limit'] / 2**30:.2f} GiB; at the end "
+                f"anonymous {m['anon'] / 2**30:.2f} GiB, page cache {m['file'] / 2**30:.2f} GiB")
+    for r, name in zip(results, cols):  # over all ranks: the figures the 1- vs N-GPU comparison uses
+        ranks = r.get("ranks") or []
+        if not ranks:
+            continue
+        wall = max(q["run_s"] for q in ranks)
+        seeds = sum(q["steps"] for q in ranks) * r["batch_size"]
+        read = sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
+        wait = sum(q["stall_s"] for q in ranks) / max(sum(q["run_s"] for q in ranks), 1e-9)
+        regime = ("loading-bound: the trainers wait on storage" if wait > 0.5 else
+                  "compute-bound: loading keeps up")
+        say(f"{name}: {len(ranks)} rank(s): {seeds / wall:,.0f} seeds/s ({seeds:,} seeds in {wall:.2f} s, slowest "
+            f"rank); storage read {read / wall / 1e6:,.1f} MB/s over all ranks "
+            f"({'features and structure' if r['backend'] == 'gpuio' else 'structure only; page faults not counted'}); "
+            f"trainers waited {wait:.0%} of the time ({regime})")
+
+    def find(backend, structure):
+        return next((r for r in results if r["backend"] == backend and r.get("structure") == structure), None)
+    for r, name in zip(results, cols):
+        if r.get("capped"):
+            say(f"{name}: capped by --time-cap after {r['steps']} steps ({r['run_s']:.1f} s; all steps at that pace "
+                f"~{r['run_s'] * r['cfg_steps'] / max(r['steps'], 1):.0f} s, extrapolated); not evaluated")
+    for r, name in zip(results, cols):
+        ref = find("memory", r.get("structure")) or next((q for q in results if q["backend"] == "memory"), None)
+        if ref is not None and r is not ref and r["losses"] and ref["losses"]:
+            n = min(r["steps"], ref["steps"])
+            say(f"{name}: losses {_same(r['losses'][:n], ref['losses'][:n])} in-memory features over {n} steps; "
+                f"time x{_at(r, n) / _at(ref, n):.2f} of in-memory")
+    for structure in STRUCTURES:
+        mm, gp = find("mmap", structure), find("gpuio", structure)
+        if mm is not None and gp is not None:
+            n = min(mm["steps"], gp["steps"])
+            say(f"gpuio vs mmap (structure {structure}): {_at(mm, n) / _at(gp, n):.2f} x faster over "
+                f"{'the same' if n == gp['steps'] == mm['steps'] else 'the first'} {n} steps (same batches)")
+    for backend in BACKENDS:
+        f, m = find(backend, "file"), find(backend, "memory")
+        if f is not None and m is not None:
+            n = min(f["steps"], m["steps"])
+            say(f"{backend}: structure on storage keeps {_at(m, n) / _at(f, n):.3f} x the steps/s of structure in "
+                f"memory over {n} steps (goal >= 0.8; same batches: losses "
+                f"{_same(f['losses'][:n], m['losses'][:n])} the in-memory structure's), structure read "
+                f"{f['structure_bytes'] / 2**20:.1f} MiB in {f['steps']} steps")
+
+
+def _at(r: dict, n: int) -> float:
+    """Seconds from the start of r's timed run to the end of its step n (1-based); the run's wall time when
+    it made exactly n steps (that includes the final synchronisation)."""
+    return r["run_s"] if n == r["steps"] else r["step_end_s"][n - 1]
+
+
+def _same(a: list, b: list) -> str:
+    """How two loss sequences compare: identical, within float tolerance, or different (with the max gap)."""
+    if len(a) != len(b):
+        return f"NOT COMPARABLE ({len(a)} vs {len(b)} steps) to"
+    diff = float(np.max(np.abs(np.array(a) - np.array(b)))) if a else 0.0
+    if diff == 0:
+        return "identical to"
+    close = diff <= 1e-4 * max(b)
+    return f"{'within 1e-4' if close else 'DIFFERENT'} (max |diff| {diff:.2e}) {'of' if close else 'from'}"

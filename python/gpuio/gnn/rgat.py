@@ -54,12 +54,19 @@ def _inputs(batch, dtype=torch.float32):
     return {t: v.to(dtype) for t, v in batch.x.items()}, batch.edge_index
 
 
-def train_steps(model, loader, optimizer, on_step=None, sync=None) -> dict:
-    """One pass over `loader` (its max_batches bound the steps): gpuio.gnn.train.train_epoch on the
-    heterogeneous inputs; losses per step, wall (run_s) and compute seconds, steps, loader timings."""
-    r = train_epoch(model, loader, optimizer, on_batch=(lambda _batch: on_step()) if on_step else None,
-                    inputs=_inputs, sync=sync)
-    r["run_s"], r["steps"] = r.pop("epoch_s"), r.pop("batches")
+def train_steps(model, loader, optimizer, on_step=None, sync=None, deadline: float | None = None) -> dict:
+    """One pass over `loader` (its max_batches bound the steps; past `deadline`, a time.perf_counter, the
+    run stops after the step in hand): gpuio.gnn.train.train_epoch on the heterogeneous inputs; losses per
+    step, wall (run_s) and compute seconds, steps, loader timings, and step_end_s (seconds from the start
+    to the end of each step: runs cut at different steps compare over their common prefix)."""
+    t0, ends = time.perf_counter(), []
+
+    def after(_batch):
+        ends.append(time.perf_counter() - t0)
+        if on_step is not None:
+            on_step()
+    r = train_epoch(model, loader, optimizer, on_batch=after, inputs=_inputs, sync=sync, deadline=deadline)
+    r["run_s"], r["steps"], r["step_end_s"] = r.pop("epoch_s"), r.pop("batches"), ends
     return r
 
 

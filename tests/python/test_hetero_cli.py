@@ -1,0 +1,123 @@
+"""`gpuio demo --hetero` (issue 15): routed to the hetero demo with its own options and help, runs end to end
+at a tiny size, and refuses bad input with one line naming the option (exit 2, nothing written)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch_geometric")
+
+from gpuio.cli import main  # noqa: E402
+
+TINY = ["--papers", "300", "--features", "8", "--steps", "3", "--batch-size", "16", "--eval-nodes", "32",
+        "--device", "cpu"]
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _main(argv, capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(argv)
+    out = capsys.readouterr()
+    return ei.value.code, out.out, out.err
+
+
+def test_demo_hetero_runs_both_structures_side_by_side(tmp_path, capsys, one_thread):
+    root = tmp_path / "igbh"
+    code, out, err = _main(["demo", "--hetero", "--root", str(root), *TINY, "--backends", "gpuio,memory",
+                            "--structure", "file,memory", "--json", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    assert (root / "meta.json").exists() and (root / "paper" / "node_feat.npy").exists()
+    assert "RGAT on" in out and "gpuio/file" in out and "memory/memory" in out
+    assert "gpuio/file: losses identical to in-memory features over 3 steps" in out
+    # the structure ratio, over the same batches (identical losses with structure on storage and in memory)
+    line = next(x for x in out.splitlines() if x.startswith("gpuio: structure on storage keeps"))
+    assert "losses identical to the in-memory structure's" in line
+    import json
+    res = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [(r["backend"], r["structure"]) for r in res] == [("gpuio", "file"), ("memory", "file"),
+                                                             ("gpuio", "memory"), ("memory", "memory")]
+    assert res[0]["structure_bytes"] > 0 and res[2]["structure_bytes"] == 0
+    # a second run reuses the dataset (same generator parameters)
+    code, out, err = _main(["demo", "--hetero", "--root", str(root), *TINY, "--backends", "gpuio",
+                            "--generate-only"], capsys)
+    assert code == 0 and "(reused)" in out, out + err
+
+
+def test_help_names_the_flag_and_the_hetero_options(capsys):
+    code, out, _ = _main(["demo", "--help"], capsys)
+    assert code == 0 and "--hetero" in out and "--model" in out
+    code, out, _ = _main(["demo", "--hetero", "--help"], capsys)
+    assert code == 0 and "gpuio demo --hetero" in out and "--papers" in out and "--structure" in out
+    assert "--model" not in out
+
+
+# (argv after `demo --hetero`, option the one error line must name, text it must contain)
+CASES = [
+    (["--dtype", "float64"], "--dtype", "'float64'"),
+    (["--structure", "disk"], "--structure", "'disk'"),
+    (["--structure", "file,file"], "--structure", "distinct"),
+    (["--backends", "gpuio,foo"], "--backends", "foo"),
+    (["--steps", "0"], "--steps", "0"),
+    (["--papers", "5"], "--papers", "two per class"),
+    (["--fanouts", "10,x"], "--fanouts", "10,x"),
+    (["--host-fraction", "2"], "--host-fraction", "2"),
+    (["--gpu-cache-fraction", "-0.5"], "--gpu-cache-fraction", "-0.5"),
+    (["--edge-scale", "0"], "--edge-scale", "0"),
+    (["--gen-device", "tpu"], "--gen-device", "'tpu'"),
+    (["--device", "cuda"], "--device", "no CUDA GPU"),
+    (["--root", "afile"], "--root", "not a directory"),
+    (["--root", "no/such/dir"], "--root", "no such directory"),
+    (["--igbh", "nosuch"], "--igbh", "no such directory"),
+    (["--json", "/proc/x.json"], "--json", "/proc/x.json"),
+    (["--nosuch"], "--nosuch", ""),
+]
+
+
+@pytest.mark.parametrize("argv,option,text", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, capsys, argv, option, text):
+    import torch
+    if "cuda" in argv and torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is available here: --device cuda is valid")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    before = sorted(os.listdir(tmp_path))
+    code, _, err = _main(["demo", "--hetero", *argv], capsys)
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert option in lines[0] and text in lines[0] and "Traceback" not in err, lines[0]
+    assert sorted(os.listdir(tmp_path)) == before, "work started before the input was checked"
+
+
+def test_real_process_one_line_and_debug_traceback(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    run = (lambda *a: subprocess.run([sys.executable, "-m", "gpuio", *a], capture_output=True, text=True,
+                                     cwd=tmp_path, env=env, timeout=120))
+    r = run("demo", "--hetero", "--steps", "0")
+    assert r.returncode == 2 and r.stderr.splitlines() == [r.stderr.strip()] and "--steps" in r.stderr
+    r = run("--debug", "demo", "--hetero", "--steps", "0")
+    assert r.returncode != 0 and "Traceback" in r.stderr and "--steps" in r.stderr
+    r = run("demo", "--epochs", "-1")  # the plain demo is unchanged
+    assert r.returncode == 2 and "--epochs" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_time_cap_stops_each_run_and_compares_the_common_steps(tmp_path, capsys, one_thread):
+    code, out, err = _main(["demo", "--hetero", "--root", str(tmp_path / "igbh"), *TINY, "--steps", "6",
+                            "--backends", "gpuio,mmap", "--time-cap", "0.000001", "--json", str(tmp_path / "r.json")],
+                           capsys)
+    assert code == 0, err
+    import json
+    res = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [r["steps"] for r in res] == [1, 1] and all(r["capped"] and "test_acc" not in r for r in res)
+    assert "gpuio: capped by --time-cap after 1 steps" in out and "not evaluated" in out
+    assert "gpuio vs mmap (structure file):" in out and "over the same 1 steps" in out
