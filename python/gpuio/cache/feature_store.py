@@ -88,7 +88,7 @@ class FeatureStore:
         self.row_bytes = max(1, self.row_elems * itemsize)
         # A page is as many whole rows as fit in one storage block (at least one row): a miss then costs
         # about one block read, the unit the device is fast at.
-        self.page_rows = max(1, getattr(tf, "block_size", 4096) // self.row_bytes)
+        self.page_rows = max(1, tf.block_size // self.row_bytes)  # every gpuio.rows.Rows has block_size
         self.page_bytes = self.page_rows * self.row_bytes
         self.num_pages = -(-self.num_rows // self.page_rows)
         slots = min(gpu_cache_bytes // self.page_bytes, self.num_pages)
