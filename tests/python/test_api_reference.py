@@ -14,7 +14,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCUMENTED = ["gpuio.engine", "gpuio.gpu", "gpuio.tensor", "gpuio.device_array", "gpuio.rows", "gpuio.cache",
-              "gpuio.graph.csc", "gpuio.graph.hot", "gpuio.loader", "gpuio.streams", "gpuio.sim",
+              "gpuio.graph", "gpuio.loader", "gpuio.streams", "gpuio.sim",
               "gpuio.pyg.feature_store", "gpuio.pyg.graph_store", "gpuio.pyg.sampler"]
 
 

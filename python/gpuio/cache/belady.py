@@ -26,15 +26,9 @@ import torch
 def record_served(store) -> list:
     """Record what a `gpuio.FeatureStore` serves: appends, per served group (one flush: the batches its
     accumulator merged, read with one request), the requested row ids. That is the trace MIN must see
-    — pages a group reads once serve every batch of the group, cached or not. (Hooks the store's
-    `_serve`; a public trace hook in gpuio.cache.feature_store would replace this.)"""
+    — pages a group reads once serve every batch of the group, cached or not (FeatureStore.observe_served)."""
     trace: list = []
-    serve = store._serve
-
-    def traced(tickets):
-        trace.append(torch.cat([t.rows for t in tickets]).cpu())
-        return serve(tickets)
-    store._serve = traced
+    store.observe_served(lambda rows: trace.append(rows.cpu()))
     return trace
 
 

@@ -15,7 +15,7 @@ are served once and not cached ("bypass"). Thread contract: one thread calls in 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -88,7 +88,7 @@ class FeatureStore:
         self.row_bytes = max(1, self.row_elems * itemsize)
         # A page is as many whole rows as fit in one storage block (at least one row): a miss then costs
         # about one block read, the unit the device is fast at.
-        self.page_rows = max(1, getattr(tf, "block_size", 4096) // self.row_bytes)
+        self.page_rows = max(1, tf.block_size // self.row_bytes)  # every gpuio.rows.Rows has block_size
         self.page_bytes = self.page_rows * self.row_bytes
         self.num_pages = -(-self.num_rows // self.page_rows)
         slots = min(gpu_cache_bytes // self.page_bytes, self.num_pages)
@@ -98,6 +98,7 @@ class FeatureStore:
         self.host = HostBuffer(tf, hot_rows, self.num_rows, self.device) if hot_rows.numel() else None
         self.window = WindowBuffer(self.num_pages, window, self.device)
         self.acc = Accumulator(accumulate, inflight_pages_min)
+        self._observers: list[Callable[[torch.Tensor], None]] = []
         self._counters = dict(batches=0, flushes=0, rows_requested=0, rows_host=0, rows_gpu_cache=0,
                               rows_device=0, pages_hit=0, pages_miss=0, pages_bypass=0,
                               bytes_from_device=0)
@@ -133,6 +134,11 @@ class FeatureStore:
         if self.host is not None:
             rows = rows[self.host.lookup(rows) < 0]
         self.window.announce(torch.unique(rows // self.page_rows))
+
+    def observe_served(self, fn: Callable[[torch.Tensor], None]) -> None:
+        """Call fn(rows) for each group the store serves (one merged read: the batches its accumulator
+        merged), in serving order, with the group's requested row ids: the trace a cache study needs."""
+        self._observers.append(fn)
 
     def flush(self) -> None:
         """Serve every queued ticket now (one merged read of their missing pages)."""
@@ -171,6 +177,8 @@ class FeatureStore:
         When every row is a distinct missing one-row page (the cache-missing gather of block-sized rows)
         the pages are read in request order and the read buffer is the result: no copy at all."""
         rows = torch.cat([t.rows for t in tickets]) if len(tickets) > 1 else tickets[0].rows
+        for fn in self._observers:
+            fn(rows)
         n = rows.numel()
         out = flat = None
         in_host = None

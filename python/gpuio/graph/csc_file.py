@@ -136,15 +136,18 @@ class CSCMemory:
 
     @classmethod
     def load(cls, directory: str, device=None) -> "CSCMemory":
+        """Read a relation directory's colptr.npy and row.npy whole into tensors on device."""
         return cls(torch.from_numpy(np.load(os.path.join(directory, "colptr.npy"))),
                    torch.from_numpy(np.load(os.path.join(directory, "row.npy"))), device)
 
     @property
     def num_dst(self) -> int:
+        """Destination nodes of the relation (len(colptr) - 1)."""
         return int(self.colptr.numel()) - 1
 
     @property
     def num_edges(self) -> int:
+        """Edges of the relation (len(row))."""
         return int(self.row.numel())
 
     def ptr(self, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -157,9 +160,11 @@ class CSCMemory:
         return self.row[pos]
 
     def stats(self) -> dict:
+        """bytes_from_device: always 0 (nothing is read from storage)."""
         return dict(bytes_from_device=0)
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(colptr, row) as held."""
         return self.colptr, self.row
 
 
@@ -183,23 +188,28 @@ class CSCFile:
 
     @property
     def num_dst(self) -> int:
+        """Destination nodes of the relation (len(colptr) - 1)."""
         return self.colptr_tf.num_rows - 1
 
     @property
     def num_edges(self) -> int:
+        """Edges of the relation (len(row))."""
         return self.row_tf.num_rows
 
     def ptr(self, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(first CSC position, in-degree) of each destination id, read through the pointer cache."""
         n = dst.numel()
         both = self._ptr.gather(torch.cat([dst, dst + 1]).to(self.device)).long()
         return both[:n], both[n:] - both[:n]
 
     def rows(self, pos: torch.Tensor) -> torch.Tensor:
+        """Source ids at CSC positions pos, read through the neighbour-list cache."""
         if pos.numel() == 0:
             return torch.empty(0, dtype=torch.long, device=self.device)
         return self._row.gather(pos.to(self.device)).long()
 
     def stats(self) -> dict:
+        """bytes_from_device of both files and the page hit rate of each cache."""
         p, r = self._ptr.stats(), self._row.stats()
         return dict(bytes_from_device=p["bytes_from_device"] + r["bytes_from_device"],
                     ptr_page_hit_rate=p["page_hit_rate"], row_page_hit_rate=r["page_hit_rate"])
@@ -210,6 +220,7 @@ class CSCFile:
                 self._row.gather(torch.arange(self.num_edges, device=self.device)).long())
 
     def close(self) -> None:
+        """Close both TensorFiles (their engines stop)."""
         self.colptr_tf.close()
         self.row_tf.close()
 
