@@ -28,6 +28,9 @@ struct EngineOptions {
   uint32_t io_bytes_max = limits::io_bytes_max;  // merged runs are split at this size
   uint32_t io_timeout_ms = limits::io_timeout_ms_default;
   uint32_t direct_min_bytes = limits::direct_min_bytes_default;  // shorter direct extents are staged; 0: never
+  // Low-latency mode: a worker with at most this many requests in its ring polls for their completions instead
+  // of sleeping in the backend (limits::low_latency_poll_us per wait at most); 0: always block.
+  uint32_t low_latency_depth = limits::low_latency_inflight_max;
 };
 
 // Range of one integer knob (inclusive), by its name. The one place ranges live: check_option() tests a
@@ -65,6 +68,18 @@ struct EngineStats {
   double worker_cpu_seconds = 0.0;   // CPU time the worker threads consumed
   std::string data_path;             // e.g. "uring+direct", "uring+staging", "posix+staging"
   std::string backend;               // backend description (features enabled)
+  // Where the time goes, in seconds summed over threads (cheap counters: a few clock reads per worker pass and
+  // per batch, none per request). submit: callers planning and posting batches; the rest worker time:
+  // prepare (requests into the ring), io (the backend's submit+reap call, a system call for uring, including a
+  // blocking wait), device (the part of io inside an emulated device: sim model + data copy; 0 elsewhere),
+  // handle (completions: bookkeeping, staging->host copies), copy (staging->GPU launches and polls), signal
+  // (publishing a finished batch: controller, state word, futex wake), idle_spin (polling an empty inbox).
+  double submit_seconds = 0, prepare_seconds = 0, io_seconds = 0, device_seconds = 0, handle_seconds = 0;
+  double copy_seconds = 0, signal_seconds = 0, idle_spin_seconds = 0;
+  uint64_t worker_passes = 0;
+  uint64_t poll_waits = 0;   // waits for a completion done by polling (low-latency mode)
+  uint64_t block_waits = 0;  // waits done by blocking in the backend
+  std::string latency_mode;  // "low-latency" | "throughput" | "mixed" (both kinds of wait) | "none" (no waits)
 };
 
 // Moves staged bytes between the staging pool and memory the CPU cannot address (GPU memory). The CUDA

@@ -15,6 +15,7 @@ void Batch::record_failure(const BatchFailure& f) {
 
 void Batch::extent_finished() {
   if (remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const auto t0 = Clock::now();
   std::shared_ptr<Batch> keep = std::move(self);  // the batch lives until this function returns
   bool failed;
   {
@@ -23,8 +24,11 @@ void Batch::extent_finished() {
   }
   if (failed) error_text = failure_message();
   engine->on_batch_done(*this);
+  EngineImpl* e = engine;  // the waiter may drop its handle as soon as the state word is published
   state.store(failed ? kFailed : kDone, std::memory_order_release);
   futex_wake_all(&state);
+  e->signal_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                         std::memory_order_relaxed);
 }
 
 std::string Batch::failure_message() const {

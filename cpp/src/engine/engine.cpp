@@ -139,6 +139,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
     return BatchHandle(b);
   }
   bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
+  const auto t_start = Clock::now();
   std::lock_guard<std::mutex> g(submit_mu_);
   GPUIO_EXPECT(!closed_.load(), "engine is closed");
   {
@@ -154,6 +155,8 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   for (size_t w = 0; w < outbox_.size(); ++w) {
     if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
   }
+  submit_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t_start).count(),
+                      std::memory_order_relaxed);
   return BatchHandle(b);
 }
 
@@ -173,8 +176,18 @@ void EngineImpl::on_batch_done(Batch& b) {
 EngineStats EngineImpl::stats() const {
   EngineStats s;
   double busy_seconds = 0;
+  auto secs = [](const std::atomic<uint64_t>& ns) { return ns.load(std::memory_order_relaxed) * 1e-9; };
   for (const auto& w : workers) {
     const WorkerCounters& c = w->counters();
+    s.prepare_seconds += secs(c.prepare_ns);
+    s.io_seconds += secs(c.io_ns);
+    s.device_seconds += secs(c.device_ns);
+    s.handle_seconds += secs(c.handle_ns);
+    s.copy_seconds += secs(c.copy_ns);
+    s.idle_spin_seconds += secs(c.idle_ns);
+    s.worker_passes += c.passes.load(std::memory_order_relaxed);
+    s.poll_waits += c.poll_waits.load(std::memory_order_relaxed);
+    s.block_waits += c.block_waits.load(std::memory_order_relaxed);
     s.ops += c.ops.load(std::memory_order_relaxed);
     s.bytes += c.bytes.load(std::memory_order_relaxed);
     s.queue_full_events += c.queue_full.load(std::memory_order_relaxed);
@@ -184,6 +197,12 @@ EngineStats EngineImpl::stats() const {
     s.worker_cpu_seconds += w->cpu_seconds();
   }
   s.busy_worker_seconds = busy_seconds;
+  s.submit_seconds = secs(submit_ns);
+  s.signal_seconds = secs(signal_ns);
+  s.latency_mode = s.poll_waits && s.block_waits ? "mixed"
+                   : s.poll_waits                ? "low-latency"
+                   : s.block_waits               ? "throughput"
+                                                 : "none";
   s.batches = batches_.load(std::memory_order_relaxed);
   s.blocks = blocks_.load(std::memory_order_relaxed);
   s.bytes_direct = bytes_direct_.load(std::memory_order_relaxed);

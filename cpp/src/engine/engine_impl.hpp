@@ -54,6 +54,9 @@ class EngineImpl {
   uint32_t in_flight_batches_ = 0;
   Clock::time_point last_done_ = Clock::now();
   std::atomic<uint64_t> batches_{0}, blocks_{0}, bytes_direct_{0}, bytes_staged_{0};
+
+ public:
+  std::atomic<uint64_t> submit_ns{0}, signal_ns{0};  // stage counters of EngineStats (callers, batch publication)
 };
 
 }  // namespace gpuio::detail
