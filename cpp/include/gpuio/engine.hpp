@@ -28,9 +28,11 @@ struct EngineOptions {
   uint32_t io_bytes_max = limits::io_bytes_max;  // merged runs are split at this size
   uint32_t io_timeout_ms = limits::io_timeout_ms_default;
   uint32_t direct_min_bytes = limits::direct_min_bytes_default;  // shorter direct extents are staged; 0: never
-  // Low-latency mode: a worker with at most this many requests in its ring polls for their completions instead
-  // of sleeping in the backend (limits::low_latency_poll_us per wait at most); 0: always block.
-  uint32_t low_latency_depth = limits::low_latency_inflight_max;
+  // Low-latency mode: a worker with at most limits::low_latency_inflight_max requests in its ring polls for their
+  // completions instead of sleeping in the backend (limits::low_latency_poll_us per wait at most).
+  // auto: on where the process may use at least workers + limits::low_latency_spare_cpus CPUs (a polling worker
+  // must not take the core its caller needs); on; off.
+  std::string low_latency = "auto";
 };
 
 // Range of one integer knob (inclusive), by its name. The one place ranges live: check_option() tests a
@@ -80,6 +82,7 @@ struct EngineStats {
   uint64_t poll_waits = 0;   // waits for a completion done by polling (low-latency mode)
   uint64_t block_waits = 0;  // waits done by blocking in the backend
   std::string latency_mode;  // "low-latency" | "throughput" | "mixed" (both kinds of wait) | "none" (no waits)
+  std::string low_latency;   // the option as resolved: "on", "off", "auto: on (16 CPUs for 2 workers)", ...
 };
 
 // Moves staged bytes between the staging pool and memory the CPU cannot address (GPU memory). The CUDA

@@ -35,6 +35,7 @@ constexpr uint32_t worker_spin_us = 50;           // an idle worker polls its in
 // backend. Deeper queues block at once: completions then arrive faster than a wake-up costs.
 constexpr uint32_t low_latency_inflight_max = 4;
 constexpr uint32_t low_latency_poll_us = 200;
+constexpr uint32_t low_latency_spare_cpus = 2;    // low_latency=auto polls only with workers + this many CPUs
 
 static_assert(queue_depth_default <= queue_depth_max);
 static_assert(staging_slot_bytes_default <= io_bytes_max);

@@ -84,7 +84,7 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max, range);
   o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms, range);
   o.direct_min_bytes = take<uint32_t>(d, "direct_min_bytes", o.direct_min_bytes, range);
-  o.low_latency_depth = take<uint32_t>(d, "low_latency_depth", o.low_latency_depth, range);
+  o.low_latency = take<std::string>(d, "low_latency", o.low_latency);
   o.backend.direct = take<bool>(d, "direct", o.backend.direct);
   o.backend.writable = take<bool>(d, "writable", o.backend.writable);
   o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);
@@ -119,7 +119,7 @@ nb::dict engine_defaults() {
   d["io_bytes_max"] = o.io_bytes_max;
   d["io_timeout_ms"] = o.io_timeout_ms;
   d["direct_min_bytes"] = o.direct_min_bytes;
-  d["low_latency_depth"] = o.low_latency_depth;
+  d["low_latency"] = o.low_latency;
   d["direct"] = o.backend.direct;
   d["writable"] = o.backend.writable;
   d["sqpoll"] = o.backend.sqpoll;
@@ -163,6 +163,7 @@ nb::dict stats_dict(const EngineStats& s) {
   d["poll_waits"] = s.poll_waits;
   d["block_waits"] = s.block_waits;
   d["latency_mode"] = s.latency_mode;
+  d["low_latency"] = s.low_latency;
   return d;
 }
 

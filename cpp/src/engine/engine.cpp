@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +41,13 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   uint32_t threads = o.workers ? o.workers : hi;
   controller = std::make_unique<CoreController>(o.workers ? threads : lo, threads, o.workers != 0);
   staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads);
+  cpu_set_t set;
+  uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
+  bool poll = o.low_latency == "on" || (o.low_latency == "auto" && cpus >= threads + limits::low_latency_spare_cpus);
+  poll_depth = poll ? limits::low_latency_inflight_max : 0;
+  low_latency = o.low_latency == "auto" ? "auto: " + std::string(poll ? "on" : "off") + " (" + std::to_string(cpus) +
+                                              " CPUs for " + std::to_string(threads) + " workers)"
+                                        : o.low_latency;
   outbox_.resize(threads);
   rr_.assign(n, 0);
   for (uint32_t i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
@@ -197,6 +205,7 @@ EngineStats EngineImpl::stats() const {
     s.worker_cpu_seconds += w->cpu_seconds();
   }
   s.busy_worker_seconds = busy_seconds;
+  s.low_latency = low_latency;
   s.submit_seconds = secs(submit_ns);
   s.signal_seconds = secs(signal_ns);
   s.latency_mode = s.poll_waits && s.block_waits ? "mixed"

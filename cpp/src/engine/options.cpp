@@ -35,7 +35,6 @@ const std::vector<OptionRange>& engine_option_ranges() {
       {"io_bytes_max", limits::block_bytes_min, limits::io_bytes_max},
       {"io_timeout_ms", 1, u32_max},
       {"direct_min_bytes", 0, limits::io_bytes_max},
-      {"low_latency_depth", 0, limits::queue_depth_max},
       {"posix_threads", 1, 1024},
       {"lock_wait_ms", 0, u32_max},
   };
@@ -64,7 +63,8 @@ void validate(const EngineOptions& o) {
   check_option("io_bytes_max", o.io_bytes_max);
   check_option("io_timeout_ms", o.io_timeout_ms);
   check_option("direct_min_bytes", o.direct_min_bytes);
-  check_option("low_latency_depth", o.low_latency_depth);
+  GPUIO_EXPECT(o.low_latency == "auto" || o.low_latency == "on" || o.low_latency == "off",
+               "low_latency='" + o.low_latency + "' must be one of auto, on, off");
   check_option("posix_threads", o.backend.posix_threads);
   check_option("lock_wait_ms", o.backend.lock_wait_ms);
   const std::string bs = std::to_string(o.block_size);

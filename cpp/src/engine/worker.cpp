@@ -279,7 +279,7 @@ void Worker::run(std::promise<void>& started) {
       int wait_min = 0;
       if (idle) {
         if (wait_since < 0) wait_since = t2;
-        bool shallow = queue_->inflight() <= engine_.opts.low_latency_depth &&
+        bool shallow = queue_->inflight() <= engine_.poll_depth &&
                        t2 - wait_since < int64_t{limits::low_latency_poll_us} * 1000;
         if (shallow) {
           counters_.poll_waits.store(counters_.poll_waits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
