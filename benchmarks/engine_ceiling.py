@@ -18,10 +18,10 @@ import sys
 
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kinds", default="null,sim,shm-uring", help="null,sim,shm-uring,shm-posix")
+    ap.add_argument("--kinds", default="null,sim,paced,shm-uring", help="null,sim,paced,shm-uring,shm-posix")
     ap.add_argument("--dests", default="host,gpu", help="host,gpu (gpu skipped, saying why, without CUDA)")
     ap.add_argument("--devices", default="1,4,8,12,16")
-    ap.add_argument("--workers", default="1,2,3,4,5,6,7,8")
+    ap.add_argument("--workers", default="1,2,3,4,6,8")
     ap.add_argument("--seconds", type=float, default=0.4, help="measured seconds per configuration")
     ap.add_argument("--batch", type=int, default=16384, help="blocks per batch (2 batches outstanding)")
     ap.add_argument("--queue-depth", type=int, default=512, help="entries per worker ring")
@@ -35,7 +35,7 @@ def parse(argv=None):
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.tiny:
-        a.kinds, a.devices, a.workers, a.seconds, a.batch = "null,sim,shm-uring", "1,2", "1,2", 0.03, 512
+        a.kinds, a.devices, a.workers, a.seconds, a.batch = "null,sim,paced,shm-uring", "1,2", "1,2", 0.03, 512
         a.queue_depth, a.shm_mib, a.latency_reads, a.latency_rounds = 64, 2, 20, 1
     return a
 
