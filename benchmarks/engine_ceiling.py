@@ -48,7 +48,8 @@ def main(argv=None) -> dict:
                       devices=a.devices, workers=a.workers, seconds=a.seconds, batch=a.batch,
                       queue_depth=a.queue_depth, shm_mib=a.shm_mib, latency_file=a.latency_file,
                       latency_reads=a.latency_reads, latency_rounds=a.latency_rounds,
-                      sections=tuple(a.sections.split(",")), copy=a.copy, log=lambda m: print(m, flush=True))
+                      sections=tuple(a.sections.split(",")), copy=a.copy, log=lambda m: print(m, flush=True),
+                      json_path=a.json)
     if a.json:
         ceiling.write_json(res, a.json)
         print(f"JSON: {a.json}")

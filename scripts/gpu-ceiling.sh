@@ -31,12 +31,17 @@ lat=${GPUIO_DATA:-$repo/gpuio-gpu-bench.bin}
 [[ -f $lat ]] || lat=$repo/gpuio-ceiling-lat.bin
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "cpus: $(nproc); latency file: $lat on $(df --output=source "$(dirname "$lat")" | tail -1); date: $(date -u +%FT%TZ)"
-timeout 420 python3 benchmarks/engine_ceiling.py --latency-file "$lat" --copy "${GPUIO_CEILING_COPY:-batch}" \
-  --json "$out/ceiling.json" ${GPUIO_CEILING_ARGS:-} > "$out/ceiling.txt" 2>&1
+timeout 400 python3 benchmarks/engine_ceiling.py --dests gpu,host --seconds 0.3 --latency-file "$lat" \
+  --copy "${GPUIO_CEILING_COPY:-batch}" --json "$out/ceiling.json" ${GPUIO_CEILING_ARGS:-} > "$out/ceiling.txt" 2>&1
 rc=$?
+# Is the copy engine the bound at 12 devices? The same point with the gather kernel (uses SMs: reported).
+timeout 60 python3 benchmarks/engine_ceiling.py --kinds null,sim --dests gpu --devices 12 --workers 4,6 --seconds 0.3 \
+  --copy kernel --sections grid --json "$out/ceiling-kernel-copy.json" > "$out/ceiling-kernel-copy.txt" 2>&1
 # One table: the per-N summary, then the judged 12-device lines, the controller, the sim's own cost and latency.
 grep -E "^SKIP|^host:|^sim backend's own cost" "$out/ceiling.txt"
 sed -n '/^| kind/,/^$/p' "$out/ceiling.txt" | grep "^|"
 grep -E "^JUDGED|^latency|^wall time|FAILED|Error|Traceback" "$out/ceiling.txt"
+echo "same 12-device point, staging->GPU by gather kernel (SMs) instead of copy engine:"
+grep -E "^JUDGED|Error|Traceback" "$out/ceiling-kernel-copy.txt"
 ((rc)) && { echo "engine_ceiling.py exit $rc (see $out/ceiling.txt)"; tail -5 "$out/ceiling.txt"; }
 exit $rc

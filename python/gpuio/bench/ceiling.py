@@ -33,6 +33,7 @@ import numpy as np
 
 BS = 4096
 KINDS = ("null", "sim", "paced", "shm-uring", "shm-posix")
+DESTS = ("host", "gpu")
 STAGES = ("submit", "prepare", "io", "device", "handle", "signal", "copy")
 SIM_DEVICE_BYTES = 256 << 20
 
@@ -122,14 +123,16 @@ def name_bound(r: dict, cpus: int) -> str:
     if r["runq_wait"] >= 0.25:
         return (f"host CPU contention (threads waited {r['runq_wait']:.2f} CPU-s/s on the run queue; "
                 f"{r['cores_busy']:.2f} cores got)")
+    if r["dest"] == "gpu" and (r["staging_waits_per_op"] > 0.01 or
+                               r["stage_us"]["copy"] > 0.5 * sum(r["stage_us"].values())):
+        return (f"staging->GPU copies landing ({r['copy_mode']}): staging slots ran out "
+                f"{r['staging_waits_per_op']:.2f}x per op while copies were in flight")
     if r["submit_frac"] >= 0.85:
         return "caller thread submitting (planning + posting batches)"
     if r["worker_busy"] / max(1, w) >= 0.85:
         st = {k: v for k, v in r["stage_us"].items() if k != "submit"}
         top = max(st, key=st.get)
         return f"worker cores: {STAGE_NAMES[top]} {st[top] / max(1e-9, sum(st.values())):.0%} of worker time"
-    if r["dest"] == "gpu" and r["stage_us"]["copy"] > 0.5 * sum(r["stage_us"].values()):
-        return "staging->GPU copies"
     return f"not saturated (workers {r['worker_busy'] / max(1, w):.0%} busy, caller {r['submit_frac']:.0%}): depth/latency"
 
 
@@ -183,7 +186,8 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
                  dest=dest, iops=done / wall, gbps=done * BS / wall / 1e9, seconds=wall, ops=d["ops"],
                  cores_busy=(c1 - c0) / wall, runq_wait=(q1 - q0) / wall, worker_cores=d["worker_cpu_seconds"] / wall,
                  worker_busy=d["busy_worker_seconds"] / wall, submit_frac=d["submit_seconds"] / wall,
-                 stage_us=_stage_us(d, d["ops"]), latency_mode=s1["latency_mode"], backend=s1["backend"],
+                 stage_us=_stage_us(d, d["ops"]), staging_waits_per_op=d["staging_exhausted_events"] / max(1, d["ops"]),
+                 queue_full_per_op=d["queue_full_events"] / max(1, d["ops"]), latency_mode=s1["latency_mode"], backend=s1["backend"],
                  data_path=s1["data_path"], copy_mode=copy_mode,
                  # The engine path moves staging->GPU by copy engine (cudaMemcpyBatchAsync / cudaMemcpyAsync), no
                  # kernel: 0 SMs by construction. copy=kernel (a gather kernel) would use SMs: reported as such.
@@ -193,7 +197,7 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         e.close()
 
 
-def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch") -> list[dict]:
+def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None) -> list[dict]:
     rows = []
     for kind in kinds:
         for dest in dests:
@@ -207,6 +211,8 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
                     r["bound"] = name_bound(r, cpus)
                     rows.append(r)
                     log(_row_text(r))
+            if save:
+                save(rows)  # a run cut short (a time limit) keeps what it measured
     return rows
 
 
@@ -409,13 +415,14 @@ def _ints(text: str, name: str) -> list[int]:
 
 def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devices="1,4,8,12,16", workers="1,2,3,4,6,8",
         seconds=0.4, batch=16384, queue_depth=512, shm_mib=64, latency_file=None, latency_reads=300,
-        latency_rounds=3, sections=("cost", "grid", "controller", "latency"), copy="batch", log=print) -> dict:
+        latency_rounds=3, sections=("cost", "grid", "controller", "latency"), copy="batch", log=print,
+        json_path=None) -> dict:
     ns, ws = _ints(devices, "--devices"), _ints(workers, "--workers")
     for k in kinds:
         if k not in KINDS:
             raise ValueError(f"--kinds: {k!r} is not one of {', '.join(KINDS)}")
     for d in dests:
-        if d not in ("host", "gpu"):
+        if d not in DESTS:
             raise ValueError(f"--dests: {d!r} is not one of host, gpu")
     cpus = len(os.sched_getaffinity(0))
     has_cuda, why = cuda_status()
@@ -435,7 +442,8 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
             log(f"sim backend's own cost per request (1 device, 1 worker): {c['cost_us']:.2f} us = 1/sim "
                 f"({c['sim_iops'] / 1e6:.3f} M IOPS) - 1/null ({c['null_iops'] / 1e6:.3f} M IOPS); its device counter "
                 f"says {c['device_counter_us']:.2f} us; the engine alone costs {c['engine_us']:.2f} us/op")
-        rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy) \
+        save = (lambda rows: write_json(dict(res, rows=rows), json_path)) if json_path else None
+        rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save) \
             if "grid" in sections else []
         ctl = res["controller"] = controller(devs, kinds, dests, ns, rows, seconds, batch, queue_depth, log) \
             if "controller" in sections else []
