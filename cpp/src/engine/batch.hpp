@@ -28,6 +28,7 @@ class EngineImpl;
 
 struct Batch {
   uint64_t seq = 0;
+  uint64_t blocks = 0;  // logical blocks in the batch (the controller's rate)
   IoOp op = IoOp::read;
   MemKind kind = MemKind::host;
   uint32_t io_timeout_ms = 0;

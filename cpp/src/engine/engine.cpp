@@ -138,6 +138,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   check_blocks(blocks, n);  // all before any I/O starts: a bad batch touches nothing
   auto b = std::make_shared<Batch>();
   b->seq = next_seq_.fetch_add(1);
+  b->blocks = n;
   b->op = op;
   b->kind = kind;
   b->engine = this;
@@ -178,7 +179,7 @@ void EngineImpl::on_batch_done(Batch& b) {
     io = std::chrono::duration<double>(now - b.submitted).count();
     compute = b.compute_seconds;
   }
-  controller->observe(io, compute);
+  controller->observe(io, compute, b.blocks, std::chrono::duration<double>(now.time_since_epoch()).count());
 }
 
 EngineStats EngineImpl::stats() const {

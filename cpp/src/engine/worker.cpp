@@ -291,14 +291,14 @@ void Worker::run(std::promise<void>& started) {
       int n = queue_->submit_and_reap(cqes.data(), static_cast<int>(cqes.size()), wait_min);
       GPUIO_ASSERT(n >= 0 || n == -EINTR || n == -EAGAIN || n == -ETIME, "io queue reap failed");
       const int64_t t3 = steady_ns(Clock::now());
+      add(counters_.io_ns, t2, t3);  // before handling: a waiter woken by handle() sees this pass's io in stats()
+      counters_.device_ns.store(queue_->device_ns(), std::memory_order_relaxed);
       for (int i = 0; i < n; ++i) handle(cqes[i]);
       const int64_t t4 = steady_ns(Clock::now());
       flush_copies(false);
       const int64_t t5 = steady_ns(Clock::now());
-      add(counters_.io_ns, t2, t3);
       add(counters_.handle_ns, t3, t4);
       add(counters_.copy_ns, t4, t5);
-      counters_.device_ns.store(queue_->device_ns(), std::memory_order_relaxed);
       if (n > 0 || !idle) wait_since = -1;
 #if defined(__x86_64__) || defined(__i386__)
       if (n <= 0 && wait_min == 0 && idle) __builtin_ia32_pause();

@@ -197,7 +197,10 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         e.close()
 
 
-def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None) -> list[dict]:
+def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None,
+         ctl: list | None = None) -> list[dict]:
+    """Every (kind, dest, N, W); with ctl (a list), after each N's hand-picked counts also the engine's own choice
+    (workers=0), run right then so both see the same machine load."""
     rows = []
     for kind in kinds:
         for dest in dests:
@@ -211,6 +214,8 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
                     r["bound"] = name_bound(r, cpus)
                     rows.append(r)
                     log(_row_text(r))
+                if ctl is not None:
+                    ctl.append(controller_run(devs, kind, dest, n, got, seconds, batch, qd, log, copy))
             if save:
                 save(rows)  # a run cut short (a time limit) keeps what it measured
     return rows
@@ -224,25 +229,17 @@ def _row_text(r: dict) -> str:
             f"eff={r['efficiency']:.2f} | us/op {st} | bound: {r['bound']}")
 
 
-def controller(devs, kinds, dests, ns, rows, seconds, batch, qd, log) -> list[dict]:
-    """The engine's own worker count (workers=0) next to the best hand-picked count from the grid, per N."""
-    out = []
-    for kind in kinds:
-        for dest in dests:
-            for n in ns:
-                hand = [r for r in rows if r["kind"] == kind and r["dest"] == dest and r["devices"] == n]
-                if not hand:
-                    continue
-                best = max(hand, key=lambda r: r["iops"])
-                c = measure(devs, kind, n, 0, dest, seconds, batch, qd)
-                x = dict(kind=kind, dest=dest, devices=n, chosen=c["workers_active"], threads=c["worker_threads"],
-                         iops=c["iops"], best_workers=best["workers"], best_iops=best["iops"],
-                         ratio=c["iops"] / best["iops"])
-                out.append(x)
-                log(f"controller {kind:9s} {dest:4s} N={n:<2d} chose {x['chosen']} of {x['threads']} threads "
-                    f"{x['iops'] / 1e6:.3f} M IOPS; best hand-picked W={x['best_workers']} {x['best_iops'] / 1e6:.3f} M; "
-                    f"ratio {x['ratio']:.2f}")
-    return out
+def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch") -> dict:
+    """The engine's own worker count (workers=0: CAM's ceil(N/4)..ceil(N/2) controller, climbing by measured rate)
+    next to the best hand-picked count for the same N. It runs twice as long: its choice includes its probing."""
+    best = max(hand, key=lambda r: r["iops"])
+    c = measure(devs, kind, n, 0, dest, 2 * seconds, batch, qd, copy=copy)
+    x = dict(kind=kind, dest=dest, devices=n, chosen=c["workers_active"], threads=c["worker_threads"],
+             iops=c["iops"], best_workers=best["workers"], best_iops=best["iops"], ratio=c["iops"] / best["iops"])
+    log(f"controller {kind:9s} {dest:4s} N={n:<2d} chose {x['chosen']} of {x['threads']} threads "
+        f"{x['iops'] / 1e6:.3f} M IOPS; best hand-picked W={x['best_workers']} {x['best_iops'] / 1e6:.3f} M; "
+        f"ratio {x['ratio']:.2f}")
+    return x
 
 
 def sim_cost(devs: Devices, seconds: float, batch: int, qd: int) -> dict:
@@ -443,10 +440,9 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
                 f"({c['sim_iops'] / 1e6:.3f} M IOPS) - 1/null ({c['null_iops'] / 1e6:.3f} M IOPS); its device counter "
                 f"says {c['device_counter_us']:.2f} us; the engine alone costs {c['engine_us']:.2f} us/op")
         save = (lambda rows: write_json(dict(res, rows=rows), json_path)) if json_path else None
-        rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save) \
-            if "grid" in sections else []
-        ctl = res["controller"] = controller(devs, kinds, dests, ns, rows, seconds, batch, queue_depth, log) \
-            if "controller" in sections else []
+        ctl = res["controller"] = []
+        rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save,
+                                  ctl if "controller" in sections else None) if "grid" in sections else []
         if rows:
             summary(rows, ctl, log)
             res["judged"] = judged(rows, log)
