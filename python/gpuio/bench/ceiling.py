@@ -187,7 +187,9 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
                  cores_busy=(c1 - c0) / wall, runq_wait=(q1 - q0) / wall, worker_cores=d["worker_cpu_seconds"] / wall,
                  worker_busy=d["busy_worker_seconds"] / wall, submit_frac=d["submit_seconds"] / wall,
                  stage_us=_stage_us(d, d["ops"]), staging_waits_per_op=d["staging_exhausted_events"] / max(1, d["ops"]),
-                 queue_full_per_op=d["queue_full_events"] / max(1, d["ops"]), latency_mode=s1["latency_mode"], backend=s1["backend"],
+                 queue_full_per_op=d["queue_full_events"] / max(1, d["ops"]),
+                 passes_per_op=d["worker_passes"] / max(1, d["ops"]),  # the stage counters cost ~7 clock reads a pass
+                 latency_mode=s1["latency_mode"], backend=s1["backend"],
                  data_path=s1["data_path"], copy_mode=copy_mode,
                  # The engine path moves staging->GPU by copy engine (cudaMemcpyBatchAsync / cudaMemcpyAsync), no
                  # kernel: 0 SMs by construction. copy=kernel (a gather kernel) would use SMs: reported as such.
