@@ -314,7 +314,11 @@ def latency(path: str, reads: int, rounds: int, log, gpu: bool) -> dict:
                 stages.setdefault(name, []).append(_stage_us(d, d["ops"]))
                 modes[name] = f"{s1['latency_mode']} [{s1['low_latency']}]"
         if gpu:
-            res.update(_gpu_latency(path, nblocks, reads * rounds, rng, stages, modes))
+            try:  # a failure here must not hide the host figures: it is reported in the table instead
+                res.update(_gpu_latency(path, nblocks, reads * rounds, rng, stages, modes))
+            except Exception as ex:  # noqa: BLE001
+                log(f"latency GPU paths FAILED: {type(ex).__name__}: {ex}")
+                modes["gpu failure"] = f"{type(ex).__name__}: {ex}"
     finally:
         for e in engines.values():
             e.close()
@@ -324,7 +328,7 @@ def latency(path: str, reads: int, rounds: int, log, gpu: bool) -> dict:
         table[name] = dict(p50_us=_pct(xs, 50) / 1e3, p99_us=_pct(xs, 99) / 1e3, n=len(xs),
                            p50_ratio=_pct(xs, 50) / _pct(ref, 50), p99_ratio=_pct(xs, 99) / _pct(ref, 99),
                            mode=modes.get(name, ""),
-                           stage_us={k: statistics.median(s[k] for s in stages[name]) for k in STAGES}
+                           stage_us={k: statistics.median(s[k] for s in stages[name]) for k in stages[name][0]}
                            if name in stages else {})
         t = table[name]
         log(f"latency {name:26s} p50 {t['p50_us']:7.1f} us  p99 {t['p99_us']:7.1f} us  ratio to pread p50 "
@@ -344,19 +348,32 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
     g = gpuio.gpu.attach(e, copy="batch")
     try:
         one = torch.empty((1, BS), dtype=torch.uint8, device="cuda")
-        ts = []
-        s0 = e._core.stats()
-        for b in rng.integers(0, nblocks, reads):
-            t = torch.tensor([int(b)], device="cuda")
-            torch.cuda.synchronize()
-            t0 = time.perf_counter_ns()
-            e.read(t, one)
-            torch.cuda.synchronize()
-            ts.append(time.perf_counter_ns() - t0)
-        s1 = e._core.stats()
-        d = {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], (int, float)) and not isinstance(s1[k], bool)}
-        name = f"gpu stream-ordered ({g.options['stream_wait']})"
-        out[name], stages[name], modes[name] = ts, [_stage_us(d, d["ops"])], s1["latency_mode"]
+        for where in ("device ids", "host ids"):
+            # Breakdown of each call: the host's submit call (ids on the GPU: the request is published to a ring the
+            # control plane polls; host ids: handed to the engine at once), the GPU's own span from the stream
+            # reaching the call to the data landing (wait for completion + bounce->GPU copy, CUDA events), and the
+            # engine's stages from its counters.
+            ts, sub_ns, span_ms = [], [], []
+            s0 = e._core.stats()
+            for b in rng.integers(0, nblocks, reads):
+                t = torch.tensor([int(b)], device="cuda") if where == "device ids" else np.array([b], dtype=np.int64)
+                ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter_ns()
+                ev0.record()
+                e.read_async(t, one)
+                t1 = time.perf_counter_ns()
+                ev1.record()
+                torch.cuda.synchronize()
+                ts.append(time.perf_counter_ns() - t0)
+                sub_ns.append(t1 - t0)
+                span_ms.append(ev0.elapsed_time(ev1))
+            s1 = e._core.stats()
+            d = {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], (int, float)) and not isinstance(s1[k], bool)}
+            name = f"gpu stream-ordered, {where} ({g.options['stream_wait']})"
+            st = _stage_us(d, d["ops"])
+            st.update(host_submit_call=statistics.median(sub_ns) / 1e3, gpu_wait_and_copy=statistics.median(span_ms) * 1e3)
+            out[name], stages[name], modes[name] = ts, [st], s1["latency_mode"]
         dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
         s0 = e._core.stats()
         out["gpu-initiated (device API)"] = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst.data_ptr())
