@@ -79,8 +79,8 @@ struct EngineStats {
   double submit_seconds = 0, prepare_seconds = 0, io_seconds = 0, device_seconds = 0, handle_seconds = 0;
   double copy_seconds = 0, signal_seconds = 0, idle_spin_seconds = 0;
   uint64_t worker_passes = 0;
-  uint64_t poll_waits = 0;   // waits for a completion done by polling (low-latency mode)
-  uint64_t block_waits = 0;  // waits done by blocking in the backend
+  uint64_t poll_waits = 0;   // worker passes that polled for a completion (low-latency mode), not slept
+  uint64_t block_waits = 0;  // blocking waits for a completion in the backend
   std::string latency_mode;  // "low-latency" | "throughput" | "mixed" (both kinds of wait) | "none" (no waits)
   std::string low_latency;   // the option as resolved: "on", "off", "auto: on (16 CPUs for 2 workers)", ...
 };

@@ -31,7 +31,7 @@ struct WorkerCounters {
   // bookkeeping, staging->host copies, batch accounting), copy (staging->GPU: launch and poll), idle (spinning
   // for new work, before sleeping).
   std::atomic<uint64_t> passes{0}, prepare_ns{0}, io_ns{0}, device_ns{0}, handle_ns{0}, copy_ns{0}, idle_ns{0};
-  // Passes that waited for a completion by polling (low-latency mode: shallow queue) vs blocking in the backend.
+  // Passes that polled for a completion (low-latency mode: shallow queue) vs blocking waits in the backend.
   std::atomic<uint64_t> poll_waits{0}, block_waits{0};
 };
 
