@@ -113,6 +113,9 @@ class Engine:
       io_timeout_ms       a batch not complete by then raises OSError(ETIMEDOUT)
       direct_min_bytes    O_DIRECT runs shorter than this go through registered staging (cheaper than pinning
                           a fresh page per small request on virtual disks); 0: never
+      low_latency         "auto" | "on" | "off": a worker with a shallow ring (a few requests) polls for their
+                          completions instead of sleeping in the backend (bounded per wait); auto: on where the
+                          process has CPUs to spare for it (workers + 2); stats() says what ran (latency_mode)
       direct              O_DIRECT; False goes through the page cache (file systems without O_DIRECT)
       writable            open devices read-write
       sqpoll, iopoll      uring: kernel submission polling; polled completions where the device supports it
@@ -120,7 +123,8 @@ class Engine:
       lock                exclusive flock on every device (single writer; survives kill -9 safely)
       lock_wait_ms        how long to wait for another holder's lock before OSError(EWOULDBLOCK)
       sim                 backend "sim" (paths are names like "sim0"): dict(preset, device_bytes, paced,
-                          backing_dir, channels, write_buffer_pages, seed); GPUIO_SIM env overrides
+                          backing_dir, channels, write_buffer_pages, seed, null); GPUIO_SIM env overrides;
+                          null=True: zero-latency devices (no model, no data moved) to measure the engine alone
       fault               backend "fault:<backend>": dict(seed, eio_rate, short_rate, latency_rate, latency_us,
                           torn_write_rate, disappear_after, disappear_device, bytes_per_s)
       rbd                 backend "rbd" (paths "rbd:POOL[/NAMESPACE]/IMAGE", which select it): dict(conf, user,
@@ -137,6 +141,7 @@ class Engine:
                  queue_depth: int = DEFAULTS["queue_depth"], staging_bytes: int = DEFAULTS["staging_bytes"],
                  staging_slot_bytes: int = DEFAULTS["staging_slot_bytes"], io_bytes_max: int = DEFAULTS["io_bytes_max"],
                  io_timeout_ms: int = DEFAULTS["io_timeout_ms"], direct_min_bytes: int = DEFAULTS["direct_min_bytes"],
+                 low_latency: str = DEFAULTS["low_latency"],
                  direct: bool = DEFAULTS["direct"], writable: bool = DEFAULTS["writable"], sqpoll: bool = DEFAULTS["sqpoll"],
                  iopoll: bool = DEFAULTS["iopoll"], posix_threads: int = DEFAULTS["posix_threads"],
                  lock: bool = DEFAULTS["lock"], lock_wait_ms: int = DEFAULTS["lock_wait_ms"],
@@ -152,6 +157,7 @@ class Engine:
         opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
                     queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
                     io_bytes_max=io_bytes_max, io_timeout_ms=io_timeout_ms, direct_min_bytes=direct_min_bytes,
+                    low_latency=low_latency,
                     direct=direct, writable=writable, sqpoll=sqpoll, iopoll=iopoll, posix_threads=posix_threads,
                     lock=lock, lock_wait_ms=lock_wait_ms, sim=sim, fault=fault, rbd=rbd)
         self._core = _core_module.EngineCore(paths, opts)

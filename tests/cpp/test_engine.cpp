@@ -266,3 +266,22 @@ TEST(EngineOptions, RangesNameTheOption) {
   o.direct_min_bytes = o.staging_slot_bytes + 4096;
   EXPECT_THROW(validate(o), std::invalid_argument);
 }
+
+// I/O-bound batches whose rate depends on the worker count: the controller climbs to the count with the best
+// measured rate (probing unmeasured neighbours, moving only for a rate_gain improvement) and stays there.
+TEST(Controller, ClimbsToTheWorkerCountWithTheBestMeasuredRate) {
+  auto run = [](const std::vector<double>& rate_of, uint32_t lo, uint32_t hi) {
+    detail::CoreController c(lo, hi, false);
+    double now = 0;
+    for (int i = 0; i < 40 * detail::CoreController::window_batches; ++i) {
+      double dt = 1000.0 / rate_of[c.active()];  // a batch of 1000 blocks at the current count's rate
+      now += dt;
+      c.observe(2 * dt, 0.0, 1000, now);  // two batches in flight: I/O-bound, no compute gap
+    }
+    return c.active();
+  };
+  EXPECT_EQ(run({0, 100, 190, 200, 195}, 1, 4), 3u);  // 3 is > 5% better than 2, 4 is not better than 3
+  EXPECT_EQ(run({0, 100, 190, 195, 196}, 1, 4), 2u) << "equal rates (within 5%): fewer workers";
+  EXPECT_EQ(run({0, 100, 200, 300, 400}, 1, 4), 4u) << "scaling rates: all workers";
+  EXPECT_EQ(run({0, 300, 250, 200, 150}, 1, 4), 1u) << "oversubscribed cores: the extra workers slow it down";
+}

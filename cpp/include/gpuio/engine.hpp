@@ -28,6 +28,11 @@ struct EngineOptions {
   uint32_t io_bytes_max = limits::io_bytes_max;  // merged runs are split at this size
   uint32_t io_timeout_ms = limits::io_timeout_ms_default;
   uint32_t direct_min_bytes = limits::direct_min_bytes_default;  // shorter direct extents are staged; 0: never
+  // Low-latency mode: a worker with at most limits::low_latency_inflight_max requests in its ring polls for their
+  // completions instead of sleeping in the backend (limits::low_latency_poll_us per wait at most).
+  // auto: on where the process may use at least workers + limits::low_latency_spare_cpus CPUs (a polling worker
+  // must not take the core its caller needs); on; off.
+  std::string low_latency = "auto";
 };
 
 // Range of one integer knob (inclusive), by its name. The one place ranges live: check_option() tests a
@@ -65,6 +70,19 @@ struct EngineStats {
   double worker_cpu_seconds = 0.0;   // CPU time the worker threads consumed
   std::string data_path;             // e.g. "uring+direct", "uring+staging", "posix+staging"
   std::string backend;               // backend description (features enabled)
+  // Where the time goes, in seconds summed over threads (cheap counters: a few clock reads per worker pass and
+  // per batch, none per request). submit: callers planning and posting batches; the rest worker time:
+  // prepare (requests into the ring), io (the backend's submit+reap call, a system call for uring, including a
+  // blocking wait), device (the part of io inside an emulated device: sim model + data copy; 0 elsewhere),
+  // handle (completions: bookkeeping, staging->host copies), copy (staging->GPU launches and polls), signal
+  // (publishing a finished batch: controller, state word, futex wake), idle_spin (polling an empty inbox).
+  double submit_seconds = 0, prepare_seconds = 0, io_seconds = 0, device_seconds = 0, handle_seconds = 0;
+  double copy_seconds = 0, signal_seconds = 0, idle_spin_seconds = 0;
+  uint64_t worker_passes = 0;
+  uint64_t poll_waits = 0;   // worker passes that polled for a completion (low-latency mode), not slept
+  uint64_t block_waits = 0;  // blocking waits for a completion in the backend
+  std::string latency_mode;  // "low-latency" | "throughput" | "mixed" (both kinds of wait) | "none" (no waits)
+  std::string low_latency;   // the option as resolved: "on", "off", "auto: on (16 CPUs for 2 workers)", ...
 };
 
 // Moves staged bytes between the staging pool and memory the CPU cannot address (GPU memory). The CUDA

@@ -55,6 +55,9 @@ class IoQueue {
   }
   virtual uint32_t depth() const = 0;
   virtual uint32_t inflight() const = 0;  // prepared or submitted, not yet reaped
+  // Nanoseconds this queue spent inside an emulated device (sim: its flash model and data copy) so far; 0 where
+  // the device's work is not visible to the caller (kernel or remote devices). Read by the owner thread only.
+  virtual uint64_t device_ns() const { return 0; }
 };
 
 struct DeviceInfo {
@@ -74,7 +77,7 @@ struct FixedBuffer {
 // The sim backend: each path names one emulated SSD ("sim0", "sim1", ...; no file is opened unless
 // backing_dir is set). Timing comes from the flash model (gpuio/sim.hpp).
 // Environment override, read in one place when the backend opens: GPUIO_SIM="preset=tlc,channels=1,
-// device_bytes=1073741824,paced=1,write_buffer_pages=-1,seed=1,backing_dir=/path" (any subset); the values
+// device_bytes=1073741824,paced=1,write_buffer_pages=-1,seed=1,backing_dir=/path,null=0" (any subset); the values
 // in effect are reported by describe().
 struct SimOptions {
   std::string preset = "znand";      // znand | tlc (gpuio::sim::preset_names())
@@ -84,6 +87,9 @@ struct SimOptions {
   uint32_t channels = 0;             // 0: the preset's; else fewer/more flash channels (a slower/faster device)
   int64_t write_buffer_pages = -1;   // -1: the preset's DRAM write buffer; 0: none (writes wait for the program)
   uint64_t seed = 1;
+  // Zero-latency null device (null_blk with memory_backed=0): no flash model and no data copy; every request
+  // completes at once with its full length and read buffers are left as they were. Measures the engine alone.
+  bool null = false;
 };
 
 // The rbd backend (built when librbd is found): each path names a volume, "rbd:POOL/IMAGE" or

@@ -30,6 +30,12 @@ constexpr uint32_t copy_group_wait_us = 50;
 constexpr uint32_t copy_group_runs_max = 512;
 constexpr uint64_t copy_group_bytes_max = 8ull << 20;
 constexpr uint32_t worker_spin_us = 50;           // an idle worker polls its inbox this long before sleeping
+// Low-latency mode: a worker whose ring holds at most this many requests, with nothing else to do, polls for
+// their completions (no system call, no wake-up) for up to low_latency_poll_us per wait before blocking in the
+// backend. Deeper queues block at once: completions then arrive faster than a wake-up costs.
+constexpr uint32_t low_latency_inflight_max = 4;
+constexpr uint32_t low_latency_poll_us = 200;
+constexpr uint32_t low_latency_spare_cpus = 2;    // low_latency=auto polls only with workers + this many CPUs
 
 static_assert(queue_depth_default <= queue_depth_max);
 static_assert(staging_slot_bytes_default <= io_bytes_max);

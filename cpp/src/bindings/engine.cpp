@@ -49,6 +49,7 @@ SimOptions sim_options(nb::dict d) {
   s.channels = take<uint32_t>(d, "channels", s.channels);
   s.write_buffer_pages = take<int64_t>(d, "write_buffer_pages", s.write_buffer_pages);
   s.seed = take<uint64_t>(d, "seed", s.seed);
+  s.null = take<bool>(d, "null", s.null);
   reject_unknown(d, "sim");
   return s;
 }
@@ -86,6 +87,7 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max, range);
   o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms, range);
   o.direct_min_bytes = take<uint32_t>(d, "direct_min_bytes", o.direct_min_bytes, range);
+  o.low_latency = take<std::string>(d, "low_latency", o.low_latency);
   o.backend.direct = take<bool>(d, "direct", o.backend.direct);
   o.backend.writable = take<bool>(d, "writable", o.backend.writable);
   o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);
@@ -120,6 +122,7 @@ nb::dict engine_defaults() {
   d["io_bytes_max"] = o.io_bytes_max;
   d["io_timeout_ms"] = o.io_timeout_ms;
   d["direct_min_bytes"] = o.direct_min_bytes;
+  d["low_latency"] = o.low_latency;
   d["direct"] = o.backend.direct;
   d["writable"] = o.backend.writable;
   d["sqpoll"] = o.backend.sqpoll;
@@ -151,6 +154,19 @@ nb::dict stats_dict(const EngineStats& s) {
   d["bytes_staged"] = s.bytes_staged;
   d["data_path"] = s.data_path;
   d["backend"] = s.backend;
+  d["submit_seconds"] = s.submit_seconds;
+  d["prepare_seconds"] = s.prepare_seconds;
+  d["io_seconds"] = s.io_seconds;
+  d["device_seconds"] = s.device_seconds;
+  d["handle_seconds"] = s.handle_seconds;
+  d["copy_seconds"] = s.copy_seconds;
+  d["signal_seconds"] = s.signal_seconds;
+  d["idle_spin_seconds"] = s.idle_spin_seconds;
+  d["worker_passes"] = s.worker_passes;
+  d["poll_waits"] = s.poll_waits;
+  d["block_waits"] = s.block_waits;
+  d["latency_mode"] = s.latency_mode;
+  d["low_latency"] = s.low_latency;
   return d;
 }
 

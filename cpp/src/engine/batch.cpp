@@ -15,6 +15,7 @@ void Batch::record_failure(const BatchFailure& f) {
 
 void Batch::extent_finished() {
   if (remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const auto t0 = Clock::now();
   std::shared_ptr<Batch> keep = std::move(self);  // the batch lives until this function returns
   bool failed;
   {
@@ -23,8 +24,13 @@ void Batch::extent_finished() {
   }
   if (failed) error_text = failure_message();
   engine->on_batch_done(*this);
-  state.store(failed ? kFailed : kDone, std::memory_order_release);
-  futex_wake_all(&state);
+  EngineImpl* e = engine;  // the waiter may drop its handle as soon as the state word is published
+  // seq_cst store, then the sleeper count (a waiter counts itself, then re-reads state in futex_wait): either the
+  // waiter sees the new state or this sees the waiter. A waiter still spinning needs no system call.
+  state.store(failed ? kFailed : kDone, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&state);
+  e->signal_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                         std::memory_order_relaxed);
 }
 
 std::string Batch::failure_message() const {
@@ -71,7 +77,9 @@ void BatchHandle::wait(int64_t timeout_ms) const {
                                    std::to_string(timeout_ms) + " ms (device stalled?); its buffers stay in use");
     }
     auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now).count();
+    batch_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     detail::futex_wait(&batch_->state, detail::kRunning, std::min<int64_t>(left, 100000000));
+    batch_->sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 

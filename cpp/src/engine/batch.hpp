@@ -28,11 +28,13 @@ class EngineImpl;
 
 struct Batch {
   uint64_t seq = 0;
+  uint64_t blocks = 0;  // logical blocks in the batch (the controller's rate)
   IoOp op = IoOp::read;
   MemKind kind = MemKind::host;
   uint32_t io_timeout_ms = 0;
   std::atomic<uint32_t> state{kRunning};
   std::atomic<uint32_t> remaining{0};  // extents not finished
+  std::atomic<uint32_t> sleepers{0};   // waiters inside futex_wait on state: only then is a wake-up system call due
   Clock::time_point submitted;
   double compute_seconds = 0;  // caller's time between the previous batch's end and this submission
   EngineImpl* engine = nullptr;

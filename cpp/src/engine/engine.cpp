@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +41,13 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   uint32_t threads = o.workers ? o.workers : hi;
   controller = std::make_unique<CoreController>(o.workers ? threads : lo, threads, o.workers != 0);
   staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads);
+  cpu_set_t set;
+  uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
+  bool poll = o.low_latency == "on" || (o.low_latency == "auto" && cpus >= threads + limits::low_latency_spare_cpus);
+  poll_depth = poll ? limits::low_latency_inflight_max : 0;
+  low_latency = o.low_latency == "auto" ? "auto: " + std::string(poll ? "on" : "off") + " (" + std::to_string(cpus) +
+                                              " CPUs for " + std::to_string(threads) + " workers)"
+                                        : o.low_latency;
   outbox_.resize(threads);
   rr_.assign(n, 0);
   for (uint32_t i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
@@ -130,6 +138,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   check_blocks(blocks, n);  // all before any I/O starts: a bad batch touches nothing
   auto b = std::make_shared<Batch>();
   b->seq = next_seq_.fetch_add(1);
+  b->blocks = n;
   b->op = op;
   b->kind = kind;
   b->engine = this;
@@ -139,6 +148,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
     return BatchHandle(b);
   }
   bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
+  const auto t_start = Clock::now();
   std::lock_guard<std::mutex> g(submit_mu_);
   GPUIO_EXPECT(!closed_.load(), "engine is closed");
   {
@@ -154,6 +164,8 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   for (size_t w = 0; w < outbox_.size(); ++w) {
     if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
   }
+  submit_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t_start).count(),
+                      std::memory_order_relaxed);
   return BatchHandle(b);
 }
 
@@ -167,14 +179,24 @@ void EngineImpl::on_batch_done(Batch& b) {
     io = std::chrono::duration<double>(now - b.submitted).count();
     compute = b.compute_seconds;
   }
-  controller->observe(io, compute);
+  controller->observe(io, compute, b.blocks, std::chrono::duration<double>(now.time_since_epoch()).count());
 }
 
 EngineStats EngineImpl::stats() const {
   EngineStats s;
   double busy_seconds = 0;
+  auto secs = [](const std::atomic<uint64_t>& ns) { return ns.load(std::memory_order_relaxed) * 1e-9; };
   for (const auto& w : workers) {
     const WorkerCounters& c = w->counters();
+    s.prepare_seconds += secs(c.prepare_ns);
+    s.io_seconds += secs(c.io_ns);
+    s.device_seconds += secs(c.device_ns);
+    s.handle_seconds += secs(c.handle_ns);
+    s.copy_seconds += secs(c.copy_ns);
+    s.idle_spin_seconds += secs(c.idle_ns);
+    s.worker_passes += c.passes.load(std::memory_order_relaxed);
+    s.poll_waits += c.poll_waits.load(std::memory_order_relaxed);
+    s.block_waits += c.block_waits.load(std::memory_order_relaxed);
     s.ops += c.ops.load(std::memory_order_relaxed);
     s.bytes += c.bytes.load(std::memory_order_relaxed);
     s.queue_full_events += c.queue_full.load(std::memory_order_relaxed);
@@ -184,6 +206,13 @@ EngineStats EngineImpl::stats() const {
     s.worker_cpu_seconds += w->cpu_seconds();
   }
   s.busy_worker_seconds = busy_seconds;
+  s.low_latency = low_latency;
+  s.submit_seconds = secs(submit_ns);
+  s.signal_seconds = secs(signal_ns);
+  s.latency_mode = s.poll_waits && s.block_waits ? "mixed"
+                   : s.poll_waits                ? "low-latency"
+                   : s.block_waits               ? "throughput"
+                                                 : "none";
   s.batches = batches_.load(std::memory_order_relaxed);
   s.blocks = blocks_.load(std::memory_order_relaxed);
   s.bytes_direct = bytes_direct_.load(std::memory_order_relaxed);

@@ -37,6 +37,8 @@ class EngineImpl {
   std::atomic<DeviceMover*> mover{nullptr};  // set by the CUDA layer for MemKind::device batches
   uint32_t direct_align = 0;  // memory alignment O_DIRECT needs (0: devices not direct)
   bool zero_copy = true;      // every device moves data straight to/from any caller memory (rbd)
+  uint32_t poll_depth = 0;    // low-latency mode: workers poll with at most this many requests in flight (0: off)
+  std::string low_latency;    // how opts.low_latency resolved (stats)
   std::vector<DeviceInfo> devices;  // kept after close(), which releases the backend (fds, locks)
 
  private:
@@ -54,6 +56,9 @@ class EngineImpl {
   uint32_t in_flight_batches_ = 0;
   Clock::time_point last_done_ = Clock::now();
   std::atomic<uint64_t> batches_{0}, blocks_{0}, bytes_direct_{0}, bytes_staged_{0};
+
+ public:
+  std::atomic<uint64_t> submit_ns{0}, signal_ns{0};  // stage counters of EngineStats (callers, batch publication)
 };
 
 }  // namespace gpuio::detail

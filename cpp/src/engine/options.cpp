@@ -63,6 +63,8 @@ void validate(const EngineOptions& o) {
   check_option("io_bytes_max", o.io_bytes_max);
   check_option("io_timeout_ms", o.io_timeout_ms);
   check_option("direct_min_bytes", o.direct_min_bytes);
+  GPUIO_EXPECT(o.low_latency == "auto" || o.low_latency == "on" || o.low_latency == "off",
+               "low_latency='" + o.low_latency + "' must be one of auto, on, off");
   check_option("posix_threads", o.backend.posix_threads);
   check_option("lock_wait_ms", o.backend.lock_wait_ms);
   const std::string bs = std::to_string(o.block_size);

@@ -254,26 +254,68 @@ void Worker::run(std::promise<void>& started) {
   std::vector<IoCompletion> cqes(limits::reap_budget_max);
   auto busy_since = Clock::now();
   counters_.busy_since_ns.store(steady_ns(busy_since), std::memory_order_release);
+  // Only this thread writes its counters (stats() reads them): a relaxed load + store, no locked add per pass.
+  auto add = [](std::atomic<uint64_t>& c, int64_t from, int64_t to) {
+    c.store(c.load(std::memory_order_relaxed) + static_cast<uint64_t>(to - from), std::memory_order_relaxed);
+  };
+  int64_t wait_since = -1;  // when the current wait for a completion (nothing else to do) began
   for (;;) {
+    const int64_t t0 = steady_ns(Clock::now());
     bool copying = poll_copies();
+    const int64_t t1 = steady_ns(Clock::now());
     take_inbox();
     bool unblocked = prepare_pending();
+    const int64_t t2 = steady_ns(Clock::now());
+    add(counters_.copy_ns, t0, t1);
+    add(counters_.prepare_ns, t1, t2);
+    counters_.passes.store(counters_.passes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (queue_->inflight() > 0) {
       // Block for a completion only when nothing else can be done meanwhile (GPU copies are polled);
-      // submitting and waiting is one system call where the backend allows it.
+      // submitting and waiting is one system call where the backend allows it. Low-latency mode: with a
+      // shallow queue (a lone or a few small requests) the worker polls for the completion instead of sleeping
+      // in the kernel, for at most limits::low_latency_poll_us per wait; a wake-up from a blocking wait costs
+      // several microseconds (tens on a VM), comparable to a fast device's whole latency.
       bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire) && !copying &&
                   copy_gather_.empty();
-      int n = queue_->submit_and_reap(cqes.data(), static_cast<int>(cqes.size()), idle ? 1 : 0);
+      int wait_min = 0;
+      if (idle) {
+        if (wait_since < 0) wait_since = t2;
+        bool shallow = queue_->inflight() <= engine_.poll_depth &&
+                       t2 - wait_since < int64_t{limits::low_latency_poll_us} * 1000;
+        if (shallow) {
+          counters_.poll_waits.store(counters_.poll_waits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        } else {
+          wait_min = 1;
+          counters_.block_waits.store(counters_.block_waits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        }
+      }
+      int n = queue_->submit_and_reap(cqes.data(), static_cast<int>(cqes.size()), wait_min);
       GPUIO_ASSERT(n >= 0 || n == -EINTR || n == -EAGAIN || n == -ETIME, "io queue reap failed");
+      const int64_t t3 = steady_ns(Clock::now());
+      add(counters_.io_ns, t2, t3);  // before handling: a waiter woken by handle() sees this pass's io in stats()
+      counters_.device_ns.store(queue_->device_ns(), std::memory_order_relaxed);
       for (int i = 0; i < n; ++i) handle(cqes[i]);
+      const int64_t t4 = steady_ns(Clock::now());
       flush_copies(false);
+      const int64_t t5 = steady_ns(Clock::now());
+      add(counters_.handle_ns, t3, t4);
+      add(counters_.copy_ns, t4, t5);
+      if (n > 0 || !idle) wait_since = -1;
+#if defined(__x86_64__) || defined(__i386__)
+      if (n <= 0 && wait_min == 0 && idle) __builtin_ia32_pause();
+#endif
       continue;
     }
+    wait_since = -1;
     flush_copies(true);
+    add(counters_.copy_ns, t2, steady_ns(Clock::now()));
     if (copying || !copy_groups_.empty()) continue;
     if (!pending_.empty() || !retry_.empty()) continue;
     if (stop_.load(std::memory_order_acquire) && !has_inbox_.load(std::memory_order_acquire)) break;
-    if (spin_for_inbox()) continue;
+    const int64_t s0 = steady_ns(Clock::now());
+    bool got = spin_for_inbox();
+    add(counters_.idle_ns, s0, steady_ns(Clock::now()));
+    if (got) continue;
     auto now = Clock::now();
     counters_.busy_since_ns.store(-1, std::memory_order_release);
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count(),

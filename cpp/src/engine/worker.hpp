@@ -25,6 +25,14 @@ struct WorkerCounters {
   std::atomic<uint64_t> ops{0}, bytes{0}, queue_full{0}, staging_exhausted{0}, short_transfers{0};
   std::atomic<uint64_t> busy_ns{0};          // finished busy stretches
   std::atomic<int64_t> busy_since_ns{-1};     // start of the current stretch (steady clock), -1 while asleep
+  // Where a worker's busy time goes, per pass of its loop (a few clock reads per pass, not per request):
+  // prepare (inbox + staging slots + request setup), io (the backend call that submits and reaps: a system
+  // call for uring), device (the part of io spent inside an emulated device: sim only), handle (completions:
+  // bookkeeping, staging->host copies, batch accounting), copy (staging->GPU: launch and poll), idle (spinning
+  // for new work, before sleeping).
+  std::atomic<uint64_t> passes{0}, prepare_ns{0}, io_ns{0}, device_ns{0}, handle_ns{0}, copy_ns{0}, idle_ns{0};
+  // Passes that polled for a completion (low-latency mode: shallow queue) vs blocking waits in the backend.
+  std::atomic<uint64_t> poll_waits{0}, block_waits{0};
 };
 
 class Worker {

@@ -83,8 +83,9 @@ SimOptions with_env_overrides(SimOptions o) {
     else if (k == "write_buffer_pages") o.write_buffer_pages = num();
     else if (k == "seed") o.seed = static_cast<uint64_t>(num());
     else if (k == "backing_dir") o.backing_dir = v;
+    else if (k == "null") o.null = num() != 0;
     else throw std::invalid_argument("GPUIO_SIM: unknown key '" + k + "' (known: preset, channels, device_bytes, "
-                                     "paced, write_buffer_pages, seed, backing_dir)");
+                                     "paced, write_buffer_pages, seed, backing_dir, null)");
   }
   return o;
 }
@@ -104,6 +105,7 @@ class SimQueue final : public IoQueue {
   int reap(IoCompletion* out, int max, int wait_min) override;
   uint32_t depth() const override { return depth_; }
   uint32_t inflight() const override { return inflight_; }
+  uint64_t device_ns() const override { return device_ns_; }
 
  private:
   struct Pending {
@@ -116,6 +118,7 @@ class SimQueue final : public IoQueue {
   SimBackend& be_;
   uint32_t depth_, host_queue_, inflight_ = 0;
   uint64_t vnow_ = 0;  // free-running model time of this queue
+  uint64_t device_ns_ = 0;  // wall time inside execute(): the emulated device's own cost (model + data copy)
   std::vector<IoRequest> prepared_;
   std::vector<Pending> pending_;  // min-heap by due_ns
 };
@@ -153,18 +156,19 @@ class SimBackend final : public IoBackend {
   std::string describe() const override {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "sim(preset=%s paced=%s devices=%zu device_bytes=%llu channels=%u write_buffer_pages=%u store=%s%s)",
+                  "sim(preset=%s paced=%s devices=%zu device_bytes=%llu channels=%u write_buffer_pages=%u store=%s%s%s)",
                   opts_.preset.c_str(), opts_.paced ? "on" : "off", devs_.size(),
                   static_cast<unsigned long long>(opts_.device_bytes), devs_[0]->model.config().geometry.channels,
                   devs_[0]->model.config().write_buffer_pages, opts_.backing_dir.empty() ? "memory" : "file",
-                  std::getenv("GPUIO_SIM") ? " env=GPUIO_SIM" : "");
+                  opts_.null ? " null=on(no model, no data)" : "", std::getenv("GPUIO_SIM") ? " env=GPUIO_SIM" : "");
     return buf;
   }
   void sync() override {
     for (auto& d : devs_) d->store->sync();
   }
   SimDevice& dev(size_t i) { return *devs_[i]; }
-  bool paced() const { return opts_.paced; }
+  bool paced() const { return opts_.paced && !opts_.null; }
+  bool null() const { return opts_.null; }
   uint64_t now_ns() const {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count());
   }
@@ -188,6 +192,7 @@ int32_t SimQueue::execute(const IoRequest& r, uint64_t& due) {
   SimDevice& d = be_.dev(r.device);
   if (r.len == 0 || r.offset + r.len > d.info.bytes) return -EINVAL;
   if (!r.buf) return -EFAULT;
+  if (be_.null()) return static_cast<int32_t>(r.len);  // zero latency, no data moved (due = vnow_: ready now)
   int32_t res = r.op == IoOp::read ? d.store->read(r.buf, r.offset, r.len) : d.store->write(r.buf, r.offset, r.len);
   if (res < 0) return res;
   std::lock_guard<std::mutex> g(d.mu);
@@ -198,6 +203,8 @@ int32_t SimQueue::execute(const IoRequest& r, uint64_t& due) {
 
 int SimQueue::submit() {
   int n = static_cast<int>(prepared_.size());
+  if (n == 0) return 0;
+  auto t0 = Clock::now();
   for (const IoRequest& r : prepared_) {
     uint64_t due = 0;
     int32_t res = execute(r, due);
@@ -205,6 +212,7 @@ int SimQueue::submit() {
     std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
   }
   prepared_.clear();
+  device_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
   return n;
 }
 

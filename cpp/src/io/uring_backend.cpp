@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "gpuio/status.hpp"
 #include "io/backends.hpp"
@@ -22,15 +23,28 @@ class UringQueue final : public IoQueue {
   UringQueue(const DeviceSet& devs, uint32_t depth, const std::vector<FixedBuffer>& fixed, bool sqpoll,
              bool iopoll)
       : depth_(depth) {
-    io_uring_params p{};
-    if (sqpoll) {
-      p.flags |= IORING_SETUP_SQPOLL;
-      p.sq_thread_idle = 2000;
+    // The owner thread is the only one that ever enters this ring (IoQueue contract), so the kernel may skip
+    // cross-thread locking (SINGLE_ISSUER) and run completion work when the owner asks for events instead of
+    // interrupting it for each one (DEFER_TASKRUN). Kernels before 6.1 reject the flags: the ring is made without.
+    // Not with SQPOLL (the kernel thread issues) or IOPOLL. GPUIO_URING_TASKRUN=default turns it off.
+    const char* env = std::getenv("GPUIO_URING_TASKRUN");
+    unsigned defer = (sqpoll || iopoll || (env && std::string(env) == "default"))
+                         ? 0u
+                         : unsigned{IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
+    int rc = -EINVAL;
+    for (unsigned extra : {defer, 0u}) {
+      io_uring_params p{};
+      if (sqpoll) {
+        p.flags |= IORING_SETUP_SQPOLL;
+        p.sq_thread_idle = 2000;
+      }
+      if (iopoll) p.flags |= IORING_SETUP_IOPOLL;
+      p.flags |= IORING_SETUP_CQSIZE | extra;
+      p.cq_entries = depth * 2;
+      rc = io_uring_queue_init_params(depth, &ring_, &p);
+      defer_ = extra != 0 && rc == 0;
+      if (rc != -EINVAL || extra == 0) break;
     }
-    if (iopoll) p.flags |= IORING_SETUP_IOPOLL;
-    p.flags |= IORING_SETUP_CQSIZE;
-    p.cq_entries = depth * 2;
-    int rc = io_uring_queue_init_params(depth, &ring_, &p);
     if (rc < 0) throw IoError(-rc, "io_uring_queue_init(depth=" + std::to_string(depth) + ") failed: " + errno_name(-rc));
     rc = io_uring_register_files(&ring_, devs.fds().data(), static_cast<unsigned>(devs.size()));
     if (rc < 0) {
@@ -79,6 +93,8 @@ class UringQueue final : public IoQueue {
 
   int reap(IoCompletion* out, int max, int wait_min) override {
     int n = 0;
+    bool asked = events_fresh_;  // DEFER_TASKRUN: completions reach the CQ only when this thread asks for events
+    events_fresh_ = false;
     while (n < max) {
       io_uring_cqe* cqe = nullptr;
       int rc;
@@ -87,6 +103,11 @@ class UringQueue final : public IoQueue {
         if (rc == -EINTR) continue;
       } else {
         rc = io_uring_peek_cqe(&ring_, &cqe);
+        if (rc == -EAGAIN && defer_ && !asked && inflight_ > 0) {
+          asked = true;
+          io_uring_get_events(&ring_);
+          continue;
+        }
         if (rc == -EAGAIN) break;
       }
       if (rc < 0) return n > 0 ? n : rc;
@@ -102,9 +123,12 @@ class UringQueue final : public IoQueue {
   // One io_uring_enter both submits and waits, where submit() followed by a blocking reap() took two.
   int submit_and_reap(IoCompletion* out, int max, int wait_min) override {
     if (prepared_ > 0 || wait_min > 0) {
-      int rc = wait_min > 0 ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit(&ring_);
+      int rc = wait_min > 0 ? io_uring_submit_and_wait(&ring_, 1)
+               : defer_     ? io_uring_submit_and_get_events(&ring_)
+                            : io_uring_submit(&ring_);
       if (rc >= 0) {
         prepared_ = 0;
+        events_fresh_ = defer_;
       } else if (rc != -EAGAIN && rc != -EBUSY && rc != -EINTR && rc != -ETIME) {
         return rc;
       }
@@ -115,6 +139,7 @@ class UringQueue final : public IoQueue {
   uint32_t depth() const override { return depth_; }
   uint32_t inflight() const override { return inflight_; }
   bool fixed_buffers() const { return fixed_ok_; }
+  bool defer_taskrun() const { return defer_; }
 
  private:
   io_uring ring_{};
@@ -122,6 +147,8 @@ class UringQueue final : public IoQueue {
   uint32_t inflight_ = 0;
   uint32_t prepared_ = 0;
   bool fixed_ok_ = false;
+  bool defer_ = false;         // SINGLE_ISSUER | DEFER_TASKRUN took
+  bool events_fresh_ = false;  // the last enter already ran the deferred completion work
 };
 
 // One aligned read with IOPOLL on device 0: EOPNOTSUPP (or a setup error) means the device cannot poll.
@@ -157,6 +184,7 @@ class UringBackend final : public IoBackend {
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>& fixed) override {
     auto q = std::make_unique<UringQueue>(devs_, depth, fixed, sqpoll_, iopoll_);
     fixed_ok_ = q->fixed_buffers();
+    defer_ = q->defer_taskrun();
     return q;
   }
   void sync() override { devs_.sync(); }
@@ -169,6 +197,7 @@ class UringBackend final : public IoBackend {
     s += sqpoll_ ? "on" : "off";
     s += " iopoll=";
     s += iopoll_ ? "on" : (iopoll_requested_ ? "unsupported" : "off");
+    s += defer_ ? " taskrun=single-issuer+defer" : " taskrun=default";
     return s;
   }
 
@@ -178,6 +207,7 @@ class UringBackend final : public IoBackend {
   bool iopoll_requested_;
   bool iopoll_ = false;
   bool fixed_ok_ = false;
+  bool defer_ = false;
 };
 
 }  // namespace

@@ -9,9 +9,11 @@ import typer
 
 
 def bench(
-    mode: Optional[str] = typer.Argument(None, metavar="[apps]",
+    mode: Optional[str] = typer.Argument(None, metavar="[apps|ceiling]",
                                          help="apps: the applications (gpuio.apps) at --size tiny|small|medium|large "
-                                              "(--workload picks apps, --file is their directory, --cold, --json)."),
+                                              "(--workload picks apps, --file is their directory, --cold, --json). "
+                                              "ceiling: the engine over N emulated devices, host and GPU memory "
+                                              "(benchmarks/engine_ceiling.py's default grid; --quick, --json)."),
     size: str = typer.Option("1G", help="Data file size (e.g. 512M, 8G); written with real data once, reused."),
     file: str = typer.Option("gpuio-bench.dat", help="Data file (created in the current directory by default)."),
     repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
@@ -31,8 +33,18 @@ def bench(
     from . import _check
 
     if mode is not None:  # `gpuio bench apps`: its own runner and sizes (cli/bench_apps.py), checked there
-        _check.choice("[mode]", mode, ("apps",))
+        _check.choice("[mode]", mode, ("apps", "ceiling"))
         _check.output_file("--json", json_path)
+        if mode == "ceiling":
+            from ..bench import ceiling
+
+            small = dict(kinds=("null", "sim", "paced"), devices="1,2", workers="1,2", seconds=0.03, batch=512,
+                         queue_depth=64, shm_mib=2, latency_reads=20, latency_rounds=1) if quick else {}
+            res = ceiling.run(log=lambda m: print(m, flush=True), **small)
+            path = "gpuio-ceiling.json" if json_path == "gpuio-bench.json" else json_path
+            ceiling.write_json(res, path)
+            print(f"JSON: {path}")
+            return None
         from .bench_apps import SIZE_DEFAULT, bench_apps
         return bench_apps(SIZE_DEFAULT if size == "1G" else size, cold,
                           "gpuio-apps-bench.json" if json_path == "gpuio-bench.json" else json_path, workload,

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The engine at CAM's scale and pread's latency (issue 14), on the GPU machine, one call (~5 minutes):
+#   GPUIO_STEPS=none bash scripts/gpu-check.sh     # once per machine: liburing, CUDA build into /tmp
+#   bash scripts/gpu-ceiling.sh                    # rebuilds this tree's changes, runs the grid, prints one table
+# Runs benchmarks/engine_ceiling.py: N = 1,4,8,12,16 emulated devices (null, sim free-running, sim paced,
+# /dev/shm files via uring) x workers 1,2,3,4,6,8 x destinations host and GPU memory (the engine's GPU path:
+# staging -> GPU by copy engine, 0 SMs); the controller's worker count next to the best hand-picked one; one-block
+# latency (engine into host memory, stream-ordered and GPU-initiated into GPU memory) vs pread O_DIRECT on the
+# machine's disk ($GPUIO_DATA, the gpu-check data file, when it exists; else a 256 MiB file in this checkout).
+# Output: $OUT/ceiling.txt (every run), $OUT/ceiling.json; the summary table on stdout.
+# Environment: GPUIO_CEILING_ARGS (more engine_ceiling.py flags, e.g. "--seconds 0.3"), GPUIO_CEILING_COPY (batch).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+out=${OUT:-$repo/gpu-ceiling-out}
+mkdir -p "$out"
+build=/tmp/gpuio-build
+site=/tmp/gpuio-site
+uring=/tmp/uring
+if [[ ! -f $build/cpp/libgpuio.a || ! -d $site/gpuio ]]; then
+  GPUIO_STEPS=none bash scripts/gpu-check.sh > "$out/gpu-check-build.txt" 2>&1 || { tail -20 "$out/gpu-check-build.txt"; exit 1; }
+fi
+t0=$(date +%s)
+cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }  # this tree's changes
+rm -rf $site/gpuio && cp -r python/gpuio $site/ && cp $build/cpp/src/bindings/_core*.so $site/gpuio/
+echo "build: $(( $(date +%s) - t0 )) s"
+export PYTHONPATH=$site:$repo/tests/python
+export LD_LIBRARY_PATH=$uring/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONUNBUFFERED=1
+lat=${GPUIO_DATA:-$repo/gpuio-gpu-bench.bin}
+[[ -f $lat ]] || lat=$repo/gpuio-ceiling-lat.bin
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "cpus: $(nproc); latency file: $lat on $(df --output=source "$(dirname "$lat")" | tail -1); date: $(date -u +%FT%TZ)"
+timeout 400 python3 benchmarks/engine_ceiling.py --kinds paced,null,sim,shm-uring --dests gpu,host --seconds 0.3 \
+  --latency-file "$lat" \
+  --copy "${GPUIO_CEILING_COPY:-batch}" --json "$out/ceiling.json" ${GPUIO_CEILING_ARGS:-} > "$out/ceiling.txt" 2>&1
+rc=$?
+# Is the copy engine the bound at 12 devices? The same point with the gather kernel (uses SMs: reported).
+timeout 60 python3 benchmarks/engine_ceiling.py --kinds null,sim --dests gpu --devices 12 --workers 4,6 --seconds 0.3 \
+  --copy kernel --sections grid --json "$out/ceiling-kernel-copy.json" > "$out/ceiling-kernel-copy.txt" 2>&1
+# One table: the per-N summary, then the judged 12-device lines, the controller, the sim's own cost and latency.
+grep -E "^SKIP|^host:|^sim backend's own cost" "$out/ceiling.txt"
+sed -n '/^| kind/,/^$/p' "$out/ceiling.txt" | grep "^|"
+grep -E "^JUDGED|^latency|^wall time|FAILED|Error|Traceback" "$out/ceiling.txt"
+echo "same 12-device point, staging->GPU by gather kernel (SMs) instead of copy engine:"
+grep -E "^JUDGED|Error|Traceback" "$out/ceiling-kernel-copy.txt"
+if ((rc)); then  # cut short (124: the time limit): the runs it made, 12-device ones first; JSON holds every kind done
+  echo "engine_ceiling.py exit $rc (see $out/ceiling.txt); its 12-device runs:"
+  grep " N=12 " "$out/ceiling.txt"
+  tail -3 "$out/ceiling.txt"
+fi
+exit $rc
