@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from volumes_bench import _Librbd, _offsets  # noqa: E402
+from volumes_bench import _librbd, _offsets  # noqa: E402
 
 CELLS = [(4096, "rand"), (65536, "seq")]
 
@@ -80,7 +80,7 @@ def run_gpuio(vol: str, who, bs: int, pattern: str, dest: str, a) -> dict:
 
 
 def run_basic(conf: str, vol: str, bs: int, pattern: str, dest: str, seconds: float) -> dict:
-    lib = _Librbd(conf, vol, False)
+    lib = _librbd(conf, vol, False)
     n_req = lib.size // bs
     rng = np.random.default_rng(2)
     bounce = np.zeros(bs, np.uint8)

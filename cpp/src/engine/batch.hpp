@@ -31,6 +31,7 @@ struct Batch {
   IoOp op = IoOp::read;
   MemKind kind = MemKind::host;
   uint32_t io_timeout_ms = 0;
+  bool spin = true;  // wait() polls briefly first (not for network backends: see IoBackend::fast_completions)
   std::atomic<uint32_t> state{kRunning};
   std::atomic<uint32_t> remaining{0};  // extents not finished
   Clock::time_point submitted;

@@ -34,6 +34,7 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
     devices.push_back(d);
   }
   backend_name_ = backend->name();
+  spin = backend->fast_completions();
   layout = std::make_unique<Layout>(sizes, bs, o.stripe_bytes);
   uint32_t n = static_cast<uint32_t>(backend->device_count());
   uint32_t lo = ceil_div(n, 4), hi = ceil_div(n, 2);
@@ -134,6 +135,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   b->kind = kind;
   b->engine = this;
   b->io_timeout_ms = opts.io_timeout_ms;
+  b->spin = spin;
   if (n == 0) {
     b->state.store(kDone);
     return BatchHandle(b);

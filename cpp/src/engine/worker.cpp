@@ -273,7 +273,7 @@ void Worker::run(std::promise<void>& started) {
     if (copying || !copy_groups_.empty()) continue;
     if (!pending_.empty() || !retry_.empty()) continue;
     if (stop_.load(std::memory_order_acquire) && !has_inbox_.load(std::memory_order_acquire)) break;
-    if (spin_for_inbox()) continue;
+    if (engine_.spin && spin_for_inbox()) continue;
     auto now = Clock::now();
     counters_.busy_since_ns.store(-1, std::memory_order_release);
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count(),
