@@ -10,7 +10,8 @@ engine, 1..16 client processes, 4 KiB / 64 KiB, random / sequential, read / writ
   every tool sends the same requests.
 - Basic (GNStor's CPU-centric baseline): one synchronous librbd call (rbd_read/rbd_write, via ctypes on
   the system's librbd) per request into a bounce buffer, then a memcpy to the destination.
-- fio: `fio --ioengine=rbd`, one job per client, iodepth = --qd.
+- fio: `fio --ioengine=rbd`, one job per client, iodepth = --qd, with `rbd cache = false` like the others
+  (librbd's default cache acknowledges writes before the OSDs hold them).
 Reads share one prefilled volume (readers take no lock); writes go to one volume per client (a writer holds
 its volume's lock). Each cell runs --seconds after every client connected, --repeat times per tool with the tools interleaved
 (the median is reported: on a shared box the load changes between runs). "client cores" is the CPU time
@@ -177,13 +178,18 @@ def run_fio(cfg: dict, volumes_for: list[str], cluster) -> dict:
         jobs.append(f"[c{i}]\npool={pool}\nrbdname={image}\n")
     with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
         f.write("".join(jobs))
+    # fio's rbd engine reads only the conf file: the same client settings as gpuio and Basic (no librbd
+    # cache: its default "writearound" acknowledges a write before the OSDs have it).
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as cf:
+        cf.write(open(cluster.conf).read() + "\n[client]\nrbd cache = false\n")
     d0 = _daemon_cpu(cluster.pids().values())
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     r = subprocess.run(["fio", "--output-format=json", f.name], capture_output=True, text=True,
-                       env=dict(os.environ, CEPH_CONF=cluster.conf), timeout=cfg["seconds"] + 180)
+                       env=dict(os.environ, CEPH_CONF=cf.name), timeout=cfg["seconds"] + 180)
     wall = time.monotonic() - t0
     os.unlink(f.name)
+    os.unlink(cf.name)
     if r.returncode != 0:
         raise RuntimeError(f"fio failed: {r.stderr[-2000:] or r.stdout[-2000:]}")
     out = json.loads(r.stdout[r.stdout.index("{"):])
@@ -245,7 +251,8 @@ def main() -> int:
                 k = min(per, eng.total_blocks - s)
                 eng.write(np.arange(s, s + k), buf[:k * 65536])
         writes = [volumes.create(f"rbd/{tag}-w{i}", 64 << 20, who=who) for i in range(max(clients))]
-        print(f"cluster {c.conf}: {len(c.osds)} OSDs, replicas 2; {a.seconds:g} s per cell, qd {a.qd}",
+        replicas = c.mon({"prefix": "osd pool get", "pool": c.pool, "var": "size"})["size"]
+        print(f"cluster {c.conf}: {len(c.osds)} OSDs, replicas {replicas}; {a.seconds:g} s per cell, qd {a.qd}",
               file=sys.stderr)
         for op in ops:
             for bs in sizes:
