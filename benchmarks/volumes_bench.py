@@ -10,7 +10,8 @@ engine, 1..16 client processes, 4 KiB / 64 KiB, random / sequential, read / writ
   every tool sends the same requests.
 - Basic (GNStor's CPU-centric baseline): one synchronous librbd call (rbd_read/rbd_write, via ctypes on
   the system's librbd) per request into a bounce buffer, then a memcpy to the destination.
-- fio: `fio --ioengine=rbd`, one job per client, iodepth = --qd.
+- fio: `fio --ioengine=rbd`, one job per client, iodepth = --qd, with `rbd cache = false` like the others
+  (librbd's default cache acknowledges writes before the OSDs hold them).
 Reads share one prefilled volume (readers take no lock); writes go to one volume per client (a writer holds
 its volume's lock). Each cell runs --seconds after every client connected, --repeat times per tool with the tools interleaved
 (the median is reported: on a shared box the load changes between runs). "client cores" is the CPU time
@@ -20,8 +21,6 @@ clients and OSDs share the CPUs: compare ratios within one run, not absolute rat
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import json
 import os
 import resource
@@ -59,19 +58,23 @@ def client_gpuio(a: dict) -> dict:
     t_end = time.monotonic() + a["seconds"]
     c0, t0 = _cpu(), time.monotonic()
     pos, ops = rng.integers(0, n_req), 0
-    inflight = []
+    inflight, order = [], []
     for i in range(nb):
         inflight.append(submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i]))
+        order.append(i)
         pos += per
-    i = 0
     while True:
+        # Refill whichever batch finished (completions come out of order across OSDs); block on the oldest
+        # only when none has, so qd requests stay in flight like fio's iodepth.
+        i = next((k for k in order if inflight[k].done()), order[0])
         inflight[i].wait()
         ops += per
         if time.monotonic() >= t_end:
             break
         inflight[i] = submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i])
+        order.remove(i)
+        order.append(i)
         pos += per
-        i = (i + 1) % nb
     for h in inflight:
         h.wait()
     wall, cpu = time.monotonic() - t0, _cpu() - c0
@@ -79,45 +82,16 @@ def client_gpuio(a: dict) -> dict:
     return {"ops": ops, "wall": wall, "cpu": cpu}
 
 
-class _Librbd:
-    """The few librados/librbd C calls Basic needs, through ctypes (no python3-rbd in the venv)."""
+def _librbd(conf: str, volume: str, write: bool):
+    """Basic's synchronous librbd client (gpuio.volumes.basic; its .rbd/.image are called directly)."""
+    from gpuio.volumes import Identity
+    from gpuio.volumes.basic import SyncVolume
 
-    def __init__(self, conf: str, volume: str, write: bool):
-        rados = ctypes.CDLL(ctypes.util.find_library("rados") or "librados.so.2")
-        rbd = ctypes.CDLL(ctypes.util.find_library("rbd") or "librbd.so.1")
-        self.rbd = rbd
-        self.cluster, self.io, self.image = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-        pool, _, image = volume.removeprefix("rbd:").partition("/")
-
-        def ok(rc, what):
-            if rc < 0:
-                raise OSError(-rc, f"{what}: {os.strerror(-rc)}")
-
-        ok(rados.rados_create(ctypes.byref(self.cluster), b"admin"), "rados_create")
-        ok(rados.rados_conf_read_file(self.cluster, conf.encode()), "rados_conf_read_file")
-        rados.rados_conf_set(self.cluster, b"rbd_cache", b"false")
-        ok(rados.rados_connect(self.cluster), "rados_connect")
-        ok(rados.rados_ioctx_create(self.cluster, pool.encode(), ctypes.byref(self.io)), "rados_ioctx_create")
-        opener = rbd.rbd_open if write else rbd.rbd_open_read_only
-        ok(opener(self.io, image.encode(), ctypes.byref(self.image), None), f"rbd_open {volume}")
-        rbd.rbd_read.restype = ctypes.c_ssize_t
-        rbd.rbd_write.restype = ctypes.c_ssize_t
-        rbd.rbd_read.argtypes = rbd.rbd_write.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t,
-                                                          ctypes.c_void_p]
-        size = ctypes.c_uint64()
-        rbd.rbd_get_size(self.image, ctypes.byref(size))
-        self.size = size.value
-        self.rados = rados
-
-    def close(self) -> None:
-        """Release the image (and the exclusive lock a write took): the next tool must not wait for it."""
-        self.rbd.rbd_close(self.image)
-        self.rados.rados_ioctx_destroy(self.io)
-        self.rados.rados_shutdown(self.cluster)
+    return SyncVolume(volume, writable=write, who=Identity(conf=conf))
 
 
 def client_basic(a: dict) -> dict:
-    lib = _Librbd(a["conf"], a["volume"], a["op"] == "write")
+    lib = _librbd(a["conf"], a["volume"], a["op"] == "write")
     bs = a["bs"]
     n_req = lib.size // bs
     rng = np.random.default_rng(a["seed"])
@@ -204,13 +178,18 @@ def run_fio(cfg: dict, volumes_for: list[str], cluster) -> dict:
         jobs.append(f"[c{i}]\npool={pool}\nrbdname={image}\n")
     with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
         f.write("".join(jobs))
+    # fio's rbd engine reads only the conf file: the same client settings as gpuio and Basic (no librbd
+    # cache: its default "writearound" acknowledges a write before the OSDs have it).
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as cf:
+        cf.write(open(cluster.conf).read() + "\n[client]\nrbd cache = false\n")
     d0 = _daemon_cpu(cluster.pids().values())
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     r = subprocess.run(["fio", "--output-format=json", f.name], capture_output=True, text=True,
-                       env=dict(os.environ, CEPH_CONF=cluster.conf), timeout=cfg["seconds"] + 180)
+                       env=dict(os.environ, CEPH_CONF=cf.name), timeout=cfg["seconds"] + 180)
     wall = time.monotonic() - t0
     os.unlink(f.name)
+    os.unlink(cf.name)
     if r.returncode != 0:
         raise RuntimeError(f"fio failed: {r.stderr[-2000:] or r.stdout[-2000:]}")
     out = json.loads(r.stdout[r.stdout.index("{"):])
@@ -227,7 +206,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--client", help=argparse.SUPPRESS)
     ap.add_argument("--conf", default="", help="ceph.conf of a running gpuio cluster (default: start one)")
-    ap.add_argument("--osds", type=int, default=3)
+    ap.add_argument("--osds", type=int, default=3, help="OSDs of the cluster it starts (no --conf)")
+    ap.add_argument("--replicas", type=int, default=2, help="pool size of that cluster (at most --osds)")
     ap.add_argument("--clients", default="1,2,4,8,16")
     ap.add_argument("--sizes", default="4096,65536")
     ap.add_argument("--patterns", default="rand,seq")
@@ -258,7 +238,7 @@ def main() -> int:
         c = cl.load(os.path.dirname(os.path.abspath(a.conf)))
     else:
         own = cl.make_dir("gpuio-bench-ceph-", os.path.join(os.getcwd(), "build"))
-        c = cl.up(own, osds=a.osds, log=lambda m: print(m, file=sys.stderr))
+        c = cl.up(own, osds=a.osds, size=min(a.replicas, a.osds), log=lambda m: print(m, file=sys.stderr))
     rows = []
     try:
         who = volumes.Identity(conf=c.conf)
@@ -271,7 +251,8 @@ def main() -> int:
                 k = min(per, eng.total_blocks - s)
                 eng.write(np.arange(s, s + k), buf[:k * 65536])
         writes = [volumes.create(f"rbd/{tag}-w{i}", 64 << 20, who=who) for i in range(max(clients))]
-        print(f"cluster {c.conf}: {len(c.osds)} OSDs, replicas 2; {a.seconds:g} s per cell, qd {a.qd}",
+        replicas = c.mon({"prefix": "osd pool get", "pool": c.pool, "var": "size"})["size"]
+        print(f"cluster {c.conf}: {len(c.osds)} OSDs, replicas {replicas}; {a.seconds:g} s per cell, qd {a.qd}",
               file=sys.stderr)
         for op in ops:
             for bs in sizes:
@@ -280,7 +261,8 @@ def main() -> int:
                         vols = [shared] * n if op == "read" else writes[:n]
                         cfg = dict(conf=c.conf, op=op, bs=bs, pattern=pattern, seconds=a.seconds, qd=a.qd,
                                    batches=a.batches)
-                        row = {"op": op, "bs": bs, "pattern": pattern, "clients": n}
+                        row = {"op": op, "bs": bs, "pattern": pattern, "clients": n, "qd": a.qd,
+                               "osds": len(c.osds)}
                         runs = {t: [] for t in tools}
                         for _ in range(a.repeat):  # tools interleaved, so load changes hit each alike
                             for t in tools:

@@ -1,6 +1,7 @@
 // Device API test (GPU machine; exits 77 = skipped without a GPU, printing why): many thread blocks, each
 // on its own queue, prefetch seeded random blocks and compare them with pread; then write_back from GPU
-// memory and read the file back. Usage: test_device_api FILE (created, 64 MiB)
+// memory and read the file back. Usage: test_device_api FILE (created, 64 MiB), or test_device_api
+// rbd:POOL/IMAGE (a volume of >= 64 MiB, filled and read back through the engine; CEPH_CONF names the cluster).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -41,21 +42,28 @@ int main(int argc, char** argv) {
     return 77;
   }
   const char* path = argc > 1 ? argv[1] : "device_api_test.bin";
+  const bool volume = std::strncmp(path, "rbd:", 4) == 0;
   const uint64_t nblocks = (64u << 20) / kBS;
   std::vector<uint8_t> file(nblocks * kBS);
   unsigned seed = std::random_device{}();
   std::mt19937_64 rng(seed);
   for (auto& b : file) b = static_cast<uint8_t>(rng());
-  int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
-  if (fd < 0 || write(fd, file.data(), file.size()) != static_cast<ssize_t>(file.size())) return 1;
-  close(fd);
+  if (!volume) {
+    int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
+    if (fd < 0 || write(fd, file.data(), file.size()) != static_cast<ssize_t>(file.size())) return 1;
+    close(fd);
+  }
 
   gpuio::EngineOptions eo;
   eo.paths = {path};
   eo.workers = 2;
+  if (volume) eo.backend.kind = "rbd";
   gpuio::GpuOptions go;
   go.queues = kBlocks;
   auto ge = gpuio::GpuEngine::create(eo, go);
+  std::vector<int64_t> all(nblocks);
+  for (uint64_t i = 0; i < nblocks; ++i) all[i] = static_cast<int64_t>(i);
+  if (volume) ge->engine().write(all.data(), all.size(), file.data());
   std::vector<gpuio::QueueRef> qs;
   for (uint32_t i = 0; i < kBlocks; ++i) qs.push_back(ge->queue(i));
   std::vector<int64_t> ids(kBlocks * kPerBlock);
@@ -93,18 +101,25 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(got.data(), buf, got.size(), cudaMemcpyDeviceToHost));
   ge->engine().sync();
-  fd = open(path, O_RDONLY);
+  int fd = volume ? -1 : open(path, O_RDONLY);
   std::vector<uint8_t> blk(kBS);
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (pread(fd, blk.data(), kBS, ids[i] * kBS) != kBS || err || std::memcmp(blk.data(), &got[i * kBS], kBS) != 0) {
+    bool ok;
+    if (volume) {
+      ge->engine().read(&ids[i], 1, blk.data());
+      ok = true;
+    } else {
+      ok = pread(fd, blk.data(), kBS, ids[i] * kBS) == kBS;
+    }
+    if (!ok || err || std::memcmp(blk.data(), &got[i * kBS], kBS) != 0) {
       std::printf("FAIL write_back: index %zu block %lld err=%d\n", i, (long long)ids[i], err);
       return 1;
     }
   }
-  close(fd);
+  if (fd >= 0) close(fd);
   auto st = ge->runtime().stats();
-  std::printf("PASS device API: %u blocks x %u reads + writes, seed=%u, requests=%llu copy=%s\n", kBlocks, kPerBlock,
-              seed, (unsigned long long)st.gpu_requests, st.copy_mode.c_str());
+  std::printf("PASS device API on %s: %u blocks x %u reads + writes, seed=%u, requests=%llu copy=%s\n", path, kBlocks,
+              kPerBlock, seed, (unsigned long long)st.gpu_requests, st.copy_mode.c_str());
   ge->free(buf);
   return 0;
 }

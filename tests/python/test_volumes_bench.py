@@ -24,3 +24,19 @@ def test_volumes_bench_smoke(ceph_cluster, tmp_path):
         for t in tools.split(","):
             assert row[t]["iops"] > 0, (t, row)
     assert "gpuio/basic" in r.stdout and "4K rand read, 1 client: gpuio/basic" in r.stdout
+
+
+def test_volumes_gpu_bench_smoke(ceph_cluster, tmp_path):
+    """benchmarks/volumes_gpu.py (the GPU-machine table of scripts/gpu-ceph.sh): host cells on a CPU box."""
+    gpu_bench = BENCH.parent / "volumes_gpu.py"
+    args = [sys.executable, str(gpu_bench), "--conf", ceph_cluster.conf, "--mib", "8", "--seconds", "0.3",
+            "--json", str(tmp_path / "gpu.json")] + (["--rbd-bench"] if shutil.which("rbd") else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads((tmp_path / "gpu.json").read_text())
+    assert [(x["bs"], x["pattern"]) for x in rows] == [(4096, "rand"), (65536, "seq")]
+    for row in rows:
+        assert row["gpuio_host"]["iops"] > 0 and row["basic_host"]["iops"] > 0
+        assert row["gpuio_host"]["data_path"].startswith("rbd")
+    assert "| 4 KiB rand read | host |" in r.stdout

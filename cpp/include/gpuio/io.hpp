@@ -136,6 +136,9 @@ class IoBackend {
   virtual std::string describe() const = 0;
   // Make completed writes durable. Throws IoError. Backends with no volatile cache (memory) do nothing.
   virtual void sync() = 0;
+  // false where a completion takes a network round trip (hundreds of microseconds): the engine's threads
+  // then sleep at once instead of polling for it, leaving the CPU to the cluster and the other clients.
+  virtual bool fast_completions() const { return true; }
 };
 
 // Opens paths with the given backend kind. Throws IoError naming the path on failure, and

@@ -59,7 +59,7 @@ void BatchHandle::wait(int64_t timeout_ms) const {
   if (timeout_ms < 0) timeout_ms = batch_->io_timeout_ms;
   auto deadline = detail::Clock::now() + std::chrono::milliseconds(timeout_ms);
   // A short spin catches fast completions without a system call.
-  for (int i = 0; i < 2000 && batch_->state.load(std::memory_order_acquire) == detail::kRunning; ++i) {
+  for (int i = 0; i < (batch_->spin ? 2000 : 0) && batch_->state.load(std::memory_order_acquire) == detail::kRunning; ++i) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif

@@ -32,6 +32,7 @@ struct Batch {
   IoOp op = IoOp::read;
   MemKind kind = MemKind::host;
   uint32_t io_timeout_ms = 0;
+  bool spin = true;  // wait() polls briefly first (not for network backends: see IoBackend::fast_completions)
   std::atomic<uint32_t> state{kRunning};
   std::atomic<uint32_t> remaining{0};  // extents not finished
   std::atomic<uint32_t> sleepers{0};   // waiters inside futex_wait on state: only then is a wake-up system call due

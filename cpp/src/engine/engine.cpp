@@ -35,6 +35,7 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
     devices.push_back(d);
   }
   backend_name_ = backend->name();
+  spin = backend->fast_completions();
   layout = std::make_unique<Layout>(sizes, bs, o.stripe_bytes);
   uint32_t n = static_cast<uint32_t>(backend->device_count());
   uint32_t lo = ceil_div(n, 4), hi = ceil_div(n, 2);
@@ -43,11 +44,14 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads);
   cpu_set_t set;
   uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
-  bool poll = o.low_latency == "on" || (o.low_latency == "auto" && cpus >= threads + limits::low_latency_spare_cpus);
+  // auto: never on a backend with slow completions (rbd: a poll would take the CPU the OSDs need)
+  bool poll = o.low_latency == "on" ||
+              (o.low_latency == "auto" && spin && cpus >= threads + limits::low_latency_spare_cpus);
   poll_depth = poll ? limits::low_latency_inflight_max : 0;
-  low_latency = o.low_latency == "auto" ? "auto: " + std::string(poll ? "on" : "off") + " (" + std::to_string(cpus) +
-                                              " CPUs for " + std::to_string(threads) + " workers)"
-                                        : o.low_latency;
+  low_latency = o.low_latency != "auto" ? o.low_latency
+                : !spin ? std::string("auto: off (") + backend_name_ + ": slow completions)"
+                        : "auto: " + std::string(poll ? "on" : "off") + " (" + std::to_string(cpus) + " CPUs for " +
+                              std::to_string(threads) + " workers)";
   outbox_.resize(threads);
   rr_.assign(n, 0);
   for (uint32_t i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
@@ -143,6 +147,7 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   b->kind = kind;
   b->engine = this;
   b->io_timeout_ms = opts.io_timeout_ms;
+  b->spin = spin;
   if (n == 0) {
     b->state.store(kDone);
     return BatchHandle(b);

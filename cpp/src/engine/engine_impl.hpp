@@ -30,6 +30,7 @@ class EngineImpl {
 
   EngineOptions opts;
   std::unique_ptr<IoBackend> backend;
+  bool spin = true;  // backend->fast_completions(): workers and batch waits poll briefly before sleeping
   std::unique_ptr<Layout> layout;
   std::unique_ptr<StagingPool> staging;
   std::unique_ptr<CoreController> controller;

@@ -312,10 +312,12 @@ void Worker::run(std::promise<void>& started) {
     if (copying || !copy_groups_.empty()) continue;
     if (!pending_.empty() || !retry_.empty()) continue;
     if (stop_.load(std::memory_order_acquire) && !has_inbox_.load(std::memory_order_acquire)) break;
-    const int64_t s0 = steady_ns(Clock::now());
-    bool got = spin_for_inbox();
-    add(counters_.idle_ns, s0, steady_ns(Clock::now()));
-    if (got) continue;
+    if (engine_.spin) {
+      const int64_t s0 = steady_ns(Clock::now());
+      bool got = spin_for_inbox();
+      add(counters_.idle_ns, s0, steady_ns(Clock::now()));
+      if (got) continue;
+    }
     auto now = Clock::now();
     counters_.busy_since_ns.store(-1, std::memory_order_release);
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count(),

@@ -79,6 +79,7 @@ class FaultBackend final : public IoBackend {
     return std::make_unique<FaultQueue>(*this, inner_->create_queue(depth, fixed));
   }
   void sync() override { inner_->sync(); }
+  bool fast_completions() const override { return inner_->fast_completions(); }
   std::string describe() const override {
     char buf[256];
     std::snprintf(buf, sizeof buf,

@@ -168,6 +168,7 @@ class RbdBackend final : public IoBackend {
   ~RbdBackend() override { close_all(); }
 
   const char* name() const override { return "rbd"; }
+  bool fast_completions() const override { return false; }
   size_t device_count() const override { return infos_.size(); }
   const DeviceInfo& device(size_t i) const override { return infos_[i]; }
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>&) override {

@@ -32,6 +32,8 @@ def store_for(app: str, store: str | None) -> str:
     """--store: a directory (each app gets its own file there) or comma-separated files (RAID-0; GPT-2's
     checkpoint, one file by nature, goes beside the first)."""
     base = store or os.getcwd()
+    if base.startswith("rbd:"):  # volumes: every app on them in turn, except GPT-2's safetensors file
+        return os.path.abspath("gpuio-apps-gpt2.safetensors") if app == "gpt2" else base
     if "," in base or not os.path.isdir(base):
         files = [p for p in base.split(",") if p]
         return files[0] + ".gpt2.safetensors" if app == "gpt2" else ",".join(files)

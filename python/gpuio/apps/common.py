@@ -20,7 +20,7 @@ def parser(app: str, doc: str, sizes: dict) -> argparse.ArgumentParser:
     ap.add_argument("--size", default="tiny", choices=list(sizes),
                     help="; ".join(f"{k}: {v}" for k, v in sizes.items()))
     ap.add_argument("--store", default=None,
-                    help="a file, or comma-separated files (RAID-0), that hold the data "
+                    help="a file, or comma-separated files (RAID-0), or Ceph volumes rbd:POOL/IMAGE (CEPH_CONF), that hold the data "
                          f"(default: {os.path.basename(default_store(app))} in the current directory)")
     ap.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when torch sees one)")
     ap.add_argument("--cold", action="store_true", help="sync + drop the page cache before each timed pass (root)")
@@ -65,10 +65,17 @@ def opened_pair(store: Any, capacity_bytes: int, workers: int | None = None, dev
         p.close()
         if not keep:
             remove(store)
+            if g.created:
+                from ..volumes import delete
+                for v in g.created:
+                    delete(v)
 
 
 def remove(store: Any) -> None:
+    """Remove the store's files (volumes: opened_pair deletes those its run created)."""
     for p in paths_of(store):
+        if p.startswith("rbd:"):
+            continue
         try:
             os.unlink(p)
         except FileNotFoundError:
@@ -96,9 +103,12 @@ def raw_seconds_for(size: str) -> float:
 
 
 def raw_rates(path: str, seconds: float) -> dict:
-    """The raw device's best sequential 1 MiB read and write rates on `path` (bytes/s), O_DIRECT."""
+    """The raw device's best sequential 1 MiB read and write rates on `path` (bytes/s), O_DIRECT. Empty for
+    a volume (no raw device on this side)."""
     from ..bench.measure import raw_best
 
+    if path.startswith("rbd:"):
+        return {}
     out = {}
     for write in (False, True):
         r, label = raw_best(path, 1 << 20, sequential=True, write=write, seconds=seconds)

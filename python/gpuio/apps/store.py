@@ -11,7 +11,10 @@ tensors). `PosixStore` is the CPU-centric baseline over the same files and the s
 synchronous `os.preadv`/`os.pwritev` through the page cache into a host buffer, then a copy to the
 destination (`cudaMemcpy` through `Tensor.copy_` for CUDA tensors). Both offer the same calls, so an
 application runs unchanged over either and the comparison is the same algorithm on the same bytes.
-A volume (the Ceph backend, once it exists) enters the same way: `store` is what `gpuio.Engine` takes.
+A volume enters the same way: `store="rbd:POOL/IMAGE"` (or several, comma-separated: RAID-0 over volumes)
+is created (or grown) like a file, the engine reads it with the rbd backend, and the baseline is GNStor's
+"Basic" (`gpuio.volumes.basic`: one synchronous librbd call per request + the same copy) instead of pread.
+The cluster and identity are the rbd tool's defaults (CEPH_CONF, CEPH_ARGS).
 """
 from __future__ import annotations
 
@@ -40,6 +43,14 @@ class Extent:
     @property
     def nblocks(self) -> int:
         return -(-self.nbytes // self.block_size)
+
+
+def is_volume(paths: Sequence[str]) -> bool:
+    """Whether the store's paths are Ceph volumes ("rbd:POOL[/NAMESPACE]/IMAGE"); mixing is refused."""
+    vols = [p.startswith("rbd:") for p in paths]
+    if any(vols) and not all(vols):
+        raise ValueError(f"store={','.join(paths)!r} mixes volumes (rbd:...) and files; use one kind")
+    return bool(vols) and all(vols)
 
 
 def paths_of(store: Any) -> list[str]:
@@ -82,6 +93,21 @@ class _Done:
     event = None
 
 
+def _ensure_volumes(paths: Sequence[str], nbytes: int) -> list[str]:
+    """Create each missing volume of nbytes and grow smaller ones; returns those created."""
+    from .. import volumes
+
+    created = []
+    for p in paths:
+        try:
+            if volumes.info(p)["size"] < nbytes:
+                volumes.resize(p, nbytes)
+        except FileNotFoundError:
+            volumes.create(p, nbytes)
+            created.append(p)
+    return created
+
+
 class _Base:
     kind = "?"
 
@@ -97,7 +123,11 @@ class _Base:
         n = len(self.paths)
         unit = block_size if n == 1 else stripe_bytes
         per_device = -(-capacity_bytes // (unit * n)) * unit
-        for p in self.paths if files else ():  # files are created or grown; devices/volumes are taken as they are
+        self.volume = is_volume(self.paths)
+        self.created: list[str] = []  # volumes this store created (common.opened_pair deletes only these)
+        if self.volume:
+            self.created = _ensure_volumes(self.paths, per_device)
+        for p in self.paths if files and not self.volume else ():  # files are created or grown; devices are taken as they are
             if not os.path.exists(p) or os.path.getsize(p) < per_device:
                 with open(p, "ab") as f:
                     f.truncate(per_device)
@@ -151,6 +181,11 @@ class Store(_Base):
         super().__init__(store, capacity_bytes, block_size, stripe_bytes, files=backend in FILE_BACKENDS)
         from ..engine import Engine
 
+        if self.volume:
+            # The baseline (another client in this process) writes the same volumes: librbd's cooperative
+            # exclusive lock (handed over on request) instead of the engine's single-writer lease.
+            engine_options.setdefault("rbd", {"exclusive": False})
+
         self._gpu_ids: dict = {}
 
         try:
@@ -194,14 +229,28 @@ class Store(_Base):
 
 
 class PosixStore(_Base):
-    """The same extents, read and written with pread/pwrite (page cache) + a copy: the CPU-centric baseline."""
+    """The same extents, read and written with pread/pwrite (page cache) + a copy: the CPU-centric baseline.
+    On volumes: one synchronous librbd call per run (GNStor's "Basic") + the same copy."""
     kind = "pread"
 
     def __init__(self, store: Any, capacity_bytes: int, block_size: int = BLOCK_BYTES_DEFAULT,
                  stripe_bytes: int = STRIPE_BYTES_DEFAULT, **_ignored: Any):
         super().__init__(store, capacity_bytes, block_size, stripe_bytes)
-        self._fds = [os.open(p, os.O_RDWR) for p in self.paths]
+        self._fds, self._vols = [], []
+        if self.volume:
+            from ..volumes.basic import SyncVolume
+
+            self.kind = "librbd-sync"
+            self._vols = [SyncVolume(p, writable=True) for p in self.paths]
+        else:
+            self._fds = [os.open(p, os.O_RDWR) for p in self.paths]
         self._host: torch.Tensor | None = None
+
+    def _pread(self, dev: int, buf: memoryview, off: int) -> int:
+        return self._vols[dev].read(off, buf) if self._vols else os.preadv(self._fds[dev], [buf], off)
+
+    def _pwrite(self, dev: int, buf: memoryview, off: int) -> int:
+        return self._vols[dev].write(off, buf) if self._vols else os.pwritev(self._fds[dev], [buf], off)
 
     def _runs(self, ids: np.ndarray) -> list[tuple[int, int, int, int]]:
         """(device, device offset, byte offset in the request, length) runs of consecutive ids (the engine's
@@ -231,7 +280,7 @@ class PosixStore(_Base):
         host = self._staging(out, nbytes)
         mv = memoryview(host.numpy())
         for dev, off, at, length in self._runs(self._ids(ext, offset, nbytes)):
-            got = os.preadv(self._fds[dev], [mv[at:at + length]], off)
+            got = self._pread(dev, mv[at:at + length], off)
             if got != length:  # past the end of a file reads zeros, like the engine's zero-filled blocks
                 mv[at + got:at + length] = bytes(length - got)
         if out.device.type != "cpu":
@@ -245,22 +294,26 @@ class PosixStore(_Base):
             host.copy_(src.view(torch.uint8).view(-1))
         mv = memoryview(host.numpy())
         for dev, off, at, length in self._runs(self._ids(ext, offset, nbytes)):
-            done = os.pwritev(self._fds[dev], [mv[at:at + length]], off)
+            done = self._pwrite(dev, mv[at:at + length], off)
             if done != length:
                 raise OSError(f"short write to {self.paths[dev]} at {off}: {done} of {length} bytes")
         return _Done(None)
 
     def data_path(self) -> str:
-        return "pread/pwrite+copy"
+        return "rbd_read/rbd_write+copy" if self._vols else "pread/pwrite+copy"
 
     def sync(self) -> None:
         for fd in self._fds:
             os.fdatasync(fd)
+        for v in self._vols:
+            v.flush()
 
     def close(self) -> None:
         for fd in self._fds:
             os.close(fd)
-        self._fds = []
+        for v in self._vols:
+            v.close()
+        self._fds, self._vols = [], []
 
 
 def open_store(kind: str, store: Any, capacity_bytes: int, **options: Any) -> _Base:

@@ -21,11 +21,12 @@ def _fail(e: Exception) -> None:
 def up(dir: Optional[str] = _DIR,
        osds: int = typer.Option(3, "--osds", help="OSD daemons (BlueStore on sparse files)"),
        size: int = typer.Option(2, "--size", help="replicas of the rbd pool"),
-       pool: str = typer.Option("rbd", "--pool", help="the RBD pool to create")) -> None:
+       pool: str = typer.Option("rbd", "--pool", help="the RBD pool to create"),
+       mgr: bool = typer.Option(True, "--mgr/--no-mgr", help="start a mgr (PG states); I/O needs none")) -> None:
     """Start the cluster, wait for active+clean, print the conf path (use it as CEPH_CONF)."""
     from gpuio.volumes import cluster
     try:
-        c = cluster.up(dir, osds=osds, size=size, pool=pool, log=lambda m: typer.echo(m, err=True))
+        c = cluster.up(dir, osds=osds, size=size, pool=pool, mgr=mgr, log=lambda m: typer.echo(m, err=True))
     except (OSError, ValueError, RuntimeError, TimeoutError) as e:
         _fail(e)
     typer.echo(f"pids: {' '.join(f'{k}={v}' for k, v in c.pids().items())}", err=True)

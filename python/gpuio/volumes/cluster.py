@@ -1,6 +1,7 @@
 """A throwaway one-node Ceph cluster for tests, demos and benchmarks (`gpuio cluster up/down`).
 
     c = cluster.up("/tmp/c", osds=3)     # mon, mgr, 3 BlueStore-on-sparse-file OSDs on 127.0.0.1
+                                         # (mgr=False: none; the Ceph programs are the ones on PATH)
     c.conf                               # its ceph.conf (CEPH_CONF=... for the rbd/ceph tools)
     cluster.down("/tmp/c")               # stops the daemons it started (by pid), removes the directory
 
@@ -12,11 +13,13 @@ clusters (a test run beside a demo) do not collide.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -32,9 +35,11 @@ DEFAULTS = {
     "osd_bytes": 10 << 30,       # sparse block file per OSD (only written blocks use disk)
     "osd_memory_bytes": 896 << 20,
     "timeout_s": 180,            # bring-up must reach active+clean within this
+    "mgr": True,                 # start a mgr (PG states, `ceph status`); RBD I/O works without one
 }
 PACKAGES = ["ceph-mon", "ceph-osd", "ceph-mgr", "ceph-common", "librados-dev", "librbd-dev"]
-TOOLS = ["ceph-mon", "ceph-osd", "ceph-mgr", "ceph-authtool", "monmaptool", "rbd"]
+# What up() runs: keyrings are written here (no ceph-authtool), `rbd pool init` only where the tool exists.
+TOOLS = ["ceph-mon", "ceph-osd", "monmaptool"]
 
 
 def default_dir() -> str:
@@ -70,9 +75,19 @@ def make_dir(prefix: str, fallback: str) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir=base)
 
 
-def missing_tools() -> list[str]:
+def missing_tools(mgr: bool = DEFAULTS["mgr"]) -> list[str]:
     """The Ceph programs this machine lacks (empty: a cluster can be started)."""
-    return [t for t in TOOLS if shutil.which(t) is None]
+    return [t for t in TOOLS + (["ceph-mgr"] if mgr else []) if shutil.which(t) is None]
+
+
+def ceph_libdir() -> str:
+    """The library directory of the Ceph programs on PATH: /usr/lib/x86_64-linux-gnu for the installed
+    packages, <prefix>/usr/lib/<arch> for .debs unpacked under a prefix (scripts/gpu-ceph.sh's /tmp/ceph),
+    whose plugins (object classes, erasure codes) the daemons must be told about."""
+    osd = os.path.realpath(shutil.which("ceph-osd") or "/usr/bin/ceph-osd")
+    usr = os.path.dirname(os.path.dirname(osd))
+    arch = os.uname().machine + "-linux-gnu"
+    return os.path.join(usr, "lib", arch)
 
 
 @dataclass
@@ -84,6 +99,7 @@ class Cluster:
     pool: str
     osds: list[int] = field(default_factory=list)
     started: float = 0.0
+    mgr: bool = True
 
     @property
     def admin_keyring(self) -> str:
@@ -162,7 +178,12 @@ class Cluster:
         while True:
             try:
                 last = self.health()
-                if (last["osds_up"] >= want_up and last["num_pgs"] > 0
+                if not self.mgr and last["osds_up"] >= want_up:
+                    # PG states come from the mgr: without one, OSDs up and one image created (its
+                    # objects written, so their PGs are active) is what "usable" means.
+                    if self.pool and self.probe_io():
+                        return time.monotonic() - t0
+                elif (last["osds_up"] >= want_up and last["num_pgs"] > 0
                         and last["pgs"].get("active+clean", 0) == last["num_pgs"]):
                     return time.monotonic() - t0
             except OSError as e:
@@ -170,6 +191,20 @@ class Cluster:
             if time.monotonic() - t0 > timeout_s:
                 raise TimeoutError(f"cluster at {self.dir} not active+clean after {timeout_s:.0f} s: {last}")
             time.sleep(0.25)
+
+
+    def probe_io(self) -> bool:
+        """Create and remove a small image in the pool (False while the pool does not exist yet)."""
+        spec = f"rbd:{self.pool}/gpuio-probe-{os.getpid()}"
+        c = self.client()
+        try:
+            c.create(spec, 4 << 20, 4 << 20)
+        except OSError as e:
+            if e.errno == 2:  # pool not created yet
+                return False
+            raise
+        c.remove(spec)
+        return True
 
 
 def _free_port() -> int:
@@ -202,7 +237,13 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 
 
 def _conf_text(d: str, fsid: str, port: int, size: int, osd_bytes: int, osd_memory: int) -> str:
+    lib = ceph_libdir()
+    plugins = "" if lib == f"/usr/lib/{os.uname().machine}-linux-gnu" else f"""plugin dir = {lib}/ceph
+erasure code dir = {lib}/ceph/erasure-code
+osd class dir = {lib}/rados-classes
+"""
     return f"""[global]
+{plugins}
 fsid = {fsid}
 mon host = v2:127.0.0.1:{port}
 ms bind msgr1 = false
@@ -260,13 +301,15 @@ osd max backfills = 8
 
 def up(dir: str | None = None, osds: int = DEFAULTS["osds"], size: int = DEFAULTS["size"],
        pool: str = DEFAULTS["pool"], pgs: int = DEFAULTS["pgs"], osd_bytes: int = DEFAULTS["osd_bytes"],
-       timeout_s: float = DEFAULTS["timeout_s"], log=None) -> Cluster:
-    """Start a cluster in dir (created; must not hold a running one) and wait for active+clean."""
+       timeout_s: float = DEFAULTS["timeout_s"], mgr: bool = DEFAULTS["mgr"], log=None) -> Cluster:
+    """Start a cluster in dir (created; must not hold a running one) and wait for active+clean.
+    mgr=False starts no mgr (what the GPU machine's carried .debs allow): then "ready" means every OSD up
+    and an image created in the pool, since the PG states are the mgr's."""
     if not isinstance(osds, int) or osds < 1:
         raise ValueError(f"osds must be an int >= 1, got {osds!r}")
     if not isinstance(size, int) or not 1 <= size <= osds:
         raise ValueError(f"size (replicas) must be an int in [1, osds={osds}], got {size!r}")
-    missing = missing_tools()
+    missing = missing_tools(mgr)
     if missing:
         raise FileNotFoundError(f"Ceph programs missing: {missing}; install the Debian packages "
                                 f"{' '.join(PACKAGES)} (scripts/setup.sh does, as root)")
@@ -284,7 +327,7 @@ def up(dir: str | None = None, osds: int = DEFAULTS["osds"], size: int = DEFAULT
                           "pass --dir on one")
     t0 = time.monotonic()
     c = Cluster(dir=d, conf=os.path.join(d, "ceph.conf"), fsid=str(uuid.uuid4()), mon_port=_free_port(),
-                pool=pool, started=time.time())
+                pool=pool, started=time.time(), mgr=bool(mgr))
     with open(c.conf, "w") as f:
         f.write(_conf_text(d, c.fsid, c.mon_port, size, osd_bytes, DEFAULTS["osd_memory_bytes"]))
     c.save()
@@ -302,19 +345,21 @@ def up(dir: str | None = None, osds: int = DEFAULTS["osds"], size: int = DEFAULT
 def _bootstrap(c: Cluster, osds: int, pgs: int, say) -> None:
     d, conf = c.dir, c.conf
     mon_keyring = os.path.join(d, "mon.keyring")  # mkfs copies it into mon.a/, which must start empty
-    _run(["ceph-authtool", "--create-keyring", mon_keyring, "--gen-key", "-n", "mon.", "--cap", "mon", "allow *"])
-    _run(["ceph-authtool", "--create-keyring", c.admin_keyring, "--gen-key", "-n", "client.admin",
-          "--cap", "mon", "allow *", "--cap", "osd", "allow *", "--cap", "mgr", "allow *", "--cap", "mds", "allow *"])
-    _run(["ceph-authtool", mon_keyring, "--import-keyring", c.admin_keyring])
+    admin_caps = {"mon": "allow *", "osd": "allow *", "mgr": "allow *", "mds": "allow *"}
+    _write_keyring(c.admin_keyring, "client.admin", _new_key(), admin_caps)
+    _write_keyring(mon_keyring, "mon.", _new_key(), {"mon": "allow *"})
+    with open(mon_keyring, "a") as f:
+        f.write(open(c.admin_keyring).read())
     monmap = os.path.join(d, "monmap")
     _run(["monmaptool", "--create", "--addv", "a", f"[v2:127.0.0.1:{c.mon_port}]", "--fsid", c.fsid, monmap])
     _run(["ceph-mon", "-c", conf, "--mkfs", "-i", "a", "--monmap", monmap, "--keyring", mon_keyring])
     _run(["ceph-mon", "-c", conf, "-i", "a"])
     say(f"mon.a on 127.0.0.1:{c.mon_port}")
-    key = c.mon({"prefix": "auth get-or-create", "entity": "mgr.x",
-                 "caps": ["mon", "allow profile mgr", "osd", "allow *", "mds", "allow *"]})
-    _write_keyring(os.path.join(d, "mgr.x", "keyring"), "mgr.x", _key_of(key))
-    _run(["ceph-mgr", "-c", conf, "-i", "x"])
+    if c.mgr:
+        key = c.mon({"prefix": "auth get-or-create", "entity": "mgr.x",
+                     "caps": ["mon", "allow profile mgr", "osd", "allow *", "mds", "allow *"]})
+        _write_keyring(os.path.join(d, "mgr.x", "keyring"), "mgr.x", _key_of(key))
+        _run(["ceph-mgr", "-c", conf, "-i", "x"])
     procs = []
     for _ in range(osds):
         osd_uuid = str(uuid.uuid4())
@@ -338,7 +383,8 @@ def _bootstrap(c: Cluster, osds: int, pgs: int, say) -> None:
     say(f"{osds} OSDs started")
     c.mon({"prefix": "osd pool create", "pool": c.pool, "pg_num": pgs, "pgp_num": pgs})
     c.mon({"prefix": "osd pool application enable", "pool": c.pool, "app": "rbd"})
-    _run(["rbd", "-c", conf, "pool", "init", c.pool])
+    if shutil.which("rbd"):  # else the first image created initialises the pool (librbd does)
+        _run(["rbd", "-c", conf, "pool", "init", c.pool])
 
 
 def _key_of(reply) -> str:
@@ -349,9 +395,19 @@ def _key_of(reply) -> str:
     raise RuntimeError(f"no key in the mon's reply {reply!r}")
 
 
-def _write_keyring(path: str, entity: str, key: str) -> None:
+def _new_key() -> str:
+    """A new cephx secret as keyrings hold it: base64 of (type 1 = AES, created sec, nsec, length 16, 16
+    random bytes), little-endian; what `ceph-authtool --gen-key` writes."""
+    now = time.time()
+    raw = struct.pack("<HIIH", 1, int(now), int((now % 1) * 1e9), 16) + os.urandom(16)
+    return base64.b64encode(raw).decode()
+
+
+def _write_keyring(path: str, entity: str, key: str, caps: dict | None = None) -> None:
     with open(path, "w") as f:
         f.write(f"[{entity}]\n\tkey = {key}\n")
+        for k, v in (caps or {}).items():
+            f.write(f'\tcaps {k} = "{v}"\n')
     os.chmod(path, 0o600)
 
 
