@@ -153,9 +153,7 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         if dest == "gpu":
             import torch
 
-            import gpuio.gpu
-
-            gpuio.gpu.attach(e, copy=copy)
+            e.attach_gpu(copy=copy)
             outs = [torch.empty((batch, BS), dtype=torch.uint8, device="cuda") for _ in range(inflight)]
             ptrs = [o.data_ptr() for o in outs]
             submit = lambda ids, k: e._core.submit(0, ids.ctypes.data, len(ids), ptrs[k], 1)  # noqa: E731
@@ -180,7 +178,7 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         if torch is not None:
             torch.cuda.synchronize()
         d = {k2: s1[k2] - s0[k2] for k2 in s1 if isinstance(s1[k2], (int, float)) and not isinstance(s1[k2], bool)}
-        gstats = e._gpu.stats() if e._gpu is not None else {}
+        gstats = e.stats() if dest == "gpu" else {}  # the engine's stats include its GPU path's
         copy_mode = gstats.get("copy_mode", "")
         r = dict(kind=kind, devices=n, workers=workers, workers_active=s1["active_workers"], worker_threads=s1["workers"],
                  dest=dest, iops=done / wall, gbps=done * BS / wall / 1e9, seconds=wall, ops=d["ops"],
@@ -340,12 +338,11 @@ def latency(path: str, reads: int, rounds: int, log, gpu: bool) -> dict:
 def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
     import torch
 
-    import gpuio.gpu
     from gpuio.engine import Engine
 
     out = {}
     e = Engine(path, workers=1, writable=False)
-    g = gpuio.gpu.attach(e, copy="batch")
+    g = e.attach_gpu(copy="batch")
     try:
         one = torch.empty((1, BS), dtype=torch.uint8, device="cuda")
         for where in ("device ids", "host ids"):
