@@ -64,21 +64,19 @@ class SyncVolume:
             cls = PermissionError if -rc in (1, 13) else OSError
             raise cls(-rc, f"volume '{getattr(self, 'name', '?')}': librbd {what} failed: {os.strerror(-rc)}")
 
-    def read(self, offset: int, buf: memoryview) -> int:
+    def _io(self, fn, what: str, offset: int, buf: memoryview) -> int:
+        """One synchronous librbd call (rbd_read / rbd_write) on buf; its byte count, or the error raised."""
         n = len(buf)
-        ptr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-        rc = self.rbd.rbd_read(self.image, offset, n, ptr)
+        rc = fn(self.image, offset, n, ctypes.addressof(ctypes.c_char.from_buffer(buf)))
         if rc < 0:
-            self._ok(rc, f"read of {n} bytes at {offset}")
+            self._ok(rc, f"{what} of {n} bytes at {offset}")
         return rc
 
+    def read(self, offset: int, buf: memoryview) -> int:
+        return self._io(self.rbd.rbd_read, "read", offset, buf)
+
     def write(self, offset: int, buf: memoryview) -> int:
-        n = len(buf)
-        ptr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-        rc = self.rbd.rbd_write(self.image, offset, n, ptr)
-        if rc < 0:
-            self._ok(rc, f"write of {n} bytes at {offset}")
-        return rc
+        return self._io(self.rbd.rbd_write, "write", offset, buf)
 
     def flush(self) -> None:
         if self.image:
