@@ -8,7 +8,7 @@ adds the Python API. Heavy submodules (torch, PyG) load on first use. Modules im
 - tensor: ``tensor`` (TensorFile), ``device_array`` (DeviceArray); beside them ``streams`` (StreamStore)
 - rows: ``rows`` (the Rows protocol, in-memory and mmap row tables); beside it ``volumes`` (Ceph volumes)
 - cache: ``cache`` (FeatureStore: page cache, host buffer, window, accumulator)
-- graph: ``graph`` (CSC and its parser, hotness scores, CSC files on storage)
+- graph: ``graph`` (CSC and its parser, hotness scores, CSC files on storage, ``GraphData``)
 - pyg/loader: ``pyg`` (PyG stores and samplers), ``loader`` (NodeBatchLoader)
 - applications: ``apps``, ``gnn``, ``data``, ``cli``, ``bench``, ``sysinfo`` (gpuio.info), ``sim_report``
 """

@@ -15,6 +15,7 @@ blocks with one strided `index_select` on the destination device.
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import os
 import stat
@@ -29,15 +30,16 @@ from gpuio._index import check_ids
 from gpuio._npy import read_header as read_npy_header
 
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
-# Engine workers for a table unless engine_options name them. The engine's own default for one device is
-# CAM's ceil(N/2) = 1, but one queue does not reach a single disk's 4 KiB random-read rate on the GPU
-# machine: iobench 1 thread x QD128 173 K vs 2 threads 248 K IOPS; engine 1 worker 137-143 K vs 2 workers
-# 170-180 K (benchmarks/RESULTS.md, "Gather rate"), and 4 KiB reads into the GPU reached 0.95 of the raw
-# device with 4 workers against 0.83 with 2 (issue 3). So 4 workers where the machine has cores for them
-# (>= 16), 2 elsewhere (the 2-core CI box: more workers than cores only add switches).
-WORKERS_DEFAULT = 4 if (os.cpu_count() or 1) >= 16 else 2
-READ_BLOCKS_MAX = 1 << 16  # blocks per engine request (256 MiB at 4 KiB): bounds one staging buffer
 _MAGIC = b"\x93NUMPY"
+
+
+@functools.cache
+def _table_policy() -> dict:
+    """The engine's policy for a table on this machine, from C++ (limits.hpp; why these values: there):
+    `workers`, the engine workers unless engine_options name them; `request_blocks_max`, the most blocks
+    one engine request of a gather or scatter holds."""
+    from gpuio import _core
+    return _core.table_defaults()
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
@@ -250,7 +252,7 @@ class TensorFile:
 
     def _open_engine(self, options: dict):
         from gpuio.engine import Engine
-        options.setdefault("workers", WORKERS_DEFAULT)
+        options.setdefault("workers", _table_policy()["workers"])
         direct = options.pop("direct", None)
         if direct is not None:
             return direct, Engine(self.path, block_size=self.block_size, direct=direct, **options)
@@ -415,8 +417,9 @@ class TensorFile:
         """Start reading data-relative `blocks` (in this order) into consecutive block-sized slots of buf."""
         ids = (blocks + self._base_block).numpy()
         handles = []
-        for lo in range(0, ids.size, READ_BLOCKS_MAX):
-            hi = min(lo + READ_BLOCKS_MAX, ids.size)
+        step = _table_policy()["request_blocks_max"]
+        for lo in range(0, ids.size, step):
+            hi = min(lo + step, ids.size)
             handles.append(self.engine.read_async(ids[lo:hi], buf[lo * self.block_size:hi * self.block_size]))
         self._count(blocks_read=ids.size)
         return handles
@@ -544,8 +547,9 @@ class TensorFile:
                     h.wait()
                 staging.view(-1, self.block_size)[partial] = old.view(-1, self.block_size)
             elems.index_copy_(0, flat, vals.flatten())
-            for lo in range(0, blocks.numel(), READ_BLOCKS_MAX):
-                hi = min(lo + READ_BLOCKS_MAX, blocks.numel())
+            step = _table_policy()["request_blocks_max"]
+            for lo in range(0, blocks.numel(), step):
+                hi = min(lo + step, blocks.numel())
                 self.engine.write(ids_np[lo:hi], staging[lo * self.block_size:hi * self.block_size])
         self._count(scatters=1, rows_scattered=ids.numel(), blocks_written=blocks.numel())
 

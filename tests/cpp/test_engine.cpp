@@ -160,6 +160,17 @@ TEST(Controller, MovesBetweenQuarterAndHalfOfDevices) {
   EXPECT_EQ(fixed.active(), 3u);
 }
 
+TEST(Limits, TableWorkersFollowTheMachinesCpus) {
+  // A table's engine workers (gpuio.TensorFile, through _core.table_defaults()): 2 on the 2-core CI box and
+  // any machine below 16 CPUs, 4 from 16 on.
+  EXPECT_EQ(limits::table_workers(1), 2u);
+  EXPECT_EQ(limits::table_workers(2), 2u);
+  EXPECT_EQ(limits::table_workers(15), 2u);
+  EXPECT_EQ(limits::table_workers(16), 4u);
+  EXPECT_EQ(limits::table_workers(128), 4u);
+  EXPECT_EQ(limits::table_request_blocks_max, 65536u);  // 256 MiB of 4 KiB blocks per request
+}
+
 TEST(Engine, DynamicWorkersStartAtHalfTheDevices) {
   std::vector<std::unique_ptr<TempFile>> files;
   std::vector<std::string> paths;

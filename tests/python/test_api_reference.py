@@ -14,8 +14,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCUMENTED = ["gpuio.engine", "gpuio.gpu", "gpuio.tensor", "gpuio.device_array", "gpuio.rows", "gpuio.cache",
-              "gpuio.graph", "gpuio.loader", "gpuio.streams", "gpuio.sim",
-              "gpuio.pyg.feature_store", "gpuio.pyg.graph_store", "gpuio.pyg.sampler"]
+              "gpuio.graph", "gpuio.loader", "gpuio.streams", "gpuio.sim", "gpuio.volumes",
+              "gpuio.pyg.feature_store", "gpuio.pyg.graph_store", "gpuio.pyg.sampler", "gpuio.pyg.hetero",
+              "gpuio.pyg.hetero_loader"]
 
 
 def test_api_page_builds_without_warnings(tmp_path):
@@ -27,6 +28,8 @@ def test_api_page_builds_without_warnings(tmp_path):
     page = (tmp_path / "api" / "gpuio" / "engine.html").read_text()
     assert "aligned_empty" in page and "attach_gpu" in page
     assert (tmp_path / "api" / "gpuio" / "rows.html").is_file() and (tmp_path / "api" / "index.html").is_file()
+    volumes = (tmp_path / "api" / "gpuio" / "volumes.html").read_text()
+    assert "lock_owners" in volumes and "create_tensor" in volumes
 
 
 def test_mypy_accepts_the_public_modules(tmp_path):

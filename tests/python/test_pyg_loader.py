@@ -7,7 +7,8 @@ from torch_geometric.loader import NodeLoader
 
 import gpuio.pyg as gp
 from gpuio.cache import FeatureStore
-from gpuio.data import coalesce_undirected, rmat_edges
+from gpuio.data import rmat_edges
+from gpuio.graph import coalesce_undirected
 from gpuio.tensor import TensorFile
 
 N = 500

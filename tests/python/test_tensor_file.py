@@ -73,6 +73,24 @@ def test_reads_only_blocks_holding_rows(tmp_path):
         assert tf.stats()["blocks_read"] - before == 2
 
 
+def test_table_policy_is_the_engines(tmp_path):
+    """A table's engine workers and request size are the engine's policy (limits.hpp, _core.table_defaults()):
+    its engine runs that many workers, and a gather or scatter of more blocks than one request holds is cut
+    into requests of at most request_blocks_max blocks (here one more: two requests)."""
+    from gpuio import _core
+    policy = _core.table_defaults()
+    step = policy["request_blocks_max"]
+    with TensorFile.create(tmp_path / "t.npy", (step + 1, 128), "float32", block_size=512) as tf:  # a row a block
+        assert tf.engine.stats()["workers"] == policy["workers"]
+        rows = torch.arange(step + 1, dtype=torch.float32)[:, None].expand(-1, 128)
+        before = tf.engine.stats()["batches"]
+        tf.scatter(torch.arange(step + 1), rows)
+        assert tf.engine.stats()["batches"] - before == 2
+        before = tf.engine.stats()["batches"]
+        assert torch.equal(tf.gather(torch.arange(step + 1)), rows)
+        assert tf.engine.stats()["batches"] - before == 2
+
+
 def test_prefetch_handle(tmp_path, rng):
     ref = rng.standard_normal((200, 10)).astype("float32")
     with TensorFile.create(tmp_path / "t.npy", ref.shape, "float32") as tf:

@@ -36,11 +36,29 @@ constexpr uint32_t worker_spin_us = 50;           // an idle worker polls its in
 constexpr uint32_t low_latency_inflight_max = 4;
 constexpr uint32_t low_latency_poll_us = 200;
 constexpr uint32_t low_latency_spare_cpus = 2;    // low_latency=auto polls only with workers + this many CPUs
+// Engine workers of a table (gpuio.TensorFile) whose options name none. The engine's own default for one device
+// is CAM's ceil(N/2) = 1, but one queue does not reach a single disk's 4 KiB random-read rate on the GPU
+// machine: iobench 1 thread x QD128 173 K vs 2 threads 248 K IOPS; engine 1 worker 137-143 K vs 2 workers
+// 170-180 K (benchmarks/RESULTS.md, "Gather rate"), and 4 KiB reads into the GPU reached 0.95 of the raw
+// device with 4 workers against 0.83 with 2 (issue 3). So 4 workers where the machine has cores for them,
+// 2 elsewhere (the 2-core CI box: more workers than cores only add switches). `cpus`: the machine's online
+// CPUs (sysconf(_SC_NPROCESSORS_ONLN), what Python's os.cpu_count() reports), not the process's affinity.
+constexpr uint32_t table_workers_few_cpus = 2;
+constexpr uint32_t table_workers_many_cpus = 4;
+constexpr uint32_t table_workers_cpus_min = 16;   // "many": at least this many CPUs
+constexpr uint32_t table_workers(uint32_t cpus) {
+  return cpus >= table_workers_cpus_min ? table_workers_many_cpus : table_workers_few_cpus;
+}
+// Blocks per engine request a table issues (256 MiB at 4 KiB): a larger gather or scatter is cut into requests
+// of at most this many blocks, which bounds the staging buffer one request pins.
+constexpr uint64_t table_request_blocks_max = 1ull << 16;
 
 static_assert(queue_depth_default <= queue_depth_max);
 static_assert(staging_slot_bytes_default <= io_bytes_max);
 static_assert(staging_bytes_default % staging_slot_bytes_default == 0);
 static_assert(block_bytes_max <= io_bytes_max);
+static_assert(table_request_blocks_max <= batch_blocks_max);
+static_assert(table_workers_few_cpus >= 1 && table_workers_many_cpus <= workers_max);
 static_assert((block_bytes_min & (block_bytes_min - 1)) == 0);
 
 }  // namespace gpuio::limits

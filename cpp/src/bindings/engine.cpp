@@ -5,6 +5,8 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
+
 #include <set>
 
 #include "bindings/engine_holder.hpp"
@@ -136,6 +138,15 @@ nb::dict engine_defaults() {
   return d;
 }
 
+// The table layer's engine policy (limits.hpp), for this machine: gpuio.TensorFile reads it, restates none.
+nb::dict table_defaults() {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  nb::dict d;
+  d["workers"] = limits::table_workers(online < 1 ? 1u : static_cast<uint32_t>(online));
+  d["request_blocks_max"] = limits::table_request_blocks_max;
+  return d;
+}
+
 nb::dict stats_dict(const EngineStats& s) {
   nb::dict d;
   d["ops"] = s.ops;
@@ -182,6 +193,9 @@ GPUIO_BIND(engine, 10) {
         "CRC-32C of a 1-D contiguous uint8 buffer, continuing crc (SSE4.2 where the CPU has it).");
   m.def("crc32c_hardware", &crc32c_hardware);
   m.def("engine_defaults", &engine_defaults, "Default of every gpuio.Engine keyword (from EngineOptions).");
+  m.def("table_defaults", &table_defaults,
+        "A table's engine policy on this machine (limits.hpp): workers (engine workers of a gpuio.TensorFile "
+        "whose options name none) and request_blocks_max (blocks per engine request it issues).");
   m.def("engine_option_ranges", [] {
     nb::dict d;
     for (const OptionRange& r : engine_option_ranges()) d[r.name] = nb::make_tuple(r.min, r.max);

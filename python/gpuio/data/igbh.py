@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from gpuio.data.graph import random_split
+from gpuio.graph.graph_data import random_split
 from gpuio.graph.csc_file import BUCKET_EDGES_DEFAULT, build_csc, create_table, csc_chunks, write_rows
 
 NODE_TYPES = ("paper", "author", "institute", "fos")

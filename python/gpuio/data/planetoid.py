@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from gpuio.rows import InMemoryRows
-from gpuio.data.graph import GraphData, coalesce_undirected
+from gpuio.graph.graph_data import GraphData, coalesce_undirected
 
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
 # <repo>/datasets: the Planetoid files ship with the repository (datasets/README.md)

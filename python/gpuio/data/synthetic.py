@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from gpuio.data.graph import GraphData, coalesce_undirected, random_split
+from gpuio.graph.graph_data import GraphData, coalesce_undirected, random_split
 
 WRITE_ROWS_MAX = 1 << 16  # rows generated and written per step: bounds memory while writing features
 

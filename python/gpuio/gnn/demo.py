@@ -86,7 +86,8 @@ class DemoConfig:
 
 def prepare_graph(cfg: DemoConfig, progress=None):
     """The graph and its feature file in cfg.workdir, regenerated only when the parameters changed."""
-    from gpuio.data import GraphData, synthetic_graph
+    from gpuio.data import synthetic_graph
+    from gpuio.graph import GraphData
     from gpuio.tensor import TensorFile
     base = os.path.join(cfg.workdir, "gpuio-demo")
     params = dict(nodes=cfg.nodes, edges=cfg.edges, features=cfg.features, classes=cfg.classes,

@@ -46,6 +46,8 @@ class HeteroGraphStore(PygGraphStore):
         return cls({et: open_csc(ds.relation_path(et), in_memory, cache, device) for et in ets}, ds.num_nodes)
 
     def add_relation(self, edge_type, csc) -> None:
+        """Add (or replace) relation `edge_type` = (src, rel, dst) with CSC structure `csc`. ValueError when
+        the type is not a triple or `csc.num_dst` disagrees with the known node count of type dst."""
         et = tuple(edge_type)
         if len(et) != 3:
             raise ValueError(f"an edge type is (src, rel, dst), got {edge_type!r}")
@@ -57,6 +59,7 @@ class HeteroGraphStore(PygGraphStore):
 
     # -- PyG GraphStore contract ---------------------------------------------------------------
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """PyG's GraphStore contract: one sorted-CSC `EdgeAttr` per relation, sized (num src, num dst)."""
         return [EdgeAttr(et, "csc", True, (self.num_nodes.get(et[0]), self.num_nodes.get(et[2])))
                 for et in self.relations]
 
@@ -89,6 +92,7 @@ class HeteroGraphStore(PygGraphStore):
         return self.relations.pop(tuple(edge_attr.edge_type), None) is not None
 
     def stats(self) -> dict:
+        """Per relation ("src__rel__dst"), its structure's stats (bytes_from_device, page hit rates)."""
         return {"__".join(et): c.stats() for et, c in self.relations.items()}
 
 
@@ -136,6 +140,8 @@ class HeteroNeighborSampler(BaseSampler):
         self.generator.manual_seed(int(seed) if seed is not None else torch.seed())
 
     def sample(self, seeds: torch.Tensor, input_type: str) -> HeteroSamplerOutput:
+        """Sample `num_hops` hops around `seeds` (node ids of type `input_type`; see the module docstring).
+        KeyError for an unknown node type, IndexError for a seed outside [0, num nodes of that type)."""
         if input_type not in self.graph.num_nodes:
             raise KeyError(f"no node type {input_type!r}; the graph has {sorted(self.graph.num_nodes)}")
         n_in = self.graph.num_nodes[input_type]
@@ -185,6 +191,8 @@ class HeteroNeighborSampler(BaseSampler):
             num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> HeteroSamplerOutput:
+        """PyG's BaseSampler contract (NodeLoader): `sample(index.node, index.input_type)` with the input ids
+        and times as metadata. ValueError when the input has no node type."""
         if index.input_type is None:
             raise ValueError("heterogeneous sampling needs the input node type (input_nodes=(type, ids))")
         out = self.sample(index.node, index.input_type)
@@ -192,8 +200,10 @@ class HeteroNeighborSampler(BaseSampler):
         return out
 
     def sample_from_edges(self, index, neg_sampling=None):
+        """Not supported: raises NotImplementedError (this sampler samples from nodes only)."""
         raise NotImplementedError("gpuio.pyg.HeteroNeighborSampler samples from nodes only")
 
     @property
     def edge_permutation(self):
-        return None  # `edge` already holds the relations' CSC positions
+        """None: the output's `edge` already holds the relations' CSC positions (their edge ids)."""
+        return None

@@ -33,6 +33,8 @@ from gpuio.loader import background, hand_over, ready_event
 
 @dataclass
 class HeteroBatch:
+    """One mini-batch of a `HeteroBatchLoader` (fields below; `y` is None without labels)."""
+
     x: dict  # node type -> features of n_id[type], on the loader's device
     edge_index: dict  # edge type -> [2, E] local ids (row: source type, col: destination type)
     n_id: dict  # node type -> global ids; input type: the first batch_size are the seeds
@@ -46,10 +48,19 @@ class HeteroBatch:
 
 
 class HeteroBatchLoader:
+    """Iterates `HeteroBatch`es: seeds of `input_type` sampled by a `HeteroNeighborSampler`, features of every
+    node type fetched from `features` ahead of use (see the module docstring); `len()` is batches per
+    iteration, `times` the last iteration's sample/feature/stall seconds."""
+
     def __init__(self, sampler, features: dict, input_nodes, input_type: str = "paper",
                  batch_size: int = 1024, labels=None, shuffle: bool = True, seed: int = 0, depth: int = 4,
                  device=None, rank: int = 0, world_size: int = 1, max_batches: int | None = None,
                  background: bool = True, trace: dict | None = None, lookahead: int = 4):
+        """sampler: a gpuio.pyg.HeteroNeighborSampler. features: node type -> gpuio.FeatureStore (or any row
+        source with gather(idx)), one for every node type of the graph (else KeyError). input_nodes: seed ids
+        of `input_type`; labels: their labels indexed by node id. depth: finished batches queued ahead;
+        lookahead: batches announced to the feature stores' windows before their rows are submitted (the
+        windows must exceed lookahead + depth, else ValueError). rank/world_size: data parallelism."""
         if batch_size < 1 or depth < 1:
             raise ValueError(f"batch_size and depth must be >= 1, got {batch_size}, {depth}")
         if lookahead < 0:

@@ -12,6 +12,7 @@ the defaults the `rbd` tool takes: CEPH_CONF (else /etc/ceph/ceph.conf), CEPH_AR
 """
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class Identity:
         return _core().RbdClient(self.conf, self.user, self.keyring, self.timeout_s)
 
     def rbd_options(self, **extra) -> dict:
+        """The engine's `rbd=` options (conf, user, keyring, timeout_s) of this identity, plus `extra`."""
         return dict(conf=self.conf, user=self.user, keyring=self.keyring, timeout_s=self.timeout_s, **extra)
 
 
@@ -99,6 +101,8 @@ def create(name: str, size: int, object_size: int = DEFAULTS["object_size"], poo
 
 def resize(name: str, size: int, pool: str | None = None, namespace: str | None = None,
            who: Identity | None = None) -> None:
+    """Set a volume's size to `size` bytes (growing adds zeros, shrinking drops the bytes past it).
+    ValueError for a size < 1; FileNotFoundError when the volume is absent."""
     _positive(size, "size")
     _who(who).client().resize(spec(name, pool, namespace), size)
 
@@ -108,7 +112,7 @@ def delete(name: str, pool: str | None = None, namespace: str | None = None, who
     _who(who).client().remove(spec(name, pool, namespace))
 
 
-def list(pool: str | None = None, namespace: str | None = None, who: Identity | None = None) -> list[dict]:  # noqa: A001
+def list(pool: str | None = None, namespace: str | None = None, who: Identity | None = None) -> builtins.list[dict]:  # noqa: A001
     """Volumes of a pool namespace: [{'name', 'size', 'object_size'}] sorted by name."""
     pool = DEFAULTS["pool"] if pool is None else pool
     namespace = DEFAULTS["namespace"] if namespace is None else namespace
@@ -156,7 +160,7 @@ def map(name: str, block: int, block_size: int = DEFAULTS["block_size"], pool: s
 
 
 def lock_owners(name: str, pool: str | None = None, namespace: str | None = None,
-                who: Identity | None = None) -> list[str]:
+                who: Identity | None = None) -> builtins.list[str]:
     """Addresses of the clients holding the volume's single-writer lock (empty: none)."""
     return _who(who).client().lock_owners(spec(name, pool, namespace))
 

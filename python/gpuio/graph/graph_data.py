@@ -1,4 +1,5 @@
-"""`GraphData`: what a node-classification job needs — edges, labels, splits, and a feature table."""
+"""`GraphData`: what a node-classification job needs — edges, labels, splits, and a feature table — and the two
+edge-list and node-set helpers the dataset loaders (gpuio.data) build it with."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +9,9 @@ import torch
 
 @dataclass
 class GraphData:
+    """A node-classification graph: `edge_index`, labels `y`, the train/val/test node ids, and the feature
+    table (any row source with `shape` and `gather`)."""
+
     edge_index: torch.Tensor  # int64 [2, E], both directions present for undirected graphs
     y: torch.Tensor  # int64 [N] class labels
     num_classes: int
@@ -19,10 +23,12 @@ class GraphData:
 
     @property
     def num_nodes(self) -> int:
+        """Nodes of the graph (one label each)."""
         return int(self.y.numel())
 
     @property
     def num_features(self) -> int:
+        """Columns of the feature table."""
         return int(self.features.shape[1])
 
 
