@@ -57,3 +57,43 @@ def test_vecadd_runs_on_a_volume_and_removes_only_what_it_created(conf, ceph_clu
 def test_mixing_volumes_and_files_is_refused(conf, tmp_path):
     with pytest.raises(ValueError, match="mixes volumes"):
         Store(["rbd:rbd/x", str(tmp_path / "f.bin")], 1 << 20)
+
+
+def test_gpt2_checkpoint_on_a_volume_is_a_safetensors_file(conf, ceph_cluster, capsys):
+    pytest.importorskip("transformers")
+    pytest.importorskip("safetensors")
+    from gpuio.apps import gpt2
+
+    v = "rbd:" + fresh("gpt2")
+    r = gpt2.run("tiny", store=v, device="cpu")
+    assert r["check"].startswith("ok") and "safetensors.torch.load reads the volume" in r["check"], r["check"]
+    assert r["baseline"] == "Basic (rbd_read/rbd_write+copy)" and r["save_basic_s"] > 0 and r["load_vs_basic"] > 0
+    assert "save_torch_s" not in r and "save_of_raw" not in r
+    assert all(x["name"] != v for x in volumes.list(who=admin(ceph_cluster)))  # created by the run: deleted
+    assert gpt2.main(["--store", v, "--device", "cpu"]) == 0  # the command line: one option
+    assert "save/load vs basic" in capsys.readouterr().out
+
+
+def test_checkpoint_length_and_bytes_come_from_the_volume(conf, ceph_cluster):
+    sft = pytest.importorskip("safetensors.torch")
+    from gpuio.apps import checkpoint
+
+    v = "rbd:" + fresh("ckpt")
+    state = {"w": torch.arange(3000, dtype=torch.float32).reshape(30, 100), "b": torch.arange(7, dtype=torch.int16)}
+    header, entries, data = checkpoint.layout(state, {"k": "v"})
+    total = len(header) + data
+    try:
+        with Store(v, 1 << 20) as g:
+            ext = g.alloc("c", 1 << 20)
+            g.write(ext, 0, torch.full((1 << 20,), 0xAB, dtype=torch.uint8))  # stale bytes past the end
+            checkpoint.save(g, ext, header, entries, torch.device("cpu"))
+            assert checkpoint.stored_length(g, ext) == total and len(header) % 4096 == 0
+            got = sft.load(checkpoint.read_bytes(g, ext, total))
+            assert got.keys() == state.keys() and all(torch.equal(got[k], state[k]) for k in state)
+            with pytest.raises(IndexError, match="outside extent"):
+                checkpoint.read_bytes(g, ext, (1 << 20) + 1)
+            g.write(ext, 0, torch.full((4096,), 0xFF, dtype=torch.uint8))  # no header: length past the extent
+            with pytest.raises(ValueError, match="does not start with a checkpoint"):
+                checkpoint.stored_length(g, ext)
+    finally:
+        volumes.delete(v, who=admin(ceph_cluster))

@@ -105,8 +105,9 @@ def acceptance(rows: list[dict]) -> list[str]:
                        f"code gpuio {r['merge_io_lines_gpuio']} vs hand-written async "
                        f"{r['merge_io_lines_handwritten_async']}")
         if a.startswith("gpt2"):
-            s = (f"{a}: checkpoint save / load vs torch {r['save_vs_torch']:.2f}x / {r['load_vs_torch']:.2f}x "
-                 f"(target >= 3); vs safetensors {r['save_vs_safetensors']:.2f}x / {r['load_vs_safetensors']:.2f}x")
+            s = f"{a}: checkpoint save / load " + "; ".join(
+                f"vs {o} {r[f'save_vs_{o}']:.2f}x / {r[f'load_vs_{o}']:.2f}x" + (" (target >= 3)" if o == "torch" else "")
+                for o in ("torch", "safetensors", "basic") if f"save_vs_{o}" in r)
             if "save_of_raw" in r:
                 s += f"; of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"
             out.append(s)

@@ -14,7 +14,9 @@ one buffer (no per-tensor copy). The file is truncated to its exact length (safe
 last partial block is read with one plain pread.
 
 `save`/`load` take any gpuio store (`gpuio.apps.store.Store` and an extent: RAID-0 over files works too;
-only a single plain file is loadable by safetensors itself, since the bytes are striped otherwise).
+only a single plain file is loadable by safetensors itself, since the bytes are striped otherwise). On a
+volume (or RAID-0) the checkpoint has no file length: `stored_length` reads it from the header, and
+`read_bytes` gives the checkpoint's exact bytes (which `safetensors.torch.load` takes in memory).
 """
 from __future__ import annotations
 
@@ -159,6 +161,29 @@ def views(buf: torch.Tensor, data_offset: int, head: dict) -> dict[str, torch.Te
         t = raw.view(dt) if raw.numel() else torch.empty(0, dtype=dt, device=buf.device)
         out[name] = t.view(e["shape"]) if e["shape"] else t.reshape(())
     return out
+
+
+def read_bytes(store: Store, ext: Extent, nbytes: int) -> bytes:
+    """The first nbytes of `ext`, read through the store into host memory."""
+    bs = store.block_size
+    if nbytes < 0 or -(-nbytes // bs) > ext.nblocks:
+        raise IndexError(f"nbytes={nbytes} lies outside extent {ext.name!r} ({ext.nblocks * bs} bytes)")
+    buf = buffer(-(-nbytes // bs) * bs, torch.device("cpu"))
+    if buf.numel():
+        store.read(ext, 0, buf)
+    return bytes(buf[:nbytes].numpy())
+
+
+def stored_length(store: Store, ext: Extent) -> int:
+    """The byte length of the checkpoint at the start of `ext` (8 + header + data), from its header."""
+    bs = store.block_size
+    (n,) = struct.unpack("<Q", read_bytes(store, ext, bs)[:8])
+    if 8 + n > ext.nblocks * bs:
+        raise ValueError(f"extent {ext.name!r} does not start with a checkpoint: header length {n} exceeds "
+                         f"its {ext.nblocks * bs} bytes")
+    _, head = _parse(read_bytes(store, ext, 8 + n))
+    ends = [e["data_offsets"][1] for k, e in head.items() if k != "__metadata__"]
+    return 8 + n + max(ends, default=0)
 
 
 def load(store: Store, ext: Extent, nbytes: int, device: torch.device, tail_path: str | None = None) -> dict:

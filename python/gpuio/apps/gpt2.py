@@ -12,6 +12,10 @@ load_file reads gpuio's file; a model and optimizer restored from gpuio's checkp
 to the same loss as the uninterrupted ones (exactly on the CPU). The raw device's sequential read and
 write rates on the same file system are printed beside the checkpoint rates (judged: >= 0.9 x raw,
 >= 3 x torch.save/torch.load).
+On Ceph volumes (`--store rbd:POOL/IMAGE`, comma-separated for RAID-0) the checkpoint is the same
+safetensors bytes at the start of the volume, and the baseline is GNStor's Basic (synchronous librbd +
+copy) writing and reading those bytes; safetensors.torch.load (in memory) takes the checkpoint's bytes
+as gpuio reads them back from the volume (their length comes from the header).
 
     python -m gpuio.apps.gpt2 --size small --device cuda --cold        # needs `pip install gpuio[apps]`
 """
@@ -26,6 +30,7 @@ import torch
 
 from . import checkpoint, common
 from .pipeline import drop_caches, regime, resolve_device, row, sync
+from .store import is_volume, paths_of
 
 MODELS = {  # GPT2Config fields; small and medium are GPT-2's published shapes
     "tiny": dict(n_layer=2, n_embd=64, n_head=2, vocab_size=1000, n_positions=64),
@@ -96,32 +101,35 @@ def _same(a: dict, b: dict) -> bool:
                                         for k in a)
 
 
-def _metadata_of(path: str) -> dict:
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        return json.loads(f.read(n)).get("__metadata__", {})
+def _metadata_of(head: bytes) -> dict:
+    """The __metadata__ of a safetensors file's first bytes (8-byte length, JSON header)."""
+    n = int.from_bytes(head[:8], "little")
+    return json.loads(head[8:8 + n]).get("__metadata__", {})
 
 
-def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False, workers: int | None = None,
-        keep: bool = False, model: str | None = None, raw_seconds: float | None = None, **overrides) -> dict:
+def _timed(t: dict, name: str, dev, cold: bool, save, load):
+    """Time save() then load() (page cache dropped before each where allowed); returns (loaded, failure)."""
+    failure = drop_caches(cold)
+    sync(dev)
+    t0 = time.perf_counter()
+    save()
+    sync(dev)
+    t[f"save_{name}"] = time.perf_counter() - t0
+    drop_caches(cold)
+    t0 = time.perf_counter()
+    loaded = load()
+    sync(dev)
+    t[f"load_{name}"] = time.perf_counter() - t0
+    return loaded, failure
+
+
+def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, keep: bool, nbytes: int,
+              raw_seconds: float):
+    """gpuio, torch.save/load and safetensors on files beside each other; returns (times, gpuio's tensors,
+    their metadata, failure, raw rates, baseline name)."""
     import safetensors.torch as sft
 
-    prm = common.size_params(SIZES, size)
-    prm.update(overrides)
-    if model:
-        prm["model"] = model
-    dev = resolve_device(device)
-    path = store or common.default_store("gpt2").replace(".bin", ".safetensors")
-    if not isinstance(path, str) or "," in path:
-        raise ValueError(f"store={store!r}: the GPT-2 checkpoint is one file (safetensors loads it); "
-                         "checkpoint.save/load take a RAID-0 Store directly")
     files = {"gpuio": path, "torch": path + ".pt", "safetensors": path + ".st.safetensors"}
-    m, opt = build(prm["model"], dev)
-    vocab = m.config.vocab_size
-    train_step(m, opt, batch(vocab, prm["batch"], prm["seq"], 0, dev))  # Adam state exists from here
-    state, meta = state_tensors(m, opt)
-    nbytes = sum(t.numel() * t.element_size() for t in state.values())
-    opts = dict(common.engine_options_for(dev), **({"workers": workers} if workers else {}))
     savers = {"gpuio": lambda p: checkpoint.save_file(state, p, meta, **opts),
               "torch": lambda p: torch.save(state, p),
               "safetensors": lambda p: sft.save_file(state, p, metadata=meta)}
@@ -129,42 +137,20 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
                "torch": lambda p: torch.load(p, map_location=dev),
                "safetensors": lambda p: sft.load_file(p, device=str(dev))}
     t: dict[str, float] = {}
-    failure = None
+    failure, raw = None, {}
     try:
         for name in ("gpuio", "torch", "safetensors"):
-            failure = drop_caches(cold) or failure
-            sync(dev)
-            t0 = time.perf_counter()
-            savers[name](files[name])
-            sync(dev)
-            t[f"save_{name}"] = time.perf_counter() - t0
-            drop_caches(cold)
-            t0 = time.perf_counter()
-            loaded = loaders[name](files[name])
-            sync(dev)
-            t[f"load_{name}"] = time.perf_counter() - t0
+            loaded, f = _timed(t, name, dev, cold, lambda: savers[name](files[name]), lambda: loaders[name](files[name]))
+            failure = f or failure
             if not _same(state, loaded):
                 raise AssertionError(f"GPT-2 checkpoint through {name}: loaded tensors differ from the saved ones")
             if name == "gpuio":
                 from_gpuio = loaded
         if not _same(state, sft.load_file(files["gpuio"])):
             raise AssertionError("safetensors.torch.load_file reads different tensors from gpuio's checkpoint")
-        # resume: the restored model's next step matches the uninterrupted model's
-        ids = batch(vocab, prm["batch"], prm["seq"], 1, dev)
-        m2, opt2 = build(prm["model"], dev, seed=1)
-        restore(m2, opt2, from_gpuio, _metadata_of(files["gpuio"]))
-        loss_a, loss_b = train_step(m, opt, ids), train_step(m2, opt2, ids)
-        tol = 0.0 if dev.type == "cpu" else 1e-4 * abs(loss_a)
-        if abs(loss_a - loss_b) > tol:
-            raise AssertionError(f"GPT-2 resumed from gpuio's checkpoint: loss {loss_b} != uninterrupted {loss_a}")
-        sync(dev)
-        t0 = time.perf_counter()
-        for s in range(prm["steps"]):
-            train_step(m, opt, batch(vocab, prm["batch"], prm["seq"], 2 + s, dev))
-        sync(dev)
-        train_s = time.perf_counter() - t0
-        raw = {}
-        raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
+        with open(files["gpuio"], "rb") as f:
+            head = f.read(8)
+            head += f.read(int.from_bytes(head, "little"))
         if raw_seconds > 0:
             scratch = path + ".raw"
             # written out, not truncated: O_DIRECT reads of a hole return zeros with no disk I/O (a run
@@ -184,20 +170,93 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
             for f in files.values():
                 if os.path.exists(f):
                     os.unlink(f)
+    return t, from_gpuio, _metadata_of(head), failure, raw, "torch.save/load"
+
+
+def _on_volume(store, state: dict, meta: dict, dev, workers, cold: bool, keep: bool):
+    """The same safetensors bytes written and read by gpuio and by GNStor's Basic (synchronous librbd +
+    copy) in one extent of the volume(s); safetensors' in-memory loader takes the bytes gpuio wrote."""
+    import safetensors.torch as sft
+
+    header, entries, data = checkpoint.layout(state, meta)
+    total = len(header) + data
+    t: dict[str, float] = {}
+    failure = None
+    with common.opened_pair(store, total, workers, device=dev, keep=keep) as (g, p):
+        ext = common.alloc_both(g, p, "checkpoint", total)
+        for name, st in (("gpuio", g), ("basic", p)):
+            loaded, f = _timed(t, name, dev, cold, lambda: checkpoint.save(st, ext, header, entries, dev),
+                               lambda: checkpoint.load(st, ext, total, dev))
+            failure = f or failure
+            if not _same(state, loaded):
+                raise AssertionError(f"GPT-2 checkpoint through {name}: loaded tensors differ from the saved ones")
+            if name == "gpuio":  # before Basic writes the same extent again
+                from_gpuio = loaded
+                raw = checkpoint.read_bytes(g, ext, checkpoint.stored_length(g, ext))
+                if len(raw) != total or not _same(state, sft.load(raw)):
+                    raise AssertionError("safetensors.torch.load reads different tensors from the volume's "
+                                         "first bytes than gpuio saved")
+        baseline = f"Basic ({p.data_path()})"
+    return t, from_gpuio, _metadata_of(raw), failure, {}, baseline
+
+
+def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False, workers: int | None = None,
+        keep: bool = False, model: str | None = None, raw_seconds: float | None = None, **overrides) -> dict:
+    prm = common.size_params(SIZES, size)
+    prm.update(overrides)
+    if model:
+        prm["model"] = model
+    dev = resolve_device(device)
+    path = store or common.default_store("gpt2").replace(".bin", ".safetensors")
+    volume = is_volume(paths_of(path))
+    if not volume and (not isinstance(path, str) or "," in path):
+        raise ValueError(f"store={store!r}: the GPT-2 checkpoint is one file (safetensors loads it) or Ceph "
+                         "volumes rbd:POOL/IMAGE; checkpoint.save/load take a RAID-0 Store directly")
+    m, opt = build(prm["model"], dev)
+    vocab = m.config.vocab_size
+    train_step(m, opt, batch(vocab, prm["batch"], prm["seq"], 0, dev))  # Adam state exists from here
+    state, meta = state_tensors(m, opt)
+    nbytes = sum(t.numel() * t.element_size() for t in state.values())
+    if volume:
+        t, from_gpuio, meta_back, failure, raw, baseline = _on_volume(path, state, meta, dev, workers, cold, keep)
+        base = "basic"
+        check = ("ok (bitwise equal through gpuio and Basic, safetensors.torch.load reads the volume's first "
+                 "bytes as read by gpuio, resume loss equal)")
+    else:
+        opts = dict(common.engine_options_for(dev), **({"workers": workers} if workers else {}))
+        raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
+        t, from_gpuio, meta_back, failure, raw, baseline = _on_files(path, state, meta, dev, opts, cold, keep,
+                                                                     nbytes, raw_seconds)
+        base = "torch"
+        check = "ok (bitwise equal on all 3 paths, safetensors reads gpuio's file, resume loss equal)"
+    # resume: the restored model's next step matches the uninterrupted model's
+    ids = batch(vocab, prm["batch"], prm["seq"], 1, dev)
+    m2, opt2 = build(prm["model"], dev, seed=1)
+    restore(m2, opt2, from_gpuio, meta_back)
+    loss_a, loss_b = train_step(m, opt, ids), train_step(m2, opt2, ids)
+    tol = 0.0 if dev.type == "cpu" else 1e-4 * abs(loss_a)
+    if abs(loss_a - loss_b) > tol:
+        raise AssertionError(f"GPT-2 resumed from gpuio's checkpoint: loss {loss_b} != uninterrupted {loss_a}")
+    sync(dev)
+    t0 = time.perf_counter()
+    for s in range(prm["steps"]):
+        train_step(m, opt, batch(vocab, prm["batch"], prm["seq"], 2 + s, dev))
+    sync(dev)
+    train_s = time.perf_counter() - t0
     g_io = t["save_gpuio"] + t["load_gpuio"]
-    b_io = t["save_torch"] + t["load_torch"]
+    b_io = t[f"save_{base}"] + t[f"load_{base}"]
     extra = {f"{k}_s": v for k, v in t.items()}
-    extra.update(on=dev.type, model=prm["model"], checkpoint_bytes=nbytes, train_steps=prm["steps"],
-                 save_vs_torch=t["save_torch"] / t["save_gpuio"], load_vs_torch=t["load_torch"] / t["load_gpuio"],
-                 save_vs_safetensors=t["save_safetensors"] / t["save_gpuio"],
-                 load_vs_safetensors=t["load_safetensors"] / t["load_gpuio"],
-                 safetensors_s=t["save_safetensors"] + t["load_safetensors"] + train_s, **raw)
+    extra.update(on=dev.type, model=prm["model"], checkpoint_bytes=nbytes, train_steps=prm["steps"], **raw)
+    for other in [k[len("save_"):] for k in t if k.startswith("save_") and k != "save_gpuio"]:
+        extra[f"save_vs_{other}"] = t[f"save_{other}"] / t["save_gpuio"]
+        extra[f"load_vs_{other}"] = t[f"load_{other}"] / t["load_gpuio"]
+    if "save_safetensors" in t:
+        extra["safetensors_s"] = t["save_safetensors"] + t["load_safetensors"] + train_s
     if "raw_write_Bps" in raw:
         extra["save_of_raw"] = nbytes / t["save_gpuio"] / raw["raw_write_Bps"]
         extra["load_of_raw"] = nbytes / t["load_gpuio"] / raw["raw_read_Bps"]
     return row(f"gpt2-{prm['model']}", size, regime(cold, failure), "gpuio checkpoint (safetensors layout)",
-               g_io + train_s, "torch.save/load", b_io + train_s, g_io, train_s,
-               "ok (bitwise equal on all 3 paths, safetensors reads gpuio's file, resume loss equal)", **extra)
+               g_io + train_s, baseline, b_io + train_s, g_io, train_s, check, **extra)
 
 
 def main(argv=None) -> int:
@@ -206,11 +265,13 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     r = run(a.size, a.store, a.device, a.cold, a.workers, a.keep, a.model)
     common.print_row(r)
-    print(f"{r['model']}: checkpoint {r['checkpoint_bytes'] / 2**20:.1f} MiB; save gpuio {r['save_gpuio_s']:.3f} s, "
-          f"torch {r['save_torch_s']:.3f} s, safetensors {r['save_safetensors_s']:.3f} s; load gpuio "
-          f"{r['load_gpuio_s']:.3f} s, torch {r['load_torch_s']:.3f} s, safetensors {r['load_safetensors_s']:.3f} s; "
-          f"train {r['compute_s']:.3f} s for {r['train_steps']} steps")
-    print(f"save/load vs torch {r['save_vs_torch']:.2f}x / {r['load_vs_torch']:.2f}x (target >= 3); "
+    paths = [k[len("save_"):-2] for k in r if k.startswith("save_") and k.endswith("_s")]
+    print(f"{r['model']}: checkpoint {r['checkpoint_bytes'] / 2**20:.1f} MiB; save "
+          + ", ".join(f"{p} {r[f'save_{p}_s']:.3f} s" for p in paths) + "; load "
+          + ", ".join(f"{p} {r[f'load_{p}_s']:.3f} s" for p in paths)
+          + f"; train {r['compute_s']:.3f} s for {r['train_steps']} steps")
+    other = "torch" if "save_vs_torch" in r else "basic"
+    print(f"save/load vs {other} {r[f'save_vs_{other}']:.2f}x / {r[f'load_vs_{other}']:.2f}x (target >= 3); "
           + (f"of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"
              if "save_of_raw" in r else "raw device rates not measured"))
     return 0
