@@ -97,3 +97,41 @@ def test_checkpoint_length_and_bytes_come_from_the_volume(conf, ceph_cluster):
                 checkpoint.stored_length(g, ext)
     finally:
         volumes.delete(v, who=admin(ceph_cluster))
+
+
+def test_graph_on_volumes_cpu_matches_scipy(conf, ceph_cluster, tmp_path):
+    pytest.importorskip("scipy")
+    from gpuio.apps.graph import (bfs, choose_root, connected_components, copy_to_volumes, generate_kronecker,
+                                  make_source, scipy_reference, sssp, validate_bfs)
+
+    g = generate_kronecker(tmp_path / "g", scale=7, edgefactor=4, seed=5)
+    vol = "rbd:" + fresh("csr")
+    gv = copy_to_volumes(g, tmp_path / "gv", vol)
+    try:
+        assert gv.on_volume and gv.col_path == vol + "-col" and not (tmp_path / "gv" / "col.npy").exists()
+        root = choose_root(g, 2)
+        ref = scipy_reference(g, root)  # from the files
+        np.testing.assert_array_equal(gv.edges("weight"), g.edges("weight"))
+        rp = torch.from_numpy(gv.row_ptr)
+        for name in ("gpuio-array", "gpuio-gather"):
+            src = make_source(name, gv, "cpu", cache_bytes=1 << 16)
+            try:
+                level, parent, st = bfs(rp, src, root, max_edges=300)
+                assert st["rounds"] >= 2
+                np.testing.assert_array_equal(level.numpy(), ref["level"])
+                assert validate_bfs(gv, root, level, parent) == []
+                labels, _ = connected_components(rp, src, max_edges=300)
+                np.testing.assert_array_equal(labels.numpy(), ref["labels"])
+                dist, _ = sssp(rp, src, root, max_edges=300)
+                d = dist.double().numpy()
+                np.testing.assert_array_equal(np.isinf(d), np.isinf(ref["dist"]))
+                np.testing.assert_allclose(d[~np.isinf(d)], ref["dist"][~np.isinf(d)], rtol=1e-5)
+                if name == "gpuio-array":
+                    assert src.stats()["col_misses"] > 0  # the pages came from the volume
+            finally:
+                src.close()
+        with pytest.raises(ValueError, match="reads files"):
+            make_source("pread+copy", gv, "cpu")
+    finally:
+        for a in ("col", "weight"):
+            volumes.delete(f"{vol}-{a}", who=admin(ceph_cluster))

@@ -135,7 +135,7 @@ def validate_bfs(g: CSRGraph, root: int, level: torch.Tensor, parent: torch.Tens
     if bool((reached != (parent >= 0)).any()):
         errors.append(f"{int((reached != (parent >= 0)).sum())} vertices have a level but no parent or vice versa")
     tree_edge = torch.zeros_like(reached)
-    col = np.load(g.col_path, mmap_mode="r")
+    col = g.edges("col")
     rp = g.row_ptr
     v = 0
     while v < g.num_nodes:  # vertex ranges of about `chunk` edges

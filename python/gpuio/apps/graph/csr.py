@@ -191,23 +191,40 @@ class CSRGraph:
         self.num_edges = int(self.meta["num_edges"])
         self.block_size = int(self.meta["block_size"])
         self.row_ptr = np.load(os.path.join(self.path, "row_ptr.npy"))
-        self.col_path = os.path.join(self.path, "col.npy")
-        self.weight_path = os.path.join(self.path, "weight.npy")
+        arrays = self.meta.get("arrays", {})  # where col/weight live when not in the folder (Ceph volumes)
+        self.col_path = arrays.get("col", os.path.join(self.path, "col.npy"))
+        self.weight_path = arrays.get("weight", os.path.join(self.path, "weight.npy"))
+        self.on_volume = self.col_path.startswith("rbd:")
 
     def __repr__(self) -> str:
         return f"CSRGraph({self.path!r}, nodes={self.num_nodes}, directed edges={self.num_edges})"
 
     def pad_for_pages(self, page_bytes: int) -> None:
         """Pad col/weight to whole pages (a DeviceArray with pages larger than a block needs it)."""
+        if self.on_volume:
+            if page_bytes > self.block_size:
+                raise ValueError(f"page_bytes={page_bytes}: a graph on volumes takes pages of one block "
+                                 f"({self.block_size} bytes)")
+            return
         for p in (self.col_path, self.weight_path):
             pad_to_pages(p, page_bytes)
+
+    def edges(self, name: str) -> np.ndarray:
+        """The first num_edges values of "col" or "weight": memory-mapped from a file, read through gpuio
+        into memory from a volume."""
+        path = {"col": self.col_path, "weight": self.weight_path}[name]
+        if not self.on_volume:
+            return np.load(path, mmap_mode="r")[:self.num_edges]
+        from ...tensor import TensorFile
+
+        with TensorFile.open(path) as tf:
+            return tf[:self.num_edges].numpy()
 
     def to_scipy(self):
         """scipy.sparse.csr_matrix of the weights (in memory: small graphs only)."""
         import scipy.sparse as sp
 
-        col = np.load(self.col_path, mmap_mode="r")[:self.num_edges]
-        w = np.load(self.weight_path, mmap_mode="r")[:self.num_edges]
+        col, w = self.edges("col"), self.edges("weight")
         n = self.num_nodes
         return sp.csr_matrix((np.asarray(w, np.float64), np.asarray(col), self.row_ptr), shape=(n, n))
 
@@ -219,6 +236,36 @@ class CSRGraph:
         return int(np.diff(self.row_ptr).max()) if self.num_nodes else 0
 
 
+def copy_to_volumes(g: CSRGraph, out_dir, volume: str, block_size: int | None = None) -> CSRGraph:
+    """The graph with col/weight on Ceph volumes `volume`-col and `volume`-weight ("rbd:POOL/IMAGE" names,
+    created here; the TensorFile layout byte for byte, written through gpuio) and row_ptr + graph.json in
+    out_dir."""
+    from ... import volumes
+    from ...engine import Engine
+
+    if not volume.startswith("rbd:"):
+        raise ValueError(f"volume={volume!r} is not a Ceph volume name rbd:POOL/IMAGE")
+    bs = block_size or g.block_size
+    arrays = {}
+    for name, path in (("col", g.col_path), ("weight", g.weight_path)):
+        size = os.path.getsize(path)
+        if size % bs:
+            raise ValueError(f"{path}: {size} bytes is not a whole number of {bs}-byte blocks")
+        arrays[name] = f"{volume}-{name}"
+        volumes.create(arrays[name], size)
+        step = (64 << 20) // bs
+        with open(path, "rb") as f, Engine([arrays[name]], block_size=bs) as eng:
+            for first in range(0, size // bs, step):
+                data = np.frombuffer(f.read(step * bs), np.uint8)
+                eng.write(np.arange(first, first + data.size // bs, dtype=np.int64), data)
+            eng.sync()
+    os.makedirs(out_dir, exist_ok=True)
+    np.save(os.path.join(out_dir, "row_ptr.npy"), g.row_ptr)
+    with open(os.path.join(out_dir, META), "w") as f:
+        json.dump(dict(g.meta, arrays=arrays), f, indent=1)
+    return CSRGraph(out_dir)
+
+
 def choose_root(g: CSRGraph, seed: int) -> int:
     """A vertex with at least one edge (Graph500 draws roots among non-isolated vertices)."""
     deg = np.diff(g.row_ptr)
@@ -228,5 +275,5 @@ def choose_root(g: CSRGraph, seed: int) -> int:
     return int(cand[np.random.default_rng(seed).integers(cand.size)])
 
 
-__all__ = ["CSRGraph", "build_csr", "choose_root", "edge_weight", "generate_kronecker", "kronecker_edges",
+__all__ = ["CSRGraph", "build_csr", "choose_root", "copy_to_volumes", "edge_weight", "generate_kronecker", "kronecker_edges",
            "load_edges"]

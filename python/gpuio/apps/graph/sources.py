@@ -196,8 +196,8 @@ class MemorySource(EdgeSource):
     name = "in-memory"
 
     def __init__(self, g: CSRGraph, device, weights: bool = True):
-        self.col = torch.from_numpy(np.load(g.col_path)[:g.num_edges]).to(device).long()
-        self.w = torch.from_numpy(np.load(g.weight_path)[:g.num_edges]).to(device) if weights else None
+        self.col = torch.from_numpy(np.array(g.edges("col"))).to(device).long()
+        self.w = torch.from_numpy(np.array(g.edges("weight"))).to(device) if weights else None
 
     def fetch(self, idx, weights):
         return self.col[idx], (self.w[idx] if weights else None)
@@ -208,7 +208,9 @@ SOURCES = {c.name: c for c in (DeviceArraySource, GatherSource, PreadSource, Mem
 
 def make_source(name: str, g: CSRGraph, device, weights: bool = True, cache_bytes: int = 64 << 20,
                 page_bytes: int | None = None, **engine_options) -> EdgeSource:
-    """An EdgeSource by name (SOURCES)."""
+    """An EdgeSource by name (SOURCES). A graph on Ceph volumes: the gpuio sources and in-memory."""
+    if g.on_volume and name in ("pread+copy", "memmap+copy"):
+        raise ValueError(f"source={name!r} reads files; {g.path} keeps its edges on volumes ({g.col_path})")
     if name == "gpuio-array":
         return DeviceArraySource(g, device, cache_bytes, page_bytes, weights=weights, **engine_options)
     if name == "gpuio-gather":
