@@ -135,3 +135,28 @@ def test_graph_on_volumes_cpu_matches_scipy(conf, ceph_cluster, tmp_path):
     finally:
         for a in ("col", "weight"):
             volumes.delete(f"{vol}-{a}", who=admin(ceph_cluster))
+
+
+def test_tensorfile_open_on_a_volume_checks_the_header_and_grows_for_r_plus(conf, ceph_cluster):
+    from gpuio.tensor import TensorFile, _header
+
+    v = "rbd:" + fresh("tf")
+    volumes.create(v, 8192, who=admin(ceph_cluster))
+    try:
+        with pytest.raises(ValueError, match="not a valid .npy header"):
+            TensorFile.open(v)  # zeros: no magic
+        with Store(v, 8192) as g:  # a header for 3000 int32 (needs 4096 + 12288 bytes)
+            e = g.alloc("h", 4096)
+            head = np.zeros(4096, np.uint8)
+            raw = _header(np.dtype("int32"), (3000,), 4096)
+            head[:len(raw)] = np.frombuffer(raw, np.uint8)
+            g.write(e, 0, torch.from_numpy(head))
+        with pytest.raises(ValueError, match="open with mode='r\\+'"):
+            TensorFile.open(v)
+        with TensorFile.open(v, "r+") as tf:
+            tf.scatter(torch.tensor([0, 2999]), torch.tensor([7, 9], dtype=torch.int32))
+        assert volumes.info(v, who=admin(ceph_cluster))["size"] >= 4096 + 12288
+        with TensorFile.open(v) as tf:
+            assert tf.shape == (3000,) and tf[[0, 1, 2999]].tolist() == [7, 0, 9]
+    finally:
+        volumes.delete(v, who=admin(ceph_cluster))
