@@ -106,7 +106,8 @@ def acceptance(rows: list[dict]) -> list[str]:
                        f"{r['merge_io_lines_handwritten_async']}")
         if a.startswith("gpt2"):
             s = f"{a}: checkpoint save / load " + "; ".join(
-                f"vs {o} {r[f'save_vs_{o}']:.2f}x / {r[f'load_vs_{o}']:.2f}x" + (" (target >= 3)" if o == "torch" else "")
+                f"vs {o} {r[f'save_vs_{o}']:.2f}x / {r[f'load_vs_{o}']:.2f}x"
+                + (" (target >= 3)" if o == "torch" else "")
                 for o in ("torch", "safetensors", "basic") if f"save_vs_{o}" in r)
             if "save_of_raw" in r:
                 s += f"; of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"

@@ -140,7 +140,8 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
     failure, raw = None, {}
     try:
         for name in ("gpuio", "torch", "safetensors"):
-            loaded, f = _timed(t, name, dev, cold, lambda: savers[name](files[name]), lambda: loaders[name](files[name]))
+            loaded, f = _timed(t, name, dev, cold, lambda: savers[name](files[name]),
+                               lambda: loaders[name](files[name]))
             failure = f or failure
             if not _same(state, loaded):
                 raise AssertionError(f"GPT-2 checkpoint through {name}: loaded tensors differ from the saved ones")

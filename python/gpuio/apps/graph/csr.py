@@ -275,5 +275,5 @@ def choose_root(g: CSRGraph, seed: int) -> int:
     return int(cand[np.random.default_rng(seed).integers(cand.size)])
 
 
-__all__ = ["CSRGraph", "build_csr", "choose_root", "copy_to_volumes", "edge_weight", "generate_kronecker", "kronecker_edges",
-           "load_edges"]
+__all__ = ["CSRGraph", "build_csr", "choose_root", "copy_to_volumes", "edge_weight", "generate_kronecker",
+           "kronecker_edges", "load_edges"]
