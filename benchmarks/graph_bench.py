@@ -59,11 +59,16 @@ def parse(argv=None):
     ap.add_argument("--no-validate", action="store_true", help="skip the Graph500 BFS validation")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--tiny", action="store_true", help="CI smoke: scale 9, four sources, 4 KiB pages")
+    ap.add_argument("--volume", default=None,
+                    help="rbd:POOL/IMAGE: copy col/weight onto Ceph volumes IMAGE-col, IMAGE-weight (CEPH_CONF; "
+                         "created, deleted at the end) and run there; sources: the gpuio ones and in-memory")
     a = ap.parse_args(argv)
     if a.tiny:
         a.scale, a.edgefactor, a.page_bytes = 9, 8, 4096
         a.sources = "gpuio-array,pread+copy,memmap+copy,gpuio-gather"
         a.max_edges = 4096
+    if a.volume and (a.tiny or a.sources == ap.get_default("sources")):
+        a.sources = "gpuio-array,gpuio-gather,in-memory"
     for name in a.algos.split(","):
         if name not in ALGOS:
             ap.error(f"--algos: {name!r} is not one of {', '.join(ALGOS)}")
@@ -115,6 +120,20 @@ def main(argv=None) -> dict:
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
     if a.build_only:
         return {"graph": g.meta, "build_s": build_s}
+    if a.volume:
+        from gpuio.apps.graph import copy_to_volumes
+        from gpuio import volumes
+
+        g = copy_to_volumes(g, g.path + "-on-volume", a.volume)
+        try:
+            return _run(a, g, device, argv)
+        finally:
+            for p in (g.col_path, g.weight_path):
+                volumes.delete(p)
+    return _run(a, g, device, argv)
+
+
+def _run(a, g, device, argv) -> dict:
     if a.page_bytes > g.block_size:
         g.pad_for_pages(a.page_bytes)
     rp = torch.from_numpy(g.row_ptr).to(device)

@@ -114,7 +114,7 @@ def test_graph_on_volumes_cpu_matches_scipy(conf, ceph_cluster, tmp_path):
         np.testing.assert_array_equal(gv.edges("weight"), g.edges("weight"))
         rp = torch.from_numpy(gv.row_ptr)
         for name in ("gpuio-array", "gpuio-gather"):
-            src = make_source(name, gv, "cpu", cache_bytes=1 << 16)
+            src = make_source(name, gv, "cpu", cache_bytes=1 << 16, page_bytes=16384)  # pages of 4 blocks
             try:
                 level, parent, st = bfs(rp, src, root, max_edges=300)
                 assert st["rounds"] >= 2
@@ -132,6 +132,8 @@ def test_graph_on_volumes_cpu_matches_scipy(conf, ceph_cluster, tmp_path):
                 src.close()
         with pytest.raises(ValueError, match="reads files"):
             make_source("pread+copy", gv, "cpu")
+        col = volumes.info(gv.col_path, who=admin(ceph_cluster))["size"]
+        assert col % 16384 == 4096 and col >= 4096 + g.num_edges * 4  # grown to whole pages after the header
     finally:
         for a in ("col", "weight"):
             volumes.delete(f"{vol}-{a}", who=admin(ceph_cluster))
@@ -160,3 +162,16 @@ def test_tensorfile_open_on_a_volume_checks_the_header_and_grows_for_r_plus(conf
             assert tf.shape == (3000,) and tf[[0, 1, 2999]].tolist() == [7, 0, 9]
     finally:
         volumes.delete(v, who=admin(ceph_cluster))
+
+
+def test_graph_bench_tiny_on_a_volume(conf, ceph_cluster, tmp_path, capsys):
+    from repo_scripts import load_script
+
+    v = "rbd:" + fresh("gb")
+    r = load_script("benchmarks/graph_bench.py").main(["--tiny", "--device", "cpu", "--data-dir",
+                                                      str(tmp_path / "g"), "--volume", v, "--algos", "bfs,sssp"])
+    assert [x["source"] for x in r["rows"]][:3] == ["gpuio-array", "gpuio-gather", "in-memory"]
+    assert all("scipy ok" in x["check"] for x in r["rows"]), [x["check"] for x in r["rows"]]
+    assert r["graph"]["arrays"]["col"] == v + "-col"
+    names = {x["name"] for x in volumes.list(who=admin(ceph_cluster))}
+    assert v + "-col" not in names and v + "-weight" not in names  # deleted at the end

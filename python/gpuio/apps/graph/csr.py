@@ -201,13 +201,18 @@ class CSRGraph:
 
     def pad_for_pages(self, page_bytes: int) -> None:
         """Pad col/weight to whole pages (a DeviceArray with pages larger than a block needs it)."""
-        if self.on_volume:
-            if page_bytes > self.block_size:
-                raise ValueError(f"page_bytes={page_bytes}: a graph on volumes takes pages of one block "
-                                 f"({self.block_size} bytes)")
-            return
         for p in (self.col_path, self.weight_path):
-            pad_to_pages(p, page_bytes)
+            if not self.on_volume:
+                pad_to_pages(p, page_bytes)
+                continue
+            from ... import volumes
+            from ..._npy import read_volume_header
+
+            (shape, _, dtype, offset), size = read_volume_header(p)
+            nbytes = int(np.prod(shape)) * dtype.itemsize
+            need = offset + max(page_bytes, -(-nbytes // page_bytes) * page_bytes)
+            if size < need:
+                volumes.resize(p, need)
 
     def edges(self, name: str) -> np.ndarray:
         """The first num_edges values of "col" or "weight": memory-mapped from a file, read through gpuio
