@@ -160,6 +160,14 @@ def test_tensorfile_open_on_a_volume_checks_the_header_and_grows_for_r_plus(conf
         assert volumes.info(v, who=admin(ceph_cluster))["size"] >= 4096 + 12288
         with TensorFile.open(v) as tf:
             assert tf.shape == (3000,) and tf[[0, 1, 2999]].tolist() == [7, 0, 9]
+        from gpuio import DeviceArray
+
+        with DeviceArray.open(v, "r+", 1 << 16, page_bytes=16384, device="cpu") as a:  # pads the volume
+            a[torch.tensor([1])] = torch.tensor([5], dtype=torch.int32)
+            assert a[torch.tensor([0, 1, 2999])].tolist() == [7, 5, 9]
+        assert volumes.info(v, who=admin(ceph_cluster))["size"] >= 4096 + 16384
+        with TensorFile.open(v) as tf:
+            assert tf[[1]].tolist() == [5]  # the array's write reached the volume
     finally:
         volumes.delete(v, who=admin(ceph_cluster))
 

@@ -202,17 +202,7 @@ class CSRGraph:
     def pad_for_pages(self, page_bytes: int) -> None:
         """Pad col/weight to whole pages (a DeviceArray with pages larger than a block needs it)."""
         for p in (self.col_path, self.weight_path):
-            if not self.on_volume:
-                pad_to_pages(p, page_bytes)
-                continue
-            from ... import volumes
-            from ..._npy import read_volume_header
-
-            (shape, _, dtype, offset), size = read_volume_header(p)
-            nbytes = int(np.prod(shape)) * dtype.itemsize
-            need = offset + max(page_bytes, -(-nbytes // page_bytes) * page_bytes)
-            if size < need:
-                volumes.resize(p, need)
+            pad_to_pages(p, page_bytes)  # files and volumes
 
     def edges(self, name: str) -> np.ndarray:
         """The first num_edges values of "col" or "weight": memory-mapped from a file, read through gpuio
