@@ -95,25 +95,3 @@ def read_header(path):
             if want <= size:
                 head += f.read(want - len(head))
     return parse_header(head, path, size)
-
-
-def read_volume_header(name: str):
-    """(parse_header() of a Ceph volume "rbd:POOL/IMAGE" holding a .npy layout, the volume's size): the
-    header's bytes read with one synchronous librbd call (gpuio.volumes.basic)."""
-    from .volumes.basic import SyncVolume
-
-    vol = SyncVolume(name)
-    try:
-        head = bytearray(min(4096, vol.size))
-        vol.read(0, memoryview(head))
-        if head[:6] == MAGIC and len(head) >= 12 and (head[6], head[7]) in VERSIONS:
-            fmt = VERSIONS[(head[6], head[7])]
-            (hlen,) = struct.unpack_from(fmt, head, 8)
-            want = min(8 + struct.calcsize(fmt) + hlen, vol.size)
-            if want > len(head):
-                more = bytearray(want - len(head))
-                vol.read(len(head), memoryview(more))
-                head += more
-        return parse_header(bytes(head), name, vol.size), vol.size
-    finally:
-        vol.close()

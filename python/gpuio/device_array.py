@@ -285,17 +285,7 @@ class DeviceArray:
 
 
 def pad_to_pages(path, page_bytes: int) -> None:
-    """Extend a TensorFile so its data ends on a whole page (pages past the data read as zeros). A Ceph
-    volume ("rbd:POOL/IMAGE") is grown the same way."""
-    if os.fspath(path).startswith("rbd:"):
-        from . import volumes
-        from ._npy import read_volume_header
-
-        (shape, _, dtype, offset), size = read_volume_header(os.fspath(path))
-        need = offset + max(page_bytes, -(-math.prod(shape) * dtype.itemsize // page_bytes) * page_bytes)
-        if size < need:
-            volumes.resize(os.fspath(path), need)
-        return
+    """Extend a TensorFile so its data ends on a whole page (pages past the data read as zeros)."""
     with open(path, "rb") as f:
         version = np.lib.format.read_magic(f)
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0

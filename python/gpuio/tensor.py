@@ -234,14 +234,7 @@ class TensorFile:
         if mode not in ("r", "r+"):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
         cls._check_block_size(block_size)
-        volume = os.fspath(path).startswith("rbd:")  # a Ceph volume holding the same layout
-        if volume:
-            from gpuio._npy import read_volume_header
-
-            (shape, fortran, dtype, offset), size = read_volume_header(os.fspath(path))
-        else:
-            shape, fortran, dtype, offset = read_npy_header(path)  # refuses what NumPy refuses, and more
-            size = os.path.getsize(path)
+        shape, fortran, dtype, offset = read_npy_header(path)  # refuses what NumPy refuses, and more
         if fortran:
             raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save it C-ordered")
         if offset % block_size or offset < DATA_ALIGN_BYTES:
@@ -249,16 +242,11 @@ class TensorFile:
                              f"{block_size} >= {DATA_ALIGN_BYTES}; convert it with `gpuio import`")
         nbytes = math.prod(shape) * dtype.itemsize
         need = offset + max(block_size, -(-nbytes // block_size) * block_size)
-        if size < need:
+        if os.path.getsize(path) < need:
             if mode == "r":
-                raise ValueError(f"{path}: file is {size} bytes, a TensorFile of shape "
+                raise ValueError(f"{path}: file is {os.path.getsize(path)} bytes, a TensorFile of shape "
                                  f"{shape} needs {need} (padded to whole blocks); open with mode='r+'")
-            if volume:
-                from gpuio import volumes
-
-                volumes.resize(os.fspath(path), need)
-            else:
-                os.truncate(path, need)
+            os.truncate(path, need)
         engine_options.setdefault("writable", mode == "r+")
         return cls._new(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
 

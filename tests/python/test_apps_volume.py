@@ -139,35 +139,26 @@ def test_graph_on_volumes_cpu_matches_scipy(conf, ceph_cluster, tmp_path):
             volumes.delete(f"{vol}-{a}", who=admin(ceph_cluster))
 
 
-def test_tensorfile_open_on_a_volume_checks_the_header_and_grows_for_r_plus(conf, ceph_cluster):
-    from gpuio.tensor import TensorFile, _header
+def test_a_device_array_runs_over_a_volume_tensorfile(conf, ceph_cluster):
+    """The volume layer opens the TensorFile (gpuio.volumes.open_tensor: the tensor layer knows files only);
+    a DeviceArray over it reads and writes the volume."""
+    from gpuio import DeviceArray
 
     v = "rbd:" + fresh("tf")
     volumes.create(v, 8192, who=admin(ceph_cluster))
     try:
-        with pytest.raises(ValueError, match="not a valid .npy header"):
-            TensorFile.open(v)  # zeros: no magic
-        with Store(v, 8192) as g:  # a header for 3000 int32 (needs 4096 + 12288 bytes)
-            e = g.alloc("h", 4096)
-            head = np.zeros(4096, np.uint8)
-            raw = _header(np.dtype("int32"), (3000,), 4096)
-            head[:len(raw)] = np.frombuffer(raw, np.uint8)
-            g.write(e, 0, torch.from_numpy(head))
-        with pytest.raises(ValueError, match="open with mode='r\\+'"):
-            TensorFile.open(v)
-        with TensorFile.open(v, "r+") as tf:
-            tf.scatter(torch.tensor([0, 2999]), torch.tensor([7, 9], dtype=torch.int32))
-        assert volumes.info(v, who=admin(ceph_cluster))["size"] >= 4096 + 12288
-        with TensorFile.open(v) as tf:
-            assert tf.shape == (3000,) and tf[[0, 1, 2999]].tolist() == [7, 0, 9]
-        from gpuio import DeviceArray
-
-        with DeviceArray.open(v, "r+", 1 << 16, page_bytes=16384, device="cpu") as a:  # pads the volume
-            a[torch.tensor([1])] = torch.tensor([5], dtype=torch.int32)
-            assert a[torch.tensor([0, 1, 2999])].tolist() == [7, 5, 9]
-        assert volumes.info(v, who=admin(ceph_cluster))["size"] >= 4096 + 16384
-        with TensorFile.open(v) as tf:
-            assert tf[[1]].tolist() == [5]  # the array's write reached the volume
+        with pytest.raises(ValueError, match="holds no TensorFile"):
+            volumes.open_tensor(v)  # zeros: no .npy header
+    finally:
+        volumes.delete(v, who=admin(ceph_cluster))
+    v = "rbd:" + fresh("tf")
+    volumes.create_tensor(v, (3000,), "int32").close()
+    try:
+        with DeviceArray(volumes.open_tensor(v, "r+"), 1 << 16, device="cpu") as a:
+            a[torch.tensor([0, 1, 2999])] = torch.tensor([7, 5, 9], dtype=torch.int32)
+            assert a[torch.tensor([0, 1, 2])].tolist() == [7, 5, 0]
+        with volumes.open_tensor(v) as tf:
+            assert tf.shape == (3000,) and tf[[0, 1, 2999]].tolist() == [7, 5, 9]  # flushed to the volume
     finally:
         volumes.delete(v, who=admin(ceph_cluster))
 

@@ -200,19 +200,37 @@ class CSRGraph:
         return f"CSRGraph({self.path!r}, nodes={self.num_nodes}, directed edges={self.num_edges})"
 
     def pad_for_pages(self, page_bytes: int) -> None:
-        """Pad col/weight to whole pages (a DeviceArray with pages larger than a block needs it)."""
-        for p in (self.col_path, self.weight_path):
-            pad_to_pages(p, page_bytes)  # files and volumes
+        """Pad col/weight to whole pages (a DeviceArray with pages larger than a block needs it); a volume is
+        grown through gpuio.volumes (pages past the data read as zeros either way)."""
+        for name, p in (("col", self.col_path), ("weight", self.weight_path)):
+            if not self.on_volume:
+                pad_to_pages(p, page_bytes)
+                continue
+            from ... import volumes
+
+            with self.open_array(name) as tf:
+                need = tf.data_offset + max(page_bytes, -(-tf.nbytes // page_bytes) * page_bytes)
+            if volumes.info(p)["size"] < need:
+                volumes.resize(p, need)
+
+    def open_array(self, name: str, **engine_options):
+        """The TensorFile of "col" or "weight", read-only: a file, or a Ceph volume through gpuio.volumes
+        (the volume layer owns how a TensorFile lives on a volume; the tensor layer knows files only)."""
+        path = {"col": self.col_path, "weight": self.weight_path}[name]
+        if self.on_volume:
+            from ... import volumes
+
+            return volumes.open_tensor(path, "r", block_size=self.block_size, **engine_options)
+        from ...tensor import TensorFile
+
+        return TensorFile.open(path, "r", block_size=self.block_size, **engine_options)
 
     def edges(self, name: str) -> np.ndarray:
         """The first num_edges values of "col" or "weight": memory-mapped from a file, read through gpuio
         into memory from a volume."""
-        path = {"col": self.col_path, "weight": self.weight_path}[name]
         if not self.on_volume:
-            return np.load(path, mmap_mode="r")[:self.num_edges]
-        from ...tensor import TensorFile
-
-        with TensorFile.open(path) as tf:
+            return np.load({"col": self.col_path, "weight": self.weight_path}[name], mmap_mode="r")[:self.num_edges]
+        with self.open_array(name) as tf:
             return tf[:self.num_edges].numpy()
 
     def to_scipy(self):

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from ...device_array import DeviceArray
-from ...tensor import TensorFile
 from .csr import CSRGraph
 
 
@@ -45,10 +44,16 @@ class DeviceArraySource(EdgeSource):
         if page_bytes and page_bytes > g.block_size:
             g.pad_for_pages(page_bytes)
         share = cache_bytes // 2 if weights else cache_bytes
-        self.col = DeviceArray.open(g.col_path, "r", share, block_size=g.block_size, page_bytes=page_bytes,
-                                    ways=ways, device=device, **engine_options)
-        self.w = (DeviceArray.open(g.weight_path, "r", share, block_size=g.block_size, page_bytes=page_bytes,
-                                   ways=ways, device=device, **engine_options) if weights else None)
+        def array(name):  # over the graph's TensorFile (file or volume); the array owns and closes it
+            tf = g.open_array(name, **engine_options)
+            try:
+                return DeviceArray(tf, share, page_bytes=page_bytes, ways=ways, device=device)
+            except BaseException:
+                tf.close()
+                raise
+
+        self.col = array("col")
+        self.w = array("weight") if weights else None
 
     def fetch(self, idx, weights):
         col = self.col.gather(idx).long()
@@ -81,8 +86,8 @@ class GatherSource(EdgeSource):
     name = "gpuio-gather"
 
     def __init__(self, g: CSRGraph, weights: bool = True, **engine_options):
-        self.col = TensorFile.open(g.col_path, "r", block_size=g.block_size, **engine_options)
-        self.w = TensorFile.open(g.weight_path, "r", block_size=g.block_size, **engine_options) if weights else None
+        self.col = g.open_array("col", **engine_options)
+        self.w = g.open_array("weight", **engine_options) if weights else None
 
     def fetch(self, idx, weights):
         col = self.col.gather(idx).long()
