@@ -184,14 +184,7 @@ class DeviceArray:
         out = torch.empty(idx.numel(), dtype=self.torch_dtype, device=self.device)
         if idx.numel() == 0:
             return out
-        if self.device.type == "cuda":
-            stream = torch.cuda.current_stream(self.device)
-            self._c.gather(idx.data_ptr(), idx.numel(), out.data_ptr(), stream.cuda_stream)
-            if check:
-                stream.synchronize()
-                self._check()
-        else:
-            self._c.gather(idx.data_ptr(), idx.numel(), out.data_ptr())
+        self._run(self._c.gather, idx, out, check)
         return out
 
     def scatter(self, idx, vals, *, check: bool = True) -> None:
@@ -205,14 +198,19 @@ class DeviceArray:
         vals = vals.reshape(-1).to(self.device, self.torch_dtype).contiguous()
         if idx.numel() == 0:
             return
-        if self.device.type == "cuda":
-            stream = torch.cuda.current_stream(self.device)
-            self._c.scatter(idx.data_ptr(), idx.numel(), vals.data_ptr(), stream.cuda_stream)
-            if check:
-                stream.synchronize()
-                self._check()
-        else:
-            self._c.scatter(idx.data_ptr(), idx.numel(), vals.data_ptr())
+        self._run(self._c.scatter, idx, vals, check)
+
+    def _run(self, op, idx: torch.Tensor, data: torch.Tensor, check: bool) -> None:
+        """The cache's gather or scatter over idx and data. GPU: on torch's current stream; check=True waits
+        for it and raises a failed read or write-back."""
+        if self.device.type != "cuda":
+            op(idx.data_ptr(), idx.numel(), data.data_ptr())
+            return
+        stream = torch.cuda.current_stream(self.device)
+        op(idx.data_ptr(), idx.numel(), data.data_ptr(), stream.cuda_stream)
+        if check:
+            stream.synchronize()
+            self._check()
 
     def __getitem__(self, idx):
         if isinstance(idx, (int, np.integer)):
