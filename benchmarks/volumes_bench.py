@@ -233,14 +233,8 @@ def main() -> int:
     for t in tools:
         if t not in TOOLS:
             ap.error(f"--tools: unknown tool {t!r}; known: {', '.join(TOOLS)}")
-    own = None
-    if a.conf:
-        c = cl.load(os.path.dirname(os.path.abspath(a.conf)))
-    else:
-        own = cl.make_dir("gpuio-bench-ceph-", os.path.join(os.getcwd(), "build"))
-        c = cl.up(own, osds=a.osds, size=min(a.replicas, a.osds), log=lambda m: print(m, file=sys.stderr))
     rows = []
-    try:
+    with cl.running(a.conf, "gpuio-bench-ceph-", osds=a.osds, size=min(a.replicas, a.osds)) as c:
         who = volumes.Identity(conf=c.conf)
         tag = f"bench{os.getpid()}"
         shared = volumes.create(f"rbd/{tag}-read", a.volume_mib << 20, who=who)
@@ -274,9 +268,6 @@ def main() -> int:
                         _print_row(row, tools)
         for v in [shared] + writes:
             volumes.delete(v, who=who)
-    finally:
-        if own:
-            cl.down(own)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -29,23 +28,14 @@ def main() -> int:
         ap.error(f"--runs must be >= 1, got {a.runs}")
     from gpuio.volumes import Identity, cluster, faults
 
-    own = None
-    if a.conf:
-        c = cluster.load(os.path.dirname(os.path.abspath(a.conf)))
-    else:
-        own = cluster.make_dir("gpuio-campaign-", os.path.join(os.getcwd(), "build"))
-        c = cluster.up(own, osds=a.osds, log=lambda m: print(m, file=sys.stderr))
-    who = Identity(conf=c.conf)
     t0 = time.monotonic()
     results = []
-    try:
+    with cluster.running(a.conf, "gpuio-campaign-", osds=a.osds) as c:
+        who = Identity(conf=c.conf)
         for i in range(a.runs):
             r = faults.osd_kill_run(c, a.seed + i, who, mode=a.mode, batches=a.batches)
             results.append(r)
             print(json.dumps(r), flush=True)
-    finally:
-        if own:
-            cluster.down(own)
     lost = sum(r["lost"] for r in results)
     summary = {"runs": len(results), "mode": a.mode, "lost": lost,
                "acked_writes": sum(r["acked_writes"] for r in results),

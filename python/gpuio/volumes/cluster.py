@@ -14,6 +14,7 @@ clusters (a test run beside a demo) do not collide.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -429,6 +431,22 @@ def load(dir: str | None = None) -> Cluster:
     except FileNotFoundError:
         raise FileNotFoundError(f"no gpuio cluster in {d} (cluster.json missing); start one with "
                                 f"`gpuio cluster up --dir {d}`") from None
+
+
+@contextlib.contextmanager
+def running(conf: str = "", prefix: str = "gpuio-ceph-", **up_options):
+    """The cluster of a running gpuio cluster's ceph.conf (conf), or, without one, a cluster of its own
+    started in a new folder under ./build (up(**up_options), progress on stderr) and stopped on exit."""
+    if conf:
+        yield load(os.path.dirname(os.path.abspath(conf)))
+        return
+    own = make_dir(prefix, os.path.join(os.getcwd(), "build"))
+    up_options.setdefault("log", lambda m: print(m, file=sys.stderr))
+    c = up(own, **up_options)
+    try:
+        yield c
+    finally:
+        down(own)
 
 
 def down(dir: str | None = None, remove: bool = True, timeout_s: float = 20.0) -> list[str]:
