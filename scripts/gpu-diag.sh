@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU-machine check of the paths that ran last on the GPU (device arrays, apps, the GPU test suite), each step
 # bounded by scripts/gpu-bounded.sh so a hang shows its stacks instead of eating the call.
-#   bash scripts/gpu-diag.sh [STEP...]   steps: gpu devarray-bin devarray apps graph (default), apps-large
+#   bash scripts/gpu-diag.sh [STEP...]   steps: gpu devarray-bin devarray apps graph (default), apps-io apps-large
 set -u
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -25,11 +25,18 @@ if want apps; then
   done
   cd "$repo"
 fi
+# apps-io: the apps' read path alone on a 4 GiB file, cold: pread re-reads, engine chunks 1 / 16 in flight, CUDA
+# reads with block ids on the host / on the GPU, pread + cudaMemcpy (benchmarks/apps_io_path.py; ~30 s)
+if want apps-io; then
+  mkdir -p /var/tmp/apps && GPUIO_TAIL=12 b ${GPUIO_DIAG_IO_S:-90} apps-io python3 "$repo/benchmarks/apps_io_path.py" \
+    --mib ${GPUIO_DIAG_IO_MIB:-4096} --cold --device cuda --file /var/tmp/apps/io-path.bin --json "$OUT/apps-io.json"
+  rm -f /var/tmp/apps/io-path.bin
+fi
 # apps-large: the judged sizes (issue 12), each app bounded on its own, page cache dropped before each pass
 if want apps-large; then
   mkdir -p /var/tmp/apps && cd /var/tmp/apps
   for a in ${GPUIO_DIAG_APPS:-gemm vecadd gpt2}; do
-    GPUIO_TAIL=8 b ${GPUIO_DIAG_APP_S:-150} large-$a python3 "$repo/benchmarks/apps_bench.py" --size large --device cuda \
+    GPUIO_TAIL=24 b ${GPUIO_DIAG_APP_S:-150} large-$a python3 "$repo/benchmarks/apps_bench.py" --size large --device cuda \
       --cold --store /var/tmp/apps --apps $a --json "$OUT/apps-large-$a.json"
     rm -rf /var/tmp/apps/*
   done

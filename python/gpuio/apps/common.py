@@ -35,9 +35,12 @@ def size_params(sizes: dict, size: str) -> dict:
     return dict(sizes[size])
 
 
-# Engine staging for CUDA destinations (the same sizing as examples/cam_pipeline.py for its multi-MiB
-# chunks): GPU reads go storage -> pinned staging -> GPU in slots of this size, so large requests need
-# large slots and enough of them in flight. Host destinations are read by O_DIRECT in place.
+# Engine staging when the app computes on CUDA (the sizing of examples/cam_pipeline.py). The apps' timed
+# reads and writes of CUDA memory do not use it: they are stream-ordered requests, which move through the
+# GPU layer's bounce pool (gpuio.gpu DEFAULTS["bounce_bytes"], 16 slots; each slot's chunk is read by O_DIRECT
+# in 1 MiB device requests, io_bytes_max) and then by one copy per chunk on the stream. The staging pool
+# serves what is neither: unaligned host buffers (prepare, verify) and the device API. Host destinations
+# are read by O_DIRECT in place. The I/O diagnostic line of each pass (gpuio.apps.iodiag) shows the split.
 CUDA_STAGING = {"staging_bytes": 256 << 20, "staging_slot_bytes": 1 << 20}
 
 
