@@ -133,24 +133,27 @@ $py -c "import sys; from gpuio.volumes import cluster as c; sys.exit(0 if c.dire
 gpuio() { $py -c "from gpuio.cli import main; main()" "$@"; }
 [[ -f $cdir/cluster.json ]] && gpuio cluster down --dir $cdir >/dev/null 2>&1
 t0=$(date +%s)
-conf=$(PYTHONFAULTHANDLER=1 gpuio --debug cluster up --dir $cdir --osds "${GPU_CEPH_OSDS:-3}" --no-mgr 2> "$out/ceph-up.log")
+up() { PYTHONFAULTHANDLER=1 gpuio --debug cluster up --dir $cdir --osds "${GPU_CEPH_OSDS:-3}" --no-mgr 2> "$out/ceph-up.log"; }
+conf=$(up)
 rc=$?
 if ((rc)); then  # name the cause: the CLI's own error, a Python stack (faulthandler) or the signal that killed it
   note "cluster up FAILED: exit $rc$( ((rc > 128)) && echo " (signal $((rc - 128)))")"
   cat "$out/ceph-up.log"
-  for f in $cdir/log/*.log; do echo "--- $f"; grep -v "mon.a@\|^e1\|compat" "$f" | tail -15; done
-  dmesg 2>/dev/null | tail -5
-  echo "--- one admin client, alone (faulthandler on):"
-  $py -X faulthandler -c "
-import gpuio._core as c, os
-cl = c.RbdClient('$cdir/ceph.conf', '', '', 10); print('connected as', cl.name)
-print(cl.mon_command('{\"prefix\": \"osd stat\", \"format\": \"json\"}'))" 2>&1 | tail -20
-  if [[ $rc == 139 ]] && command -v cuda-gdb >/dev/null; then  # the native stack of the crash (no gdb there)
-    gpuio cluster down --dir $cdir >/dev/null 2>&1
-    echo "--- cluster up again under cuda-gdb:"
-    timeout 120 cuda-gdb -batch -ex run -ex "bt 40" -ex "info sharedlibrary" --args $py -c "from gpuio.cli import main; main()" \
-      cluster up --dir $cdir --osds 1 --no-mgr 2>&1 | grep -E "^#|SIGSEGV|signal|librados|libceph|libssl|libcrypto|libstdc" | head -70
+  for f in $cdir/log/*.log; do echo "--- $f"; grep -v "mon.a@\|^e1\|compat" "$f" | tail -8; done
+  # Which import order crashes (librados + libceph-common loaded after NumPy?), and in which library's init.
+  echo "--- probes (exit code :: code):"
+  for code in "import gpuio._core" "import numpy; import gpuio._core" "import gpuio._core; import numpy" \
+              "import torch; import gpuio._core" "import typer; import gpuio._core"; do
+    $py -X faulthandler -c "$code; c = gpuio._core.RbdClient('$cdir/ceph.conf', '', '', 10)" > /tmp/probe.txt 2>&1; echo "$? :: $code"
+  done
+  $py -c "import numpy, os; d = os.path.dirname(numpy.__file__); print('numpy', numpy.__version__, os.listdir(d + '.libs') if os.path.isdir(d + '.libs') else 'no numpy.libs')"
+  LD_DEBUG=files $py -c "import numpy; import gpuio._core" 2>&1 | grep -E "calling init|error" | tail -6
+  if [[ $rc == 139 ]] && command -v cuda-gdb >/dev/null; then  # the native stack (no gdb there)
+    echo "--- under cuda-gdb:"
+    timeout 120 cuda-gdb -batch -ex "set pagination off" -ex run -ex "bt 30" --args $py -c "import numpy; import gpuio._core" 2>&1 \
+      | grep -vE "^\[New Thread|^\[Thread|^warning: |^$" | tail -40
   fi
+  gpuio cluster down --dir $cdir >/dev/null 2>&1
   exit 1
 fi
 note "cluster up in $(( $(date +%s) - t0 )) s: $conf"

@@ -215,6 +215,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _runs(cmd: list[str]) -> bool:
+    """The program exists and starts (the GPU machine's carried rbd CLI lacks libncurses: on PATH, exit 127)."""
+    try:
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
 def _run(cmd: list[str], **kw) -> str:
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
@@ -386,7 +394,7 @@ def _bootstrap(c: Cluster, osds: int, pgs: int, say) -> None:
     say(f"{osds} OSDs started")
     c.mon({"prefix": "osd pool create", "pool": c.pool, "pg_num": pgs, "pgp_num": pgs})
     c.mon({"prefix": "osd pool application enable", "pool": c.pool, "app": "rbd"})
-    if shutil.which("rbd"):  # else the first image created initialises the pool (librbd does)
+    if _runs(["rbd", "--version"]):  # else the first image created initialises the pool (librbd does)
         _run(["rbd", "-c", conf, "pool", "init", c.pool])
 
 
