@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 
-import gpuio._core  # noqa: F401  before NumPy: librados crashed when loaded after it there (gpuio/cli/__init__.py)
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

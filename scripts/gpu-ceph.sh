@@ -163,8 +163,20 @@ export CEPH_CONF=$conf
 status=0
 
 step "rbd backend: volume -> host and -> GPU memory; Basic; rbd bench"
-$py benchmarks/volumes_gpu.py --conf "$conf" --mib "${GPU_CEPH_MIB:-1024}" --seconds "${GPU_CEPH_SECONDS:-3}" \
-  $( ((have_rbd_cli)) && echo --rbd-bench ) --json "$out/ceph-gpu.json" 2>&1 | tee "$out/ceph-gpu.txt" || status=1
+vg=(benchmarks/volumes_gpu.py --conf "$conf" --mib "${GPU_CEPH_MIB:-1024}" --seconds "${GPU_CEPH_SECONDS:-3}"
+    $( ((have_rbd_cli)) && echo --rbd-bench ) --json "$out/ceph-gpu.json")
+PYTHONFAULTHANDLER=1 $py "${vg[@]}" > "$out/ceph-gpu.txt" 2>&1
+rc=$?
+cat "$out/ceph-gpu.txt"
+if ((rc)); then
+  status=1
+  note "volumes_gpu.py FAILED: exit $rc$( ((rc > 128)) && echo " (signal $((rc - 128)))")"
+  if ((rc > 128)) && command -v cuda-gdb >/dev/null; then  # a crash: its native stack (no gdb there)
+    echo "--- again under cuda-gdb:"
+    timeout 150 cuda-gdb -batch -ex "set pagination off" -ex run -ex "bt 40" --args $py "${vg[@]}" 2>&1 \
+      | grep -vE "^\[New Thread|^\[Thread|^warning: |^$|^Download" | tail -50
+  fi
+fi
 grep -E "^\||bar" "$out/ceph-gpu.txt" >> "$summary"
 
 step "device API: prefetch / write_back from a kernel on a volume"

@@ -11,11 +11,6 @@ from __future__ import annotations
 import importlib
 import sys
 
-# librados before NumPy: on the GPU machine (Ubuntu 24.04, Python 3.12, NumPy 2.5, the carried Debian 12 librados)
-# the first RADOS client of `gpuio cluster up` died with SIGSEGV when NumPy had been imported before gpuio._core,
-# and ran when _core came first (benchmarks/RESULTS_volumes.md, "GPU machine"). _core is needed by every command.
-from gpuio import _core  # noqa: F401  (load order, see above)
-
 import typer
 
 from ._check import click_exceptions, missing_extra_message
