@@ -35,7 +35,8 @@ constexpr uint64_t kDeviceBytes = 4ull << 20;  // 1024 blocks per device
 // in order (one FIFO); fail_after_groups > 0 makes every group from then on fail (-EIO), like a lost GPU.
 class HostMover final : public DeviceMover {
  public:
-  explicit HostMover(int64_t fail_after_groups = -1) : fail_after_(fail_after_groups) {
+  explicit HostMover(int64_t fail_after_groups = -1, uint32_t delay_min_us = 0)
+      : fail_after_(fail_after_groups), delay_min_us_(delay_min_us) {
     thread_ = std::thread([this] { run(); });
   }
   ~HostMover() override {
@@ -55,7 +56,7 @@ class HostMover final : public DeviceMover {
     PerWorker& p = w(worker);
     uint64_t ticket = ++p.flushed;
     Group grp{worker, ticket, std::move(p.queued), std::chrono::steady_clock::now() +
-                                                       std::chrono::microseconds(delay_(rng_) % 300)};
+                                                       std::chrono::microseconds(delay_min_us_ + delay_(rng_) % 300)};
     p.queued.clear();
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -125,6 +126,7 @@ class HostMover final : public DeviceMover {
   }
 
   int64_t fail_after_;
+  uint32_t delay_min_us_;
   int64_t groups_done_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -286,6 +288,35 @@ TEST(OrderedStagingPaths, RegionsComeBackAfterEveryBatch) {
   }
   EXPECT_EQ(e->stats().ordered_fallbacks, 0u);
   EXPECT_EQ(e->stats().staging_mode, "ordered");
+}
+
+TEST(OrderedStagingPaths, RegionIsNotReusedWhileItsCopyIsPending) {
+  // Slow copies (300 ms) and an area of one window: batch A's reads land in its region long before its copies
+  // run; batch B, submitted meanwhile, must not get (and overwrite) that region: it goes through slots.
+  Devices d(2, "ord_pending");
+  HostMover mover(-1, 300000);
+  EngineOptions o = options(d, 2, "posix");
+  o.ordered_staging_bytes = limits::ordered_window_bytes;
+  auto e = Engine::create(o);
+  e->set_device_mover(&mover);
+  for (uint32_t k = 0; k < 3; ++k) {
+    auto a = ids("random", 1500, e->total_blocks(), 2 * k), b = ids("random", 1500, e->total_blocks(), 2 * k + 1);
+    std::vector<uint8_t> ga(a.size() * kBlock), gb(b.size() * kBlock);
+    const uint64_t copies0 = e->stats().device_copies;
+    BatchHandle ha = e->submit(IoOp::read, a.data(), a.size(), ga.data(), MemKind::device);
+    // Until every chunk of A has landed in host (its 24 copies are queued), not yet copied.
+    for (int i = 0; i < 5000 && e->stats().device_copies < copies0 + 24; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_FALSE(ha.done());
+    BatchHandle hb = e->submit(IoOp::read, b.data(), b.size(), gb.data(), MemKind::device);
+    ha.wait();
+    hb.wait();
+    EXPECT_EQ(first_mismatch(ga, expected(d, a, 16384)), SIZE_MAX) << k;
+    EXPECT_EQ(first_mismatch(gb, expected(d, b, 16384)), SIZE_MAX) << k;
+  }
+  EXPECT_EQ(e->stats().ordered_blocks, 3 * 1500u);  // every A; every B found the area taken
+  EXPECT_EQ(e->stats().ordered_fallbacks, 3u);
 }
 
 TEST(OrderedStagingPaths, FailedBlockIsNamedAndTheOthersLand) {
