@@ -27,6 +27,9 @@ def parse(argv=None):
     ap.add_argument("--queue-depth", type=int, default=512, help="entries per worker ring")
     ap.add_argument("--shm-mib", type=int, default=64, help="size of each /dev/shm device file")
     ap.add_argument("--copy", default="batch", help="staging->GPU copy method (batch|percopy: copy engine; kernel)")
+    ap.add_argument("--staging", default="ordered",
+                    help="GPU destination: ordered (batch-ordered area, one copy per 256 KiB chunk), slots (one copy "
+                         "per 4 KiB block, the path before it), or both: ordered,slots")
     ap.add_argument("--latency-file", default=None, help="file for the latency section (default: a temp file)")
     ap.add_argument("--latency-reads", type=int, default=300, help="one-block reads per round and method")
     ap.add_argument("--latency-rounds", type=int, default=3)
@@ -49,7 +52,7 @@ def main(argv=None) -> dict:
                       queue_depth=a.queue_depth, shm_mib=a.shm_mib, latency_file=a.latency_file,
                       latency_reads=a.latency_reads, latency_rounds=a.latency_rounds,
                       sections=tuple(a.sections.split(",")), copy=a.copy, log=lambda m: print(m, flush=True),
-                      json_path=a.json)
+                      json_path=a.json, staging=a.staging)
     if a.json:
         ceiling.write_json(res, a.json)
         print(f"JSON: {a.json}")

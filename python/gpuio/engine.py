@@ -109,6 +109,9 @@ class Engine:
       queue_depth         entries per worker ring
       staging_bytes       fixed staging pool (unaligned/GPU buffers and short direct runs go through it)
       staging_slot_bytes  one staging slot
+      ordered_staging_bytes  shared area for reads into GPU memory: a batch of >= 256 KiB is staged in batch
+                          order (a host mirror of its destination) and copied by 256 KiB chunks, not one copy per
+                          block; 0: off. A window that finds the area full goes through slots (stats(): staging_mode)
       io_bytes_max        contiguous runs are merged up to this many bytes per device request
       io_timeout_ms       a batch not complete by then raises OSError(ETIMEDOUT)
       direct_min_bytes    O_DIRECT runs shorter than this go through registered staging (cheaper than pinning
@@ -139,7 +142,8 @@ class Engine:
                  block_size: int = DEFAULTS["block_size"], stripe_bytes: int = DEFAULTS["stripe_bytes"],
                  backend: str = DEFAULTS["backend"], workers: int | None = DEFAULTS["workers"],
                  queue_depth: int = DEFAULTS["queue_depth"], staging_bytes: int = DEFAULTS["staging_bytes"],
-                 staging_slot_bytes: int = DEFAULTS["staging_slot_bytes"], io_bytes_max: int = DEFAULTS["io_bytes_max"],
+                 staging_slot_bytes: int = DEFAULTS["staging_slot_bytes"],
+                 ordered_staging_bytes: int = DEFAULTS["ordered_staging_bytes"], io_bytes_max: int = DEFAULTS["io_bytes_max"],
                  io_timeout_ms: int = DEFAULTS["io_timeout_ms"], direct_min_bytes: int = DEFAULTS["direct_min_bytes"],
                  low_latency: str = DEFAULTS["low_latency"],
                  direct: bool = DEFAULTS["direct"], writable: bool = DEFAULTS["writable"], sqpoll: bool = DEFAULTS["sqpoll"],
@@ -156,7 +160,7 @@ class Engine:
             backend = "rbd"  # Ceph volumes (gpuio.volumes): "rbd:POOL[/NAMESPACE]/IMAGE"
         opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
                     queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
-                    io_bytes_max=io_bytes_max, io_timeout_ms=io_timeout_ms, direct_min_bytes=direct_min_bytes,
+                    ordered_staging_bytes=ordered_staging_bytes, io_bytes_max=io_bytes_max, io_timeout_ms=io_timeout_ms, direct_min_bytes=direct_min_bytes,
                     low_latency=low_latency,
                     direct=direct, writable=writable, sqpoll=sqpoll, iopoll=iopoll, posix_threads=posix_threads,
                     lock=lock, lock_wait_ms=lock_wait_ms, sim=sim, fault=fault, rbd=rbd)

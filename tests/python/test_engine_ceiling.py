@@ -99,3 +99,21 @@ def test_gpuio_bench_ceiling_cli(tmp_path):
     doc = json.loads((tmp_path / "c.json").read_text())
     assert "| kind | dest |" in r.output and doc["rows"] and all(x["iops"] > 0 for x in doc["rows"])
     assert {x["kind"] for x in doc["rows"]} == {"null", "sim", "paced"}
+
+
+def test_ceiling_staging_choice_is_checked_and_reported(monkeypatch):
+    """--staging picks the GPU path's staging (ordered area vs per-block slots); a bad name is a ValueError naming
+    it, and host rows say how their engine staged (no device reads: neither path ran)."""
+    from gpuio.bench import ceiling
+
+    with pytest.raises(ValueError, match="--staging: 'bogus' is not one of ordered, slots"):
+        ceiling.run(staging="bogus", sections=())
+    monkeypatch.delenv("GPUIO_SIM", raising=False)
+    devs = ceiling.Devices(2 << 20)
+    try:
+        r = ceiling.measure(devs, "null", 1, 1, "host", 0.01, 64, 16, staging="ordered")
+    finally:
+        devs.remove()
+    assert r["staging"] == "-" and r["staging_mode"] == "" and r["copies_per_op"] == 0
+    assert ceiling._dest(r) == "host" and ceiling._copies(r) == ""
+    assert ceiling._dest(dict(r, dest="gpu", staging="slots")) == "gpu/slots"

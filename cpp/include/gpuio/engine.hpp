@@ -25,6 +25,9 @@ struct EngineOptions {
   uint32_t queue_depth = limits::queue_depth_default;
   uint64_t staging_bytes = limits::staging_bytes_default;
   uint32_t staging_slot_bytes = limits::staging_slot_bytes_default;
+  // Shared area for batch-ordered staging of device-memory reads (see limits::ordered_*); 0: every device read
+  // goes through per-worker slots.
+  uint64_t ordered_staging_bytes = limits::ordered_staging_bytes_default;
   uint32_t io_bytes_max = limits::io_bytes_max;  // merged runs are split at this size
   uint32_t io_timeout_ms = limits::io_timeout_ms_default;
   uint32_t direct_min_bytes = limits::direct_min_bytes_default;  // shorter direct extents are staged; 0: never
@@ -67,6 +70,14 @@ struct EngineStats {
   uint64_t worker_adjustments = 0;   // changes made by the core-count controller
   uint64_t bytes_direct = 0;         // moved straight between the device and the caller's memory
   uint64_t bytes_staged = 0;         // moved through the staging pool
+  // Device-memory reads by staging path: "ordered" (batch-ordered regions, one copy per chunk), "slots" (a
+  // staging slot and a copy per extent), "ordered+slots" (both ran), "" (no device read yet).
+  std::string staging_mode;
+  uint64_t ordered_blocks = 0;       // device-read blocks staged in batch order
+  uint64_t slot_blocks = 0;          // device-read blocks staged in per-worker slots
+  uint64_t ordered_fallbacks = 0;    // windows that wanted the ordered area, found no room and used slots
+  uint64_t device_copies = 0;        // staging->device copies the engine queued (DeviceMover::stage_out calls)
+  uint64_t device_copy_bytes = 0;    // their bytes (device_copy_bytes / device_copies: bytes per copy)
   double worker_cpu_seconds = 0.0;   // CPU time the worker threads consumed
   std::string data_path;             // e.g. "uring+direct", "uring+staging", "posix+staging"
   std::string backend;               // backend description (features enabled)

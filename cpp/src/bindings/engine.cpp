@@ -86,6 +86,7 @@ EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   o.queue_depth = take<uint32_t>(d, "queue_depth", o.queue_depth, range);
   o.staging_bytes = take<uint64_t>(d, "staging_bytes", o.staging_bytes, range);
   o.staging_slot_bytes = take<uint32_t>(d, "staging_slot_bytes", o.staging_slot_bytes, range);
+  o.ordered_staging_bytes = take<uint64_t>(d, "ordered_staging_bytes", o.ordered_staging_bytes, range);
   o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max, range);
   o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms, range);
   o.direct_min_bytes = take<uint32_t>(d, "direct_min_bytes", o.direct_min_bytes, range);
@@ -121,6 +122,7 @@ nb::dict engine_defaults() {
   d["queue_depth"] = o.queue_depth;
   d["staging_bytes"] = o.staging_bytes;
   d["staging_slot_bytes"] = o.staging_slot_bytes;
+  d["ordered_staging_bytes"] = o.ordered_staging_bytes;
   d["io_bytes_max"] = o.io_bytes_max;
   d["io_timeout_ms"] = o.io_timeout_ms;
   d["direct_min_bytes"] = o.direct_min_bytes;
@@ -164,6 +166,12 @@ nb::dict stats_dict(const EngineStats& s) {
   d["bytes_direct"] = s.bytes_direct;
   d["bytes_staged"] = s.bytes_staged;
   d["data_path"] = s.data_path;
+  d["staging_mode"] = s.staging_mode;
+  d["ordered_blocks"] = s.ordered_blocks;
+  d["slot_blocks"] = s.slot_blocks;
+  d["ordered_fallbacks"] = s.ordered_fallbacks;
+  d["device_copies"] = s.device_copies;
+  d["device_copy_bytes"] = s.device_copy_bytes;
   d["backend"] = s.backend;
   d["submit_seconds"] = s.submit_seconds;
   d["prepare_seconds"] = s.prepare_seconds;

@@ -7,6 +7,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
+
+#include "engine/ordered.hpp"
 
 #include "gpuio/engine.hpp"
 
@@ -40,6 +43,9 @@ struct Batch {
   double compute_seconds = 0;  // caller's time between the previous batch's end and this submission
   EngineImpl* engine = nullptr;
   std::shared_ptr<Batch> self;  // keeps the batch alive while extents are in flight
+  // Batch-ordered staging windows (device reads of at least limits::ordered_min_bytes), if any; counted in
+  // `remaining` by chunk, not by extent.
+  std::vector<std::unique_ptr<OrderedWindow>> windows;
 
   std::mutex failure_mu;
   BatchFailure failure;  // the lowest failing index wins

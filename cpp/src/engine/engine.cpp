@@ -41,7 +41,8 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   uint32_t lo = ceil_div(n, 4), hi = ceil_div(n, 2);
   uint32_t threads = o.workers ? o.workers : hi;
   controller = std::make_unique<CoreController>(o.workers ? threads : lo, threads, o.workers != 0);
-  staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads);
+  staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads, o.ordered_staging_bytes,
+                                          std::max(limits::ordered_chunk_bytes, bs));
   cpu_set_t set;
   uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
   // auto: never on a backend with slow completions (rbd: a poll would take the CPU the OSDs need)
@@ -89,18 +90,20 @@ uint32_t EngineImpl::pick_worker(uint32_t device, uint32_t active) {
   return device + (rr_[device]++ % serving) * n;
 }
 
-void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged) {
+uint32_t EngineImpl::plan_range(Batch& b, const int64_t* blocks, size_t lo, size_t hi, uint8_t* mem, bool staged,
+                                OrderedChunk* chunk) {
   const uint32_t bs = opts.block_size;
-  const uint64_t run_max = (staged ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
+  const uint64_t run_max =
+      (staged && !chunk ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
   const uint32_t active = controller->active();
   const uint64_t small = direct_align != 0 ? opts.direct_min_bytes : 0;  // see limits::direct_min_bytes_default
   uint32_t extents = 0;
   uint64_t staged_bytes = 0;
-  for (size_t i = 0; i < n;) {
+  for (size_t i = lo; i < hi;) {
     uint64_t first = static_cast<uint64_t>(blocks[i]);
     uint64_t limit = std::min<uint64_t>(run_max, layout->contiguous_from(first));
     size_t run = 1;
-    while (i + run < n && run < limit && static_cast<uint64_t>(blocks[i + run]) == first + run) ++run;
+    while (i + run < hi && run < limit && static_cast<uint64_t>(blocks[i + run]) == first + run) ++run;
     Location loc = layout->map(first);
     Extent e;
     e.batch = &b;
@@ -112,14 +115,70 @@ void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, b
     e.device = static_cast<uint16_t>(loc.device);
     e.op = b.op;
     e.staged = staged || e.len < small;
+    e.chunk = chunk;
     if (e.staged) staged_bytes += e.len;
     outbox_[pick_worker(loc.device, active)].push_back(e);
     ++extents;
     i += run;
   }
   bytes_staged_.fetch_add(staged_bytes, std::memory_order_relaxed);
-  bytes_direct_.fetch_add(n * bs - staged_bytes, std::memory_order_relaxed);
-  b.remaining.store(extents, std::memory_order_release);
+  bytes_direct_.fetch_add((hi - lo) * bs - staged_bytes, std::memory_order_relaxed);
+  return extents;
+}
+
+void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged) {
+  const uint32_t bs = opts.block_size;
+  const bool device_read = b.kind == MemKind::device && b.op == IoOp::read;
+  if (!device_read || staging->ordered_bytes() == 0 || uint64_t{n} * bs < limits::ordered_min_bytes) {
+    if (device_read) slot_blocks_.fetch_add(n, std::memory_order_relaxed);
+    b.remaining.store(plan_range(b, blocks, 0, n, mem, staged, nullptr), std::memory_order_release);
+    return;
+  }
+  // Batch-ordered staging (engine/ordered.hpp), window by window; a window the area cannot hold now goes the
+  // per-slot path rather than wait (submit never blocks on staging).
+  const uint32_t unit = staging->unit_bytes();
+  const size_t chunk_blocks = unit / bs, window_blocks = limits::ordered_window_bytes / bs;
+  uint32_t count = 0;
+  for (size_t lo = 0; lo < n; lo += window_blocks) {
+    const size_t hi = std::min(n, lo + window_blocks);
+    const uint32_t chunks = static_cast<uint32_t>((hi - lo + chunk_blocks - 1) / chunk_blocks);
+    uint8_t* region = staging->acquire(chunks);
+    if (region == nullptr) {
+      ordered_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+      slot_blocks_.fetch_add(hi - lo, std::memory_order_relaxed);
+      count += plan_range(b, blocks, lo, hi, mem, staged, nullptr);
+      continue;
+    }
+    auto w = std::make_unique<OrderedWindow>();
+    w->batch = &b;
+    w->region = region;
+    w->units = chunks;
+    w->chunk_count = chunks;
+    w->chunks = std::make_unique<OrderedChunk[]>(chunks);
+    w->chunks_left.store(chunks, std::memory_order_relaxed);
+    for (uint32_t c = 0; c < chunks; ++c) {
+      const size_t clo = lo + c * chunk_blocks, chi = std::min(hi, clo + chunk_blocks);
+      OrderedChunk& k = w->chunks[c];
+      k.window = w.get();
+      k.host = region + static_cast<uint64_t>(c) * unit;
+      k.dst = mem + clo * bs;
+      k.len = static_cast<uint32_t>((chi - clo) * bs);
+      k.first_index = clo;
+      k.first_block = blocks[clo];
+      Location loc = layout->map(static_cast<uint64_t>(blocks[clo]));
+      k.first_device = loc.device;
+      k.first_offset = loc.offset;
+      k.pending.store(k.len, std::memory_order_relaxed);
+    }
+    for (uint32_t c = 0; c < chunks; ++c) {
+      const size_t clo = lo + c * chunk_blocks, chi = std::min(hi, clo + chunk_blocks);
+      plan_range(b, blocks, clo, chi, mem, true, &w->chunks[c]);
+    }
+    count += chunks;  // a chunk finishes (once) for all of its extents
+    ordered_blocks_.fetch_add(hi - lo, std::memory_order_relaxed);
+    b.windows.push_back(std::move(w));
+  }
+  b.remaining.store(count, std::memory_order_release);
 }
 
 void EngineImpl::check_blocks(const int64_t* blocks, size_t n) const {
@@ -207,6 +266,8 @@ EngineStats EngineImpl::stats() const {
     s.queue_full_events += c.queue_full.load(std::memory_order_relaxed);
     s.staging_exhausted_events += c.staging_exhausted.load(std::memory_order_relaxed);
     s.short_transfers += c.short_transfers.load(std::memory_order_relaxed);
+    s.device_copies += c.device_copies.load(std::memory_order_relaxed);
+    s.device_copy_bytes += c.device_copy_bytes.load(std::memory_order_relaxed);
     busy_seconds += w->busy_seconds();
     s.worker_cpu_seconds += w->cpu_seconds();
   }
@@ -222,6 +283,13 @@ EngineStats EngineImpl::stats() const {
   s.blocks = blocks_.load(std::memory_order_relaxed);
   s.bytes_direct = bytes_direct_.load(std::memory_order_relaxed);
   s.bytes_staged = bytes_staged_.load(std::memory_order_relaxed);
+  s.ordered_blocks = ordered_blocks_.load(std::memory_order_relaxed);
+  s.slot_blocks = slot_blocks_.load(std::memory_order_relaxed);
+  s.ordered_fallbacks = ordered_fallbacks_.load(std::memory_order_relaxed);
+  s.staging_mode = s.ordered_blocks && s.slot_blocks ? "ordered+slots"
+                   : s.ordered_blocks                ? "ordered"
+                   : s.slot_blocks                   ? "slots"
+                                                     : "";
   s.workers = static_cast<uint32_t>(workers.size());
   s.active_workers = controller->active();
   s.worker_adjustments = controller->adjustments();

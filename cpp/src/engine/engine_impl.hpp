@@ -44,6 +44,10 @@ class EngineImpl {
 
  private:
   void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged);
+  // Extents of blocks [lo, hi) into the outboxes; chunk: batch-ordered staging (then always staged). Returns
+  // how many.
+  uint32_t plan_range(Batch& b, const int64_t* blocks, size_t lo, size_t hi, uint8_t* mem, bool staged,
+                      OrderedChunk* chunk);
   uint32_t pick_worker(uint32_t device, uint32_t active);
 
   std::string backend_name_, backend_description_;
@@ -57,6 +61,7 @@ class EngineImpl {
   uint32_t in_flight_batches_ = 0;
   Clock::time_point last_done_ = Clock::now();
   std::atomic<uint64_t> batches_{0}, blocks_{0}, bytes_direct_{0}, bytes_staged_{0};
+  std::atomic<uint64_t> ordered_blocks_{0}, slot_blocks_{0}, ordered_fallbacks_{0};  // device reads by staging path
 
  public:
   std::atomic<uint64_t> submit_ns{0}, signal_ns{0};  // stage counters of EngineStats (callers, batch publication)

@@ -4,6 +4,7 @@
 
 #include "gpuio/io.hpp"
 #include "engine/batch.hpp"
+#include "engine/ordered.hpp"
 
 namespace gpuio::detail {
 
@@ -17,6 +18,7 @@ struct Extent {
   uint16_t device = 0;
   IoOp op = IoOp::read;
   bool staged = false;       // goes through a staging slot (unaligned or non-host memory)
+  OrderedChunk* chunk = nullptr;  // batch-ordered staging: lands at chunk->host + (mem - chunk->dst), no slot
 };
 
 }  // namespace gpuio::detail

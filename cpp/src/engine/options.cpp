@@ -32,6 +32,7 @@ const std::vector<OptionRange>& engine_option_ranges() {
       {"queue_depth", 1, limits::queue_depth_max},
       {"staging_bytes", 4096, static_cast<int64_t>(limits::staging_bytes_max)},
       {"staging_slot_bytes", 4096, limits::io_bytes_max},
+      {"ordered_staging_bytes", 0, static_cast<int64_t>(limits::staging_bytes_max)},
       {"io_bytes_max", limits::block_bytes_min, limits::io_bytes_max},
       {"io_timeout_ms", 1, u32_max},
       {"direct_min_bytes", 0, limits::io_bytes_max},
@@ -60,6 +61,7 @@ void validate(const EngineOptions& o) {
   check_option("queue_depth", o.queue_depth);
   check_option("staging_bytes", static_cast<int64_t>(o.staging_bytes));
   check_option("staging_slot_bytes", o.staging_slot_bytes);
+  check_option("ordered_staging_bytes", static_cast<int64_t>(o.ordered_staging_bytes));
   check_option("io_bytes_max", o.io_bytes_max);
   check_option("io_timeout_ms", o.io_timeout_ms);
   check_option("direct_min_bytes", o.direct_min_bytes);

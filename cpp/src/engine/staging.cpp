@@ -1,6 +1,7 @@
 #include "engine/staging.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <string>
@@ -10,26 +11,80 @@
 
 namespace gpuio::detail {
 
-StagingPool::StagingPool(uint64_t bytes, uint32_t slot_bytes, uint32_t slices) : slot_bytes_(slot_bytes) {
+StagingPool::StagingPool(uint64_t bytes, uint32_t slot_bytes, uint32_t slices, uint64_t ordered_bytes, uint32_t unit)
+    : slot_bytes_(slot_bytes), unit_(unit) {
   GPUIO_EXPECT(slot_bytes >= 4096 && slot_bytes % 4096 == 0,
                "staging_slot_bytes=" + std::to_string(slot_bytes) + " must be a positive multiple of 4096");
   GPUIO_EXPECT(bytes <= limits::staging_bytes_max,
                "staging_bytes=" + std::to_string(bytes) + " exceeds staging_bytes_max=" +
                    std::to_string(limits::staging_bytes_max));
+  GPUIO_EXPECT(ordered_bytes <= limits::staging_bytes_max,
+               "ordered_staging_bytes=" + std::to_string(ordered_bytes) + " exceeds staging_bytes_max=" +
+                   std::to_string(limits::staging_bytes_max));
+  GPUIO_EXPECT(unit >= 4096 && unit % 4096 == 0, "ordered staging unit " + std::to_string(unit) +
+                                                     " must be a positive multiple of 4096");
   GPUIO_EXPECT(slices > 0, "staging pool needs at least one slice");
   slots_per_slice_ = static_cast<uint32_t>(bytes / slot_bytes / slices);
   GPUIO_EXPECT(slots_per_slice_ > 0, "staging_bytes=" + std::to_string(bytes) + " is too small for " +
                                          std::to_string(slices) + " workers with staging_slot_bytes=" +
                                          std::to_string(slot_bytes));
   bytes_ = static_cast<uint64_t>(slots_per_slice_) * slices * slot_bytes;
-  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED) throw IoError(errno, "cannot allocate the staging pool of " + std::to_string(bytes_) + " bytes");
-  madvise(p, bytes_, MADV_HUGEPAGE);
+  const uint64_t units = ordered_bytes / unit;
+  ordered_bytes_ = units * unit;
+  used_.assign(units, 0);
+  // The slices are touched now (no page fault on the hot path); the ordered area is faulted in when a ring or
+  // CUDA registers it, or on first use where nothing does (an engine that never reads into GPU memory).
+  void* p = mmap(nullptr, bytes_ + ordered_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    throw IoError(errno, "cannot allocate the staging pool of " + std::to_string(bytes_ + ordered_bytes_) + " bytes");
+  }
+  madvise(p, bytes_ + ordered_bytes_, MADV_HUGEPAGE);
   base_ = static_cast<uint8_t*>(p);
+  const long page = sysconf(_SC_PAGESIZE);
+  for (uint64_t off = 0; off < bytes_; off += static_cast<uint64_t>(page > 0 ? page : 4096)) base_[off] = 0;
 }
 
 StagingPool::~StagingPool() {
-  if (base_) munmap(base_, bytes_);
+  if (base_) munmap(base_, bytes_ + ordered_bytes_);
+}
+
+uint8_t* StagingPool::acquire(uint32_t units) {
+  const uint32_t n = static_cast<uint32_t>(used_.size());
+  if (units == 0 || units > n) return nullptr;
+  std::lock_guard<std::mutex> g(area_mu_);
+  if (n - in_use_ < units) return nullptr;
+  // Next fit from the hint, wrapping once: regions are freed roughly in the order they were taken.
+  for (uint32_t pass = 0; pass < 2; ++pass) {
+    uint32_t from = pass == 0 ? hint_ : 0, to = pass == 0 ? n : std::min(n, hint_ + units - 1);
+    uint32_t run = 0;
+    for (uint32_t i = from; i < to; ++i) {
+      run = used_[i] ? 0 : run + 1;
+      if (run == units) {
+        uint32_t first = i + 1 - units;
+        for (uint32_t k = first; k <= i; ++k) used_[k] = 1;
+        in_use_ += units;
+        hint_ = (i + 1) % n;
+        return base_ + bytes_ + static_cast<uint64_t>(first) * unit_;
+      }
+    }
+  }
+  return nullptr;
+}
+
+void StagingPool::release(uint8_t* region, uint32_t units) {
+  const uint64_t first = static_cast<uint64_t>(region - (base_ + bytes_)) / unit_;
+  std::lock_guard<std::mutex> g(area_mu_);
+  GPUIO_ASSERT(first + units <= used_.size(), "ordered staging region outside the area");
+  for (uint64_t k = first; k < first + units; ++k) {
+    GPUIO_ASSERT(used_[k], "ordered staging region released twice");
+    used_[k] = 0;
+  }
+  in_use_ -= units;
+}
+
+uint32_t StagingPool::units_in_use() const {
+  std::lock_guard<std::mutex> g(area_mu_);
+  return in_use_;
 }
 
 }  // namespace gpuio::detail

@@ -1,9 +1,13 @@
-// The fixed staging pool: one allocation at start, cut into equal slices (one per worker) of equal slots.
-// A worker owns its slice (no locks). The whole pool is registered as one fixed buffer per worker ring,
-// and (GPU builds) with CUDA as mapped pinned memory.
+// The fixed staging pool: one allocation at start, cut into equal slices (one per worker) of equal slots,
+// followed by the ordered area (batch-ordered staging of device-memory reads, limits::ordered_*): units of
+// `unit` bytes handed out first-fit as contiguous regions under a mutex (a few calls per batch, none per block).
+// A worker owns its slice (no locks). Each worker ring registers its slice as fixed buffer 0 and the ordered
+// area as fixed buffer 1; the CUDA layer registers the whole mapping as mapped pinned memory.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "gpuio/io.hpp"
@@ -13,13 +17,15 @@ namespace gpuio::detail {
 class StagingPool {
  public:
   // Throws std::invalid_argument naming the values when slices cannot hold one slot each.
-  StagingPool(uint64_t bytes, uint32_t slot_bytes, uint32_t slices);
+  // ordered_bytes is rounded down to whole units (0: no ordered area).
+  StagingPool(uint64_t bytes, uint32_t slot_bytes, uint32_t slices, uint64_t ordered_bytes = 0,
+              uint32_t unit = 1u << 18);
   ~StagingPool();
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
   uint8_t* base() const { return base_; }
-  uint64_t bytes() const { return bytes_; }
+  uint64_t bytes() const { return bytes_ + ordered_bytes_; }  // the whole mapping (slices + ordered area)
   uint32_t slot_bytes() const { return slot_bytes_; }
   uint32_t slots_per_slice() const { return slots_per_slice_; }
   uint8_t* slot(uint32_t slice, uint32_t i) const {
@@ -29,11 +35,26 @@ class StagingPool {
     return {slot(slice, 0), static_cast<size_t>(slots_per_slice_) * slot_bytes_};
   }
 
+  // The ordered area.
+  uint64_t ordered_bytes() const { return ordered_bytes_; }
+  uint32_t unit_bytes() const { return unit_; }
+  FixedBuffer ordered_buffer() const { return {base_ + bytes_, static_cast<size_t>(ordered_bytes_)}; }
+  // First fit of `units` contiguous units; nullptr (never blocks) when no such run is free.
+  uint8_t* acquire(uint32_t units);
+  void release(uint8_t* region, uint32_t units);
+  uint32_t units_in_use() const;
+
  private:
   uint8_t* base_ = nullptr;
-  uint64_t bytes_ = 0;
+  uint64_t bytes_ = 0;  // slices
   uint32_t slot_bytes_;
   uint32_t slots_per_slice_;
+  uint64_t ordered_bytes_ = 0;
+  uint32_t unit_;
+  mutable std::mutex area_mu_;
+  std::vector<uint8_t> used_;  // per unit
+  uint32_t hint_ = 0;          // where the next search starts (next fit keeps the scan short)
+  uint32_t in_use_ = 0;
 };
 
 }  // namespace gpuio::detail

@@ -90,7 +90,10 @@ bool Worker::issue(uint32_t slot) {
   r.op = f.e.op;
   r.offset = f.e.offset + f.done;
   r.len = f.e.len - f.done;
-  if (f.e.staged) {
+  if (f.e.chunk) {
+    r.buf = f.e.chunk->host + (f.e.mem - f.e.chunk->dst) + f.done;
+    r.buf_index = 1;  // the ordered area is fixed buffer 1 of every ring
+  } else if (f.e.staged) {
     r.buf = engine_.staging->slot(id_, static_cast<uint32_t>(f.staging)) + f.done;
     r.buf_index = 0;  // this worker's whole slice is registered as fixed buffer 0
   } else {
@@ -113,7 +116,7 @@ bool Worker::prepare_pending() {
     }
     Extent& e = pending_.front();
     int32_t staging = -1;
-    if (e.staged) {
+    if (e.staged && !e.chunk) {
       if (free_staging_.empty()) {
         counters_.staging_exhausted.fetch_add(1, std::memory_order_relaxed);
         return false;
@@ -146,13 +149,21 @@ bool Worker::prepare_pending() {
 void Worker::finish(uint32_t slot, int err) {
   Inflight f = slots_[slot];
   free_slots_.push_back(slot);
+  if (f.e.chunk) {
+    if (err != 0) {
+      // The batch fails naming this block; the chunk's other blocks still land. The failed part arrives as
+      // zeros (not a previous batch's bytes left in the region).
+      record(f, err);
+      const uint32_t good = f.done / engine_.opts.block_size * engine_.opts.block_size;  // whole blocks read
+      std::memset(f.e.chunk->host + (f.e.mem - f.e.chunk->dst) + good, 0, f.e.len - good);
+    }
+    return landed(f.e.chunk, f.e.len);
+  }
   if (err == 0 && f.e.staged && f.e.op == IoOp::read) {
     uint8_t* stage = engine_.staging->slot(id_, static_cast<uint32_t>(f.staging));
     if (f.e.batch->kind == MemKind::device) {
-      engine_.mover.load(std::memory_order_acquire)->stage_out(id_, f.e.mem, stage, f.e.len);
-      if (copy_gather_.empty()) copy_gather_since_ = std::chrono::steady_clock::now();
+      queue_copy(f.e.mem, stage, f.e.len);
       copy_gather_.push_back(f);
-      copy_gather_bytes_ += f.e.len;
       return;
     }
     std::memcpy(f.e.mem, stage, f.e.len);
@@ -160,8 +171,34 @@ void Worker::finish(uint32_t slot, int err) {
   complete(f, err);
 }
 
+void Worker::queue_copy(void* dst, const void* src, uint32_t len) {
+  engine_.mover.load(std::memory_order_acquire)->stage_out(id_, dst, src, len);
+  if (copy_gather_.empty() && copy_gather_chunks_.empty()) copy_gather_since_ = std::chrono::steady_clock::now();
+  copy_gather_bytes_ += len;
+  counters_.device_copies.store(counters_.device_copies.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  counters_.device_copy_bytes.store(counters_.device_copy_bytes.load(std::memory_order_relaxed) + len,
+                                    std::memory_order_relaxed);
+}
+
+void Worker::landed(OrderedChunk* c, uint32_t len) {
+  // acq_rel: the last worker sees every other worker's bytes before it copies the chunk.
+  if (c->pending.fetch_sub(len, std::memory_order_acq_rel) != len) return;
+  queue_copy(c->dst, c->host, c->len);
+  copy_gather_chunks_.push_back(c);
+}
+
+void Worker::chunk_copied(OrderedChunk* c, int err) {
+  OrderedWindow* w = c->window;
+  Batch* b = w->batch;
+  if (err != 0) b->record_failure({c->first_index, c->first_block, c->first_device, c->first_offset, err});
+  // The region goes back only once no copy of any of its chunks can still read it; then the batch is told
+  // (its last chunk may end it, and with it the window objects).
+  if (w->chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) engine_.staging->release(w->region, w->units);
+  b->extent_finished();
+}
+
 void Worker::flush_copies(bool force) {
-  if (copy_gather_.empty()) return;
+  if (copy_gather_.empty() && copy_gather_chunks_.empty()) return;
   // Launch cost is per group (a kernel launch or batched-copy call plus an event, several microseconds of this
   // thread): at full rate a pass reaps one or two 4 KiB completions, so a group per pass made the copies, not
   // the device, bound a worker. The staging slots held meanwhile are few (rate x copy_group_wait_us).
@@ -171,8 +208,9 @@ void Worker::flush_copies(bool force) {
     return;
   }
   uint64_t ticket = engine_.mover.load(std::memory_order_acquire)->flush(id_);
-  copy_groups_.push_back({ticket, std::move(copy_gather_)});
+  copy_groups_.push_back({ticket, std::move(copy_gather_), std::move(copy_gather_chunks_)});
   copy_gather_.clear();
+  copy_gather_chunks_.clear();
   copy_gather_bytes_ = 0;
 }
 
@@ -185,19 +223,22 @@ bool Worker::poll_copies() {
       f.done = 0;  // a failed copy fails the extent's first block
       complete(f, rc < 0 ? -rc : 0);
     }
+    for (OrderedChunk* c : g.chunks) chunk_copied(c, rc < 0 ? -rc : 0);
     copy_groups_.pop_front();
   }
   return false;
 }
 
+void Worker::record(const Inflight& f, int err) {
+  uint32_t bs = engine_.opts.block_size;
+  uint64_t k = f.done / bs;  // blocks fully done before the failure
+  Location loc{f.e.device, f.e.offset + k * bs};
+  f.e.batch->record_failure({f.e.first_index + k, f.e.first_block + static_cast<int64_t>(k), loc.device,
+                             loc.offset, err});
+}
+
 void Worker::complete(Inflight& f, int err) {
-  if (err != 0) {
-    uint32_t bs = engine_.opts.block_size;
-    uint64_t k = f.done / bs;  // blocks fully done before the failure
-    Location loc{f.e.device, f.e.offset + k * bs};
-    f.e.batch->record_failure({f.e.first_index + k, f.e.first_block + static_cast<int64_t>(k), loc.device,
-                               loc.offset, err});
-  }
+  if (err != 0) record(f, err);
   if (f.staging >= 0) free_staging_.push_back(static_cast<uint32_t>(f.staging));
   Batch* b = f.e.batch;
   b->extent_finished();
@@ -242,7 +283,9 @@ void Worker::run(std::promise<void>& started) {
   cpu_clock_ok_.store(pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0, std::memory_order_release);
   try {
     uint32_t depth = engine_.opts.queue_depth;
-    queue_ = engine_.backend->create_queue(depth, {engine_.staging->slice_buffer(id_)});
+    std::vector<FixedBuffer> fixed{engine_.staging->slice_buffer(id_)};
+    if (engine_.staging->ordered_bytes() > 0) fixed.push_back(engine_.staging->ordered_buffer());
+    queue_ = engine_.backend->create_queue(depth, fixed);
     slots_.resize(depth);
     for (uint32_t i = depth; i-- > 0;) free_slots_.push_back(i);
     for (uint32_t i = engine_.staging->slots_per_slice(); i-- > 0;) free_staging_.push_back(i);
@@ -276,7 +319,7 @@ void Worker::run(std::promise<void>& started) {
       // in the kernel, for at most limits::low_latency_poll_us per wait; a wake-up from a blocking wait costs
       // several microseconds (tens on a VM), comparable to a fast device's whole latency.
       bool idle = (!unblocked || pending_.empty()) && !has_inbox_.load(std::memory_order_acquire) && !copying &&
-                  copy_gather_.empty();
+                  copy_gather_.empty() && copy_gather_chunks_.empty();
       int wait_min = 0;
       if (idle) {
         if (wait_since < 0) wait_since = t2;

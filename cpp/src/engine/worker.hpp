@@ -33,6 +33,9 @@ struct WorkerCounters {
   std::atomic<uint64_t> passes{0}, prepare_ns{0}, io_ns{0}, device_ns{0}, handle_ns{0}, copy_ns{0}, idle_ns{0};
   // Passes that polled for a completion (low-latency mode: shallow queue) vs blocking waits in the backend.
   std::atomic<uint64_t> poll_waits{0}, block_waits{0};
+  // Staging->device copies queued (DeviceMover::stage_out): one per extent on the slot path, one per chunk on
+  // the batch-ordered path.
+  std::atomic<uint64_t> device_copies{0}, device_copy_bytes{0};
 };
 
 class Worker {
@@ -62,6 +65,10 @@ class Worker {
   void handle(const IoCompletion& c);
   void finish(uint32_t slot, int err);
   void complete(Inflight& f, int err);  // the extent is done (or failed): staging back, batch told
+  void record(const Inflight& f, int err);  // the extent's failure, at its first block not transferred
+  void landed(OrderedChunk* c, uint32_t len);  // batch-ordered: an extent's bytes are in host
+  void chunk_copied(OrderedChunk* c, int err);  // ... and the chunk's copy is done (or abandoned)
+  void queue_copy(void* dst, const void* src, uint32_t len);
   void flush_copies(bool force);        // start the gathered staging->device copies (see copy_group_*)
   bool poll_copies();                   // finish extents whose copies landed; true if any are still pending
   bool spin_for_inbox();  // true when work arrived within limits::worker_spin_us
@@ -95,8 +102,10 @@ class Worker {
   struct CopyGroup {
     uint64_t ticket;
     std::vector<Inflight> extents;
+    std::vector<OrderedChunk*> chunks;  // batch-ordered staging: one copy each
   };
   std::vector<Inflight> copy_gather_;
+  std::vector<OrderedChunk*> copy_gather_chunks_;
   uint64_t copy_gather_bytes_ = 0;
   std::chrono::steady_clock::time_point copy_gather_since_{};  // when the oldest gathered copy was queued
   std::deque<CopyGroup> copy_groups_;

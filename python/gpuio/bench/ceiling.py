@@ -34,6 +34,8 @@ import numpy as np
 BS = 4096
 KINDS = ("null", "sim", "paced", "shm-uring", "shm-posix")
 DESTS = ("host", "gpu")
+ORDERED_WINDOW = 8 << 20  # limits::ordered_window_bytes: the ordered area is sized in whole windows
+STAGING = ("ordered", "slots")  # --staging: how device reads are staged (see measure)
 STAGES = ("submit", "prepare", "io", "device", "handle", "signal", "copy")
 SIM_DEVICE_BYTES = 256 << 20
 
@@ -125,7 +127,8 @@ def name_bound(r: dict, cpus: int) -> str:
                 f"{r['cores_busy']:.2f} cores got)")
     if r["dest"] == "gpu" and (r["staging_waits_per_op"] > 0.01 or
                                r["stage_us"]["copy"] > 0.5 * sum(r["stage_us"].values())):
-        return (f"staging->GPU copies landing ({r['copy_mode']}): staging slots ran out "
+        return (f"staging->GPU copies landing ({r['copy_mode']}, staging {r['staging_mode']}, "
+                f"{r['copy_kib']:.0f} KiB/copy): staging slots ran out "
                 f"{r['staging_waits_per_op']:.2f}x per op while copies were in flight")
     if r["submit_frac"] >= 0.85:
         return "caller thread submitting (planning + posting batches)"
@@ -137,15 +140,18 @@ def name_bound(r: dict, cpus: int) -> str:
 
 
 def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: float, batch: int, qd: int,
-            inflight: int = 2, copy: str = "batch") -> dict:
-    """One configuration: `inflight` batches of `batch` random 4 KiB blocks kept outstanding for `seconds`."""
+            inflight: int = 2, copy: str = "batch", staging: str = "ordered") -> dict:
+    """One configuration: `inflight` batches of `batch` random 4 KiB blocks kept outstanding for `seconds`.
+    staging (GPU destination): "ordered" gives the engine an ordered area holding every batch in flight (one copy
+    per 256 KiB chunk); "slots" none (one staging slot and one copy per 4 KiB block: the path before it)."""
     from gpuio.engine import Engine
 
     paths, kw = devs.engine_args(kind, n)
     w_threads = workers if workers else (n + 1) // 2
-    staging = max(32 << 20, w_threads * qd * BS * 4)
-    e = Engine(paths, block_size=BS, workers=workers, queue_depth=qd, staging_bytes=staging, staging_slot_bytes=BS,
-               direct_min_bytes=0, **kw)  # one 4 KiB slot per staged read; these devices are not O_DIRECT
+    slots = max(32 << 20, w_threads * qd * BS * 4)
+    ordered = -(-inflight * batch * BS // ORDERED_WINDOW) * ORDERED_WINDOW if staging == "ordered" else 0
+    e = Engine(paths, block_size=BS, workers=workers, queue_depth=qd, staging_bytes=slots, staging_slot_bytes=BS,
+               ordered_staging_bytes=ordered, direct_min_bytes=0, **kw)  # one 4 KiB slot per staged read; these devices are not O_DIRECT
     try:
         rng = np.random.default_rng(n * 100 + workers)
         pool = [rng.integers(0, e.total_blocks, batch, dtype=np.int64) for _ in range(8)]
@@ -180,7 +186,10 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         d = {k2: s1[k2] - s0[k2] for k2 in s1 if isinstance(s1[k2], (int, float)) and not isinstance(s1[k2], bool)}
         gstats = e.stats() if dest == "gpu" else {}  # the engine's stats include its GPU path's
         copy_mode = gstats.get("copy_mode", "")
-        r = dict(kind=kind, devices=n, workers=workers, workers_active=s1["active_workers"], worker_threads=s1["workers"],
+        r = dict(kind=kind, devices=n, workers=workers, staging=staging if dest == "gpu" else "-",
+                 staging_mode=s1["staging_mode"], copies_per_op=d["device_copies"] / max(1, d["ops"]),
+                 copy_kib=d["device_copy_bytes"] / max(1, d["device_copies"]) / 1024,
+                 ordered_fallbacks=d["ordered_fallbacks"], workers_active=s1["active_workers"], worker_threads=s1["workers"],
                  dest=dest, iops=done / wall, gbps=done * BS / wall / 1e9, seconds=wall, ops=d["ops"],
                  cores_busy=(c1 - c0) / wall, runq_wait=(q1 - q0) / wall, worker_cores=d["worker_cpu_seconds"] / wall,
                  worker_busy=d["busy_worker_seconds"] / wall, submit_frac=d["submit_seconds"] / wall,
@@ -198,15 +207,15 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
 
 
 def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None,
-         ctl: list | None = None) -> list[dict]:
+         ctl: list | None = None, stagings=("ordered",)) -> list[dict]:
     """Every (kind, dest, N, W); with ctl (a list), after each N's hand-picked counts also the engine's own choice
     (workers=0), run right then so both see the same machine load."""
     rows = []
     for kind in kinds:
-        for dest in dests:
+        for dest, staging in [(d, st) for d in dests for st in (stagings if d == "gpu" else ("-",))]:
             base = None
             for n in ns:
-                got = [measure(devs, kind, n, w, dest, seconds, batch, qd, copy=copy) for w in ws]
+                got = [measure(devs, kind, n, w, dest, seconds, batch, qd, copy=copy, staging=staging) for w in ws]
                 if base is None:  # one device at its best worker count (ns[0] == 1 in the full grid)
                     base = max(r["iops"] for r in got) / n
                 for r in got:
@@ -215,7 +224,7 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
                     rows.append(r)
                     log(_row_text(r))
                 if ctl is not None:
-                    ctl.append(controller_run(devs, kind, dest, n, got, seconds, batch, qd, log, copy))
+                    ctl.append(controller_run(devs, kind, dest, n, got, seconds, batch, qd, log, copy, staging))
             if save:
                 save(rows)  # a run cut short (a time limit) keeps what it measured
     return rows
@@ -224,19 +233,32 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
 def _row_text(r: dict) -> str:
     st = " ".join(f"{k}={r['stage_us'][k]:.2f}" for k in STAGES)
     sms = "-" if r["gpu_sms"] is None else r["gpu_sms"]
-    return (f"{r['kind']:9s} {r['dest']:4s} N={r['devices']:<2d} W={r['workers']:<2d} {r['iops'] / 1e6:7.3f} M IOPS "
+    return (f"{r['kind']:9s} {_dest(r):12s} N={r['devices']:<2d} W={r['workers']:<2d} {r['iops'] / 1e6:7.3f} M IOPS "
             f"{r['gbps']:6.2f} GB/s cores={r['cores_busy']:4.2f} runq={r['runq_wait']:4.2f} wcores={r['worker_cores']:4.2f} SMs={sms} "
-            f"eff={r['efficiency']:.2f} | us/op {st} | bound: {r['bound']}")
+            f"eff={r['efficiency']:.2f}{_copies(r)} | us/op {st} | bound: {r['bound']}")
 
 
-def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch") -> dict:
+def _dest(r: dict) -> str:
+    """host, or gpu with the staging asked for (ordered: batch-ordered area; slots: one slot per block)."""
+    return r["dest"] if r.get("staging", "-") == "-" else f"{r['dest']}/{r['staging']}"
+
+
+def _copies(r: dict) -> str:
+    """What the staging->GPU path did: which staging ran, copies per 4 KiB op and their mean size."""
+    if r["dest"] != "gpu":
+        return ""
+    fb = f" fallbacks={r['ordered_fallbacks']}" if r["ordered_fallbacks"] else ""
+    return f" staging={r['staging_mode']} copies/op={r['copies_per_op']:.3f} KiB/copy={r['copy_kib']:.0f}{fb}"
+
+
+def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered") -> dict:
     """The engine's own worker count (workers=0: CAM's ceil(N/4)..ceil(N/2) controller, climbing by measured rate)
     next to the best hand-picked count for the same N. It runs twice as long: its choice includes its probing."""
     best = max(hand, key=lambda r: r["iops"])
-    c = measure(devs, kind, n, 0, dest, 2 * seconds, batch, qd, copy=copy)
-    x = dict(kind=kind, dest=dest, devices=n, chosen=c["workers_active"], threads=c["worker_threads"],
+    c = measure(devs, kind, n, 0, dest, 2 * seconds, batch, qd, copy=copy, staging=staging)
+    x = dict(kind=kind, dest=dest, dest_label=_dest(c), devices=n, chosen=c["workers_active"], threads=c["worker_threads"],
              iops=c["iops"], best_workers=best["workers"], best_iops=best["iops"], ratio=c["iops"] / best["iops"])
-    log(f"controller {kind:9s} {dest:4s} N={n:<2d} chose {x['chosen']} of {x['threads']} threads "
+    log(f"controller {kind:9s} {x['dest_label']:12s} N={n:<2d} chose {x['chosen']} of {x['threads']} threads "
         f"{x['iops'] / 1e6:.3f} M IOPS; best hand-picked W={x['best_workers']} {x['best_iops'] / 1e6:.3f} M; "
         f"ratio {x['ratio']:.2f}")
     return x
@@ -386,24 +408,25 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
 def summary(rows: list[dict], ctl: list[dict], log) -> None:
     """Per kind/destination/N: the best worker count's row (the table the issue is judged by)."""
     log("\n| kind | dest | N | best W | M IOPS | GB/s | cores busy | worker cores | SMs | efficiency | "
-        "us/op submit/prepare/io/device/handle/signal/copy | bound | controller W (ratio) |")
-    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for key in dict.fromkeys((r["kind"], r["dest"], r["devices"]) for r in rows):
-        rs = [r for r in rows if (r["kind"], r["dest"], r["devices"]) == key]
+        "us/op submit/prepare/io/device/handle/signal/copy | staging (KiB/copy) | bound | controller W (ratio) |")
+    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in dict.fromkeys((r["kind"], _dest(r), r["devices"]) for r in rows):
+        rs = [r for r in rows if (r["kind"], _dest(r), r["devices"]) == key]
         b = max(rs, key=lambda r: r["iops"])
-        c = next((x for x in ctl if (x["kind"], x["dest"], x["devices"]) == key), None)
+        c = next((x for x in ctl if (x["kind"], x.get("dest_label", x["dest"]), x["devices"]) == key), None)
+        cp = f"{b['staging_mode']} ({b['copy_kib']:.0f})" if b["dest"] == "gpu" else "-"
         cs = f"{c['chosen']} ({c['ratio']:.2f})" if c else "-"
         st = "/".join(f"{b['stage_us'][k]:.2f}" for k in STAGES)
         log(f"| {key[0]} | {key[1]} | {key[2]} | {b['workers']} | {b['iops'] / 1e6:.3f} | {b['gbps']:.2f} | "
             f"{b['cores_busy']:.2f} | {b['worker_cores']:.2f} | {'-' if b['gpu_sms'] is None else b['gpu_sms']} | "
-            f"{b['efficiency']:.2f} | {st} | {b['bound']} | {cs} |")
+            f"{b['efficiency']:.2f} | {st} | {cp} | {b['bound']} | {cs} |")
 
 
 def judged(rows: list[dict], log, n: int = 12, w_max: int = 6, target: float = 5.0e6) -> list[dict]:
     """Issue 14's first point: n devices, 4 KiB random reads, <= w_max workers: IOPS against the target."""
     out = []
-    for kind, dest in dict.fromkeys((r["kind"], r["dest"]) for r in rows):
-        rs = [r for r in rows if (r["kind"], r["dest"], r["devices"]) == (kind, dest, n) and r["workers"] <= w_max]
+    for kind, dest in dict.fromkeys((r["kind"], _dest(r)) for r in rows):
+        rs = [r for r in rows if (r["kind"], _dest(r), r["devices"]) == (kind, dest, n) and r["workers"] <= w_max]
         if not rs:
             continue
         b = max(rs, key=lambda r: r["iops"])
@@ -412,7 +435,8 @@ def judged(rows: list[dict], log, n: int = 12, w_max: int = 6, target: float = 5
         out.append(x)
         log(f"JUDGED {n} {kind} devices -> {dest}, <= {w_max} workers: best W={b['workers']} {b['iops'] / 1e6:.3f} M IOPS "
             f"({b['gbps']:.1f} GB/s) = {x['ratio']:.2f} x {target / 1e6:.1f} M; efficiency {b['efficiency']:.2f}; "
-            f"cores {b['cores_busy']:.1f}; SMs {'-' if b['gpu_sms'] is None else b['gpu_sms']}; bound: {b['bound']}")
+            f"cores {b['cores_busy']:.1f}; SMs {'-' if b['gpu_sms'] is None else b['gpu_sms']}{_copies(b)}; "
+            f"bound: {b['bound']}")
     return out
 
 
@@ -429,7 +453,7 @@ def _ints(text: str, name: str) -> list[int]:
 def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devices="1,4,8,12,16", workers="1,2,3,4,6,8",
         seconds=0.4, batch=16384, queue_depth=512, shm_mib=64, latency_file=None, latency_reads=300,
         latency_rounds=3, sections=("cost", "grid", "controller", "latency"), copy="batch", log=print,
-        json_path=None) -> dict:
+        json_path=None, staging="ordered") -> dict:
     ns, ws = _ints(devices, "--devices"), _ints(workers, "--workers")
     for k in kinds:
         if k not in KINDS:
@@ -437,10 +461,14 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
     for d in dests:
         if d not in DESTS:
             raise ValueError(f"--dests: {d!r} is not one of host, gpu")
+    stagings = tuple(x for x in staging.split(",") if x)
+    for x in stagings or ("",):
+        if x not in STAGING:
+            raise ValueError(f"--staging: {x!r} is not one of {', '.join(STAGING)}")
     cpus = len(os.sched_getaffinity(0))
     has_cuda, why = cuda_status()
     res = dict(cpus=cpus, cuda=has_cuda, cuda_note=why, args=dict(kinds=list(kinds), dests=list(dests), devices=ns,
-               workers=ws, seconds=seconds, batch=batch, queue_depth=queue_depth), skipped={})
+               workers=ws, seconds=seconds, batch=batch, queue_depth=queue_depth, staging=list(stagings)), skipped={})
     if "gpu" in dests and not has_cuda:
         res["skipped"]["gpu"] = why
         log(f"SKIP destination gpu: {why}")
@@ -458,7 +486,7 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
         save = (lambda rows: write_json(dict(res, rows=rows), json_path)) if json_path else None
         ctl = res["controller"] = []
         rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save,
-                                  ctl if "controller" in sections else None) if "grid" in sections else []
+                                  ctl if "controller" in sections else None, stagings) if "grid" in sections else []
         if rows:
             summary(rows, ctl, log)
             res["judged"] = judged(rows, log)
