@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from . import _buffers
-from ._buffers import block_ids, data_buffer
+from ._buffers import block_ids, cuda_device, data_array
 
 if TYPE_CHECKING:
     from .gpu import GpuPath
@@ -76,12 +75,13 @@ def _core():
 
 
 class Handle:
-    """A submitted batch. wait() raises the batch's error; done() polls. Holds the batch's buffers."""
+    """A submitted batch. wait() raises the batch's error; done() polls. The C++ handle holds the batch's
+    arrays (keep-alive) until it is dropped."""
 
-    __slots__ = ("_h", "_keep", "_result")
+    __slots__ = ("_h", "_result")
 
-    def __init__(self, h, keep, result):
-        self._h, self._keep, self._result = h, keep, result
+    def __init__(self, h, result):
+        self._h, self._result = h, result
 
     def done(self) -> bool:
         """True once the batch is complete (raises its error then, as wait() does)."""
@@ -189,20 +189,19 @@ class Engine:
     def _submit(self, op: int, blocks: Any, buf: Any, name: str) -> Handle:
         if self._core.closed:
             raise ValueError("engine is closed")
-        ids = block_ids(blocks)
-        n = ids.nbytes // 8
-        data = data_buffer(buf, n * self.block_size, writable=(op == READ), name=name)
-        if ids.kind == _buffers.DEVICE or data.kind == _buffers.DEVICE:
-            return self._gpu_submit(op, ids, data, n, buf)
-        h = Handle(self._core.submit(op, ids.ptr, n, data.ptr, 0), (ids.owner, data.owner), buf)
+        # The binding checks both (dtype, shape, contiguity, memory, byte count) and names what is wrong.
+        ids, data = block_ids(blocks), data_array(buf)
+        if cuda_device(ids) >= 0 or cuda_device(data) >= 0:
+            return self._gpu_submit(op, ids, data, buf)
+        h = Handle(self._core.submit(op, ids, data), buf)
         with self._inflight_lock:  # submitters in several threads: check-then-pop must not interleave
             while self._inflight and self._inflight[0].done():
                 self._inflight.popleft()
             self._inflight.append(h)
         return h
 
-    def _gpu_submit(self, op, ids, data, n, buf):
-        return self.gpu.submit(op, ids, data, n, buf)
+    def _gpu_submit(self, op, ids, data, buf):
+        return self.gpu.submit(op, ids, data, buf)
 
     # -- the CUDA layer -------------------------------------------------------------------------------------
     @property
