@@ -224,22 +224,26 @@ GPUIO_BIND(engine, 10) {
              new (self) Holder{std::move(e)};
            },
            nb::arg("paths"), nb::arg("options"))
-      // Host memory only (CUDA memory goes through GpuRuntime.stream_submit). The returned handle keeps the
-      // ids and the data alive until the batch is done with them.
+      // ids in host memory; data in host memory, or CUDA memory once a GPU runtime has installed the engine's
+      // device mover (the engine-ceiling benchmark's GPU destination; gpuio.Engine sends CUDA memory through
+      // GpuRuntime.stream_submit instead). The returned handle keeps the ids and the data alive until it is
+      // dropped.
       .def("submit",
            [](Holder& h, int op, nb::handle blocks, nb::handle data) {
              bool read = op == 0;
              const char* name = read ? "out" : "src";
              bindings::Ids ids = bindings::ids_arg(blocks, "blocks", bindings::Mem::host);
-             bindings::Data buf = bindings::data_arg(data, name, read, bindings::Mem::host);
+             bindings::Data buf = bindings::data_arg(data, name, read, bindings::Mem::either);
              size_t n = ids.size();
              bindings::check_nbytes(buf, name, n * h->options().block_size, "len(blocks) * block_size");
              nb::gil_scoped_release unlocked;
-             return h->submit(read ? IoOp::read : IoOp::write, ids.data(), n, buf.ptr, MemKind::host);
+             return h->submit(read ? IoOp::read : IoOp::write, ids.data(), n, buf.ptr,
+                              buf.cuda() ? MemKind::device : MemKind::host);
            },
            nb::arg("op"), nb::arg("blocks"), nb::arg("data"), nb::keep_alive<0, 3>(), nb::keep_alive<0, 4>(),
-           "Start op (0 read, 1 write) of blocks (int64, 1-D, contiguous) into/from data (contiguous, exactly "
-           "len(blocks) * block_size bytes, host memory; read-only memory for writes); returns a BatchHandle.")
+           "Start op (0 read, 1 write) of blocks (int64, 1-D, contiguous, host memory) into/from data "
+           "(contiguous, exactly len(blocks) * block_size bytes; read-only memory for writes); returns a "
+           "BatchHandle. CUDA memory needs the engine's GPU runtime (its device mover).")
       .def("stats", [](const Holder& h) { return stats_dict(h->stats()); })
       .def("sync", [](Holder& h) { h->sync(); }, nb::call_guard<nb::gil_scoped_release>())
       .def("close", [](Holder& h) { h->close(); }, nb::call_guard<nb::gil_scoped_release>())
