@@ -225,11 +225,16 @@ class Engine:
         return self._gpu
 
     def read_async(self, blocks: Any, out: Any) -> Handle:
-        """Start reading blocks into out (len(blocks) * block_size bytes). The handle's wait() returns out."""
+        """Start reading blocks into out (len(blocks) * block_size bytes). The handle's wait() returns out.
+
+        blocks: integer ids (int, list, range, integer array or tensor; ids in CUDA memory must be int64).
+        out: any contiguous writable array of any dtype: a NumPy array, a CPU or CUDA tensor, a bytearray or
+        memoryview (the binding takes it through DLPack or the buffer protocol and names what is wrong)."""
         return self._submit(READ, blocks, out, "out")
 
     def write_async(self, blocks: Any, src: Any) -> Handle:
-        """Start writing src (len(blocks) * block_size bytes) to blocks."""
+        """Start writing src (len(blocks) * block_size bytes) to blocks. src: as read_async's out, read-only
+        memory (bytes, a read-only array) included."""
         return self._submit(WRITE, blocks, src, "src")
 
     def read(self, blocks: Any, out: Any):
