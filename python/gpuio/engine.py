@@ -186,10 +186,11 @@ class Engine:
         return self._core.closed
 
     # -- I/O ------------------------------------------------------------------------------------------------
-    def _submit(self, op: int, blocks: Any, buf: Any, name: str) -> Handle:
+    def _submit(self, op: int, blocks: Any, buf: Any) -> Handle:
         if self._core.closed:
             raise ValueError("engine is closed")
-        # The binding checks both (dtype, shape, contiguity, memory, byte count) and names what is wrong.
+        # The binding checks both (dtype, shape, contiguity, memory, byte count) and names what is wrong
+        # ("out" for a read, "src" for a write).
         ids, data = block_ids(blocks), data_array(buf)
         if cuda_device(ids) >= 0 or cuda_device(data) >= 0:
             return self._gpu_submit(op, ids, data, buf)
@@ -230,12 +231,12 @@ class Engine:
         blocks: integer ids (int, list, range, integer array or tensor; ids in CUDA memory must be int64).
         out: any contiguous writable array of any dtype: a NumPy array, a CPU or CUDA tensor, a bytearray or
         memoryview (the binding takes it through DLPack or the buffer protocol and names what is wrong)."""
-        return self._submit(READ, blocks, out, "out")
+        return self._submit(READ, blocks, out)
 
     def write_async(self, blocks: Any, src: Any) -> Handle:
         """Start writing src (len(blocks) * block_size bytes) to blocks. src: as read_async's out, read-only
         memory (bytes, a read-only array) included."""
-        return self._submit(WRITE, blocks, src, "src")
+        return self._submit(WRITE, blocks, src)
 
     def read(self, blocks: Any, out: Any):
         """Read blocks into out and wait; returns out (read_async(...).wait())."""
