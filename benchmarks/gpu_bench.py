@@ -340,7 +340,7 @@ def main():
         lat_ids = rng.integers(0, nblocks, size=2000, dtype=np.int64)
         dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
         drop_caches()
-        gpu_ns = eng.gpu.latency_probe(lat_ids.tolist(), dst.data_ptr())
+        gpu_ns = eng.gpu.latency_probe(lat_ids.tolist(), dst)
         drop_caches()
         p_ns = pread_latency(a.file, rng.integers(0, nblocks, size=2000, dtype=np.int64))
         RESULTS["latency_us"] = {

@@ -204,10 +204,10 @@ class DeviceArray:
         """The cache's gather or scatter over idx and data. GPU: on torch's current stream; check=True waits
         for it and raises a failed read or write-back."""
         if self.device.type != "cuda":
-            op(idx.data_ptr(), idx.numel(), data.data_ptr())
+            op(idx, data)
             return
         stream = torch.cuda.current_stream(self.device)
-        op(idx.data_ptr(), idx.numel(), data.data_ptr(), stream.cuda_stream)
+        op(idx, data, stream.cuda_stream)
         if check:
             stream.synchronize()
             self._check()

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from . import _buffers
-from ._buffers import block_ids, data_buffer
+from ._buffers import block_ids, cuda_device, data_array
 
 if TYPE_CHECKING:
     from .gpu import GpuPath
@@ -76,12 +75,13 @@ def _core():
 
 
 class Handle:
-    """A submitted batch. wait() raises the batch's error; done() polls. Holds the batch's buffers."""
+    """A submitted batch. wait() raises the batch's error; done() polls. The C++ handle holds the batch's
+    arrays (keep-alive) until it is dropped."""
 
-    __slots__ = ("_h", "_keep", "_result")
+    __slots__ = ("_h", "_result")
 
-    def __init__(self, h, keep, result):
-        self._h, self._keep, self._result = h, keep, result
+    def __init__(self, h, result):
+        self._h, self._result = h, result
 
     def done(self) -> bool:
         """True once the batch is complete (raises its error then, as wait() does)."""
@@ -190,23 +190,23 @@ class Engine:
         return self._core.closed
 
     # -- I/O ------------------------------------------------------------------------------------------------
-    def _submit(self, op: int, blocks: Any, buf: Any, name: str) -> Handle:
+    def _submit(self, op: int, blocks: Any, buf: Any) -> Handle:
         if self._core.closed:
             raise ValueError("engine is closed")
-        ids = block_ids(blocks)
-        n = ids.nbytes // 8
-        data = data_buffer(buf, n * self.block_size, writable=(op == READ), name=name)
-        if ids.kind == _buffers.DEVICE or data.kind == _buffers.DEVICE:
-            return self._gpu_submit(op, ids, data, n, buf)
-        h = Handle(self._core.submit(op, ids.ptr, n, data.ptr, 0), (ids.owner, data.owner), buf)
+        # The binding checks both (dtype, shape, contiguity, memory, byte count) and names what is wrong
+        # ("out" for a read, "src" for a write).
+        ids, data = block_ids(blocks), data_array(buf)
+        if cuda_device(ids) >= 0 or cuda_device(data) >= 0:
+            return self._gpu_submit(op, ids, data, buf)
+        h = Handle(self._core.submit(op, ids, data), buf)
         with self._inflight_lock:  # submitters in several threads: check-then-pop must not interleave
             while self._inflight and self._inflight[0].done():
                 self._inflight.popleft()
             self._inflight.append(h)
         return h
 
-    def _gpu_submit(self, op, ids, data, n, buf):
-        return self.gpu.submit(op, ids, data, n, buf)
+    def _gpu_submit(self, op, ids, data, buf):
+        return self.gpu.submit(op, ids, data, buf)
 
     # -- the CUDA layer -------------------------------------------------------------------------------------
     @property
@@ -230,12 +230,17 @@ class Engine:
         return self._gpu
 
     def read_async(self, blocks: Any, out: Any) -> Handle:
-        """Start reading blocks into out (len(blocks) * block_size bytes). The handle's wait() returns out."""
-        return self._submit(READ, blocks, out, "out")
+        """Start reading blocks into out (len(blocks) * block_size bytes). The handle's wait() returns out.
+
+        blocks: integer ids (int, list, range, integer array or tensor; ids in CUDA memory must be int64).
+        out: any contiguous writable array of any dtype: a NumPy array, a CPU or CUDA tensor, a bytearray or
+        memoryview (the binding takes it through DLPack or the buffer protocol and names what is wrong)."""
+        return self._submit(READ, blocks, out)
 
     def write_async(self, blocks: Any, src: Any) -> Handle:
-        """Start writing src (len(blocks) * block_size bytes) to blocks."""
-        return self._submit(WRITE, blocks, src, "src")
+        """Start writing src (len(blocks) * block_size bytes) to blocks. src: as read_async's out, read-only
+        memory (bytes, a read-only array) included."""
+        return self._submit(WRITE, blocks, src)
 
     def read(self, blocks: Any, out: Any):
         """Read blocks into out and wait; returns out (read_async(...).wait())."""

@@ -60,14 +60,8 @@ def pread_memcpy_baseline(path: str, ids: Any, block_bytes: int, dst: Any, threa
     len(ids) * block_bytes bytes). Returns the seconds taken. RuntimeError without the CUDA layer."""
     if not cuda_built():
         raise RuntimeError(probe()["error"])
-    blocks = _buffers.block_ids(ids, "ids")
-    if blocks.kind != _buffers.HOST:
-        raise ValueError("ids must be on the host (the baseline's threads read them)")
-    n = blocks.nbytes // 8
-    out = _buffers.data_buffer(dst, n * block_bytes, writable=True, name="dst")
-    if out.kind != _buffers.DEVICE:
-        raise ValueError("dst must be a CUDA tensor")
-    return float(_core().gpu_pread_memcpy(os.fspath(path), blocks.ptr, n, block_bytes, out.ptr, threads))
+    return float(_core().gpu_pread_memcpy(os.fspath(path), _buffers.block_ids(ids, "ids"), block_bytes,
+                                          _buffers.data_array(dst), threads))
 
 
 def probe() -> dict:
@@ -230,35 +224,30 @@ class GpuPath:
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
         self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
-    def submit(self, op: int, ids: _buffers.Buffer, data: _buffers.Buffer, n: int, buf: Any):
-        """Engine's entry for a request that touches CUDA memory (ids or data on a GPU): queue it on torch's current
-        stream and return its StreamHandle."""
+    def submit(self, op: int, ids: Any, data: Any, buf: Any):
+        """Engine's entry for a request that touches CUDA memory (ids or data on a GPU): queue it on torch's
+        current stream of that GPU and return its StreamHandle. The binding checks ids and data (dtype,
+        contiguity, byte count, one GPU); the handle keeps them alive until the stream has passed the request."""
         import torch
 
-        keep = [ids.owner, data.owner]
-        dev = data.device_index if data.kind == _buffers.DEVICE else ids.device_index
-        on_device = ids.kind == _buffers.DEVICE
-        if on_device and data.kind == _buffers.DEVICE and data.device_index != ids.device_index:
-            raise ValueError(f"blocks are on cuda:{ids.device_index} but the buffer is on cuda:{data.device_index}")
-        stream = torch.cuda.current_stream(dev)
-        try:
-            before = self._rt.stream_submit(stream.cuda_stream, op, ids.ptr, on_device, n, data.ptr, data.kind)
-        except OverflowError:
-            raise ValueError(f"a stream-ordered request of {n} blocks is too large") from None
+        dev = _buffers.cuda_device(data)
+        stream = torch.cuda.current_stream(dev if dev >= 0 else _buffers.cuda_device(ids))
+        before = self._rt.stream_submit(stream.cuda_stream, op, ids, data)
         event = torch.cuda.Event()
         event.record(stream)
         self._submitted += 1
-        what = (f"stream-ordered {'read' if op == 0 else 'write'} of {n} blocks (call {self._submitted} of this "
-                f"engine, stream {stream.cuda_stream:#x})")
-        return StreamHandle(self, event, before, buf, keep, what)
+        what = (f"stream-ordered {'read' if op == 0 else 'write'} of {len(ids)} blocks (call {self._submitted} of "
+                f"this engine, stream {stream.cuda_stream:#x})")
+        return StreamHandle(self, event, before, buf, (ids, data), what)
 
     def queue(self, i: int) -> tuple[int, int, int]:
         """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""
         return tuple(self._rt.queue_address(i))
 
-    def latency_probe(self, ids, dst_ptr: int, queue: int = 0) -> list[int]:
-        """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (64 x 4 KiB)."""
-        return list(self._rt.latency_probe(queue, [int(i) for i in ids], dst_ptr))
+    def latency_probe(self, ids, dst: Any, queue: int = 0) -> list[int]:
+        """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (CUDA memory
+        of 64 slots of 4 KiB, reused round-robin)."""
+        return list(self._rt.latency_probe(queue, [int(i) for i in ids], _buffers.data_array(dst)))
 
     def stats(self, base: dict) -> dict:
         """The GPU path's counters, given the engine's own stats (base) to name the data path."""

@@ -146,7 +146,12 @@ def test_the_array_cache_keeps_its_engine_alive(tmp_path):
     gc.collect()
     idx = np.array([0, 2999, 1234], dtype=np.int64)
     out = np.empty(3, dtype=np.int64)
-    cache.gather(idx.ctypes.data, 3, out.ctypes.data)
+    cache.gather(idx, out)
     np.testing.assert_array_equal(out, ref[idx])
+    # the binding checks its arrays (bindings/arrays.hpp): sizes in elem_bytes, int64 indices
+    with pytest.raises(ValueError, match=r"out holds 16 bytes, expected 24 \(len\(idx\) \* elem_bytes\)"):
+        cache.gather(idx, np.empty(2, dtype=np.int64))
+    with pytest.raises(TypeError, match="idx must be int64, got int32"):
+        cache.gather(idx.astype(np.int32), out)
     with pytest.raises(TypeError):
         _core.HostArrayCache(12345, geometry)

@@ -202,7 +202,7 @@ def test_gpu_initiated_latency_probe(datafile):
         eng.read(torch.tensor([0], device="cuda"), gpuio.empty((1, BS), device="cuda"))  # attaches the layer
         dst = gpuio.empty((64, BS), device="cuda")
         ids = list(range(200, 264))
-        ns = eng.gpu.latency_probe(ids, dst.data_ptr())
+        ns = eng.gpu.latency_probe(ids, dst)
         assert len(ns) == 64 and all(t > 0 for t in ns)
         assert np.array_equal(dst.cpu().numpy(), data[200:264])
 

@@ -1,11 +1,14 @@
 // gpuio._core device-array bindings (python/gpuio/device_array.py is the Python face): HostArrayCache (the CPU
 // implementation, always built) and GpuArrayCache (with the CUDA layer). They take the engine's owning object
-// (gpuio._core.EngineCore, kept alive); buffer addresses come validated from Python.
+// (gpuio._core.EngineCore, kept alive); indices and values arrive as arrays (nb::ndarray, bindings/arrays.hpp):
+// int64 indices and len(idx) * elem_bytes bytes of values, host memory for the host cache, CUDA memory for the
+// GPU one.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
 
 #include <string>
 
+#include "bindings/arrays.hpp"
 #include "bindings/engine_holder.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
@@ -32,6 +35,19 @@ CacheGeometry geometry(nb::dict given) {
   return g;
 }
 
+// idx and data checked for a gather (out: writable) or a scatter (vals) of elem_bytes elements in `mem`.
+struct Args {
+  bindings::Ids idx;
+  bindings::Data data;
+};
+
+Args args(nb::handle idx, nb::handle data, bool gather, uint32_t elem_bytes, bindings::Mem mem) {
+  const char* name = gather ? "out" : "vals";
+  Args a{bindings::ids_arg(idx, "idx", mem), bindings::data_arg(data, name, gather, mem)};
+  bindings::check_nbytes(a.data, name, a.idx.size() * elem_bytes, "len(idx) * elem_bytes");
+  return a;
+}
+
 nb::dict counters_dict(const ArrayCounters& c) {
   nb::dict d;
   d["hits"] = c.hits;
@@ -53,15 +69,19 @@ GPUIO_BIND(array, 30) {
            },
            nb::arg("engine"), nb::arg("geometry"), nb::keep_alive<1, 2>())
       .def("gather",
-           [](HostArrayCache& c, uintptr_t idx, size_t n, uintptr_t out) {
-             c.gather(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<void*>(out));
+           [](HostArrayCache& c, nb::handle idx, nb::handle out) {
+             Args a = args(idx, out, true, c.geometry().elem_bytes, bindings::Mem::host);
+             nb::gil_scoped_release unlocked;
+             c.gather(a.idx.data(), a.idx.size(), a.data.ptr);
            },
-           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("out_ptr"), nb::call_guard<nb::gil_scoped_release>())
+           nb::arg("idx"), nb::arg("out"))
       .def("scatter",
-           [](HostArrayCache& c, uintptr_t idx, size_t n, uintptr_t vals) {
-             c.scatter(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<const void*>(vals));
+           [](HostArrayCache& c, nb::handle idx, nb::handle vals) {
+             Args a = args(idx, vals, false, c.geometry().elem_bytes, bindings::Mem::host);
+             nb::gil_scoped_release unlocked;
+             c.scatter(a.idx.data(), a.idx.size(), a.data.ptr);
            },
-           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("vals_ptr"), nb::call_guard<nb::gil_scoped_release>())
+           nb::arg("idx"), nb::arg("vals"))
       .def("flush", &HostArrayCache::flush, nb::call_guard<nb::gil_scoped_release>())
       .def("invalidate", &HostArrayCache::invalidate)
       .def("counters", [](const HostArrayCache& c) { return counters_dict(c.counters()); })
@@ -89,18 +109,20 @@ GPUIO_BIND(array, 30) {
              new (self) GpuArrayCache(*engine, qs, geo, staging_groups);
            },
            nb::arg("engine"), nb::arg("queues"), nb::arg("geometry"), nb::arg("staging_groups"), nb::keep_alive<1, 2>())
+      // stream stays an address: a cudaStream_t (torch.cuda.Stream.cuda_stream). The kernels run later in stream
+      // order: the caller (gpuio.DeviceArray) keeps idx and the data alive until the stream passed them.
       .def("gather",
-           [](GpuArrayCache& c, uintptr_t idx, uint64_t n, uintptr_t out, uintptr_t stream) {
-             c.gather(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<void*>(out),
-                      reinterpret_cast<void*>(stream));
+           [](GpuArrayCache& c, nb::handle idx, nb::handle out, uintptr_t stream) {
+             Args a = args(idx, out, true, c.ref().g.elem_bytes, bindings::Mem::cuda);
+             c.gather(a.idx.data(), a.idx.size(), a.data.ptr, reinterpret_cast<void*>(stream));
            },
-           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("out_ptr"), nb::arg("stream"))
+           nb::arg("idx"), nb::arg("out"), nb::arg("stream"))
       .def("scatter",
-           [](GpuArrayCache& c, uintptr_t idx, uint64_t n, uintptr_t vals, uintptr_t stream) {
-             c.scatter(reinterpret_cast<const int64_t*>(idx), n, reinterpret_cast<const void*>(vals),
-                       reinterpret_cast<void*>(stream));
+           [](GpuArrayCache& c, nb::handle idx, nb::handle vals, uintptr_t stream) {
+             Args a = args(idx, vals, false, c.ref().g.elem_bytes, bindings::Mem::cuda);
+             c.scatter(a.idx.data(), a.idx.size(), a.data.ptr, reinterpret_cast<void*>(stream));
            },
-           nb::arg("idx_ptr"), nb::arg("n"), nb::arg("vals_ptr"), nb::arg("stream"))
+           nb::arg("idx"), nb::arg("vals"), nb::arg("stream"))
       .def("flush", &GpuArrayCache::flush, nb::call_guard<nb::gil_scoped_release>())
       .def("invalidate", &GpuArrayCache::invalidate, nb::call_guard<nb::gil_scoped_release>())
       .def("counters", [](const GpuArrayCache& c) { return counters_dict(c.counters()); })

@@ -1,5 +1,6 @@
-// gpuio._core.Engine: the C++ engine behind gpuio.Engine (python/gpuio/engine.py), which validates Python
-// buffers and hands raw addresses here; options, their defaults and their checks live in C++. Waits and submissions release the GIL.
+// gpuio._core.Engine: the C++ engine behind gpuio.Engine (python/gpuio/engine.py). Buffers arrive as arrays
+// (nb::ndarray, checked in bindings/arrays.hpp); options, their defaults and their checks live in C++. Waits
+// and submissions release the GIL.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/ndarray.h>
@@ -9,6 +10,7 @@
 
 #include <set>
 
+#include "bindings/arrays.hpp"
 #include "bindings/engine_holder.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
@@ -230,13 +232,26 @@ GPUIO_BIND(engine, 10) {
              new (self) Holder{std::move(e)};
            },
            nb::arg("paths"), nb::arg("options"))
+      // ids in host memory; data in host memory, or CUDA memory once a GPU runtime has installed the engine's
+      // device mover (the engine-ceiling benchmark's GPU destination; gpuio.Engine sends CUDA memory through
+      // GpuRuntime.stream_submit instead). The returned handle keeps the ids and the data alive until it is
+      // dropped.
       .def("submit",
-           [](Holder& h, int op, uintptr_t blocks, size_t n, uintptr_t buf, int kind) {
-             return h->submit(op == 0 ? IoOp::read : IoOp::write, reinterpret_cast<const int64_t*>(blocks), n,
-                              reinterpret_cast<void*>(buf), kind == 0 ? MemKind::host : MemKind::device);
+           [](Holder& h, int op, nb::handle blocks, nb::handle data) {
+             bool read = op == 0;
+             const char* name = read ? "out" : "src";
+             bindings::Ids ids = bindings::ids_arg(blocks, "blocks", bindings::Mem::host);
+             bindings::Data buf = bindings::data_arg(data, name, read, bindings::Mem::either);
+             size_t n = ids.size();
+             bindings::check_nbytes(buf, name, n * h->options().block_size, "len(blocks) * block_size");
+             nb::gil_scoped_release unlocked;
+             return h->submit(read ? IoOp::read : IoOp::write, ids.data(), n, buf.ptr,
+                              buf.cuda() ? MemKind::device : MemKind::host);
            },
-           nb::arg("op"), nb::arg("blocks_ptr"), nb::arg("n"), nb::arg("buf_ptr"), nb::arg("mem_kind") = 0,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::arg("op"), nb::arg("blocks"), nb::arg("data"), nb::keep_alive<0, 3>(), nb::keep_alive<0, 4>(),
+           "Start op (0 read, 1 write) of blocks (int64, 1-D, contiguous, host memory) into/from data "
+           "(contiguous, exactly len(blocks) * block_size bytes; read-only memory for writes); returns a "
+           "BatchHandle. CUDA memory needs the engine's GPU runtime (its device mover).")
       .def("stats", [](const Holder& h) { return stats_dict(h->stats()); })
       .def("sync", [](Holder& h) { h->sync(); }, nb::call_guard<nb::gil_scoped_release>())
       .def("close", [](Holder& h) { h->close(); }, nb::call_guard<nb::gil_scoped_release>())

@@ -1,10 +1,14 @@
 // gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). The runtime holds its engine's Python object
-// (keep-alive); buffers arrive as addresses that gpuio._buffers validated; waits release the GIL. Without the
-// CUDA layer only gpu_defaults and gpu_probe_devices (which says why there is no GPU path) exist.
+// (keep-alive); buffers arrive as arrays (nb::ndarray, host or CUDA memory, checked in bindings/arrays.hpp);
+// waits release the GIL. Without the CUDA layer only gpu_defaults and gpu_probe_devices (which says why there is
+// no GPU path) exist.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+
+#include "bindings/arrays.hpp"
 #include "bindings/engine_holder.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
@@ -21,6 +25,12 @@ using namespace gpuio;
 using bindings::copy_dict;
 using bindings::reject_unknown;
 using bindings::take;
+
+// The runtime with the engine it serves, whose block size the bindings check buffer sizes against.
+struct Runtime : GpuRuntime {
+  Runtime(Engine& e, const GpuOptions& o) : GpuRuntime(e, o), block_size(e.options().block_size) {}
+  uint32_t block_size;
+};
 
 GpuOptions gpu_options(nb::dict given) {
   nb::dict d = copy_dict(given);
@@ -90,52 +100,77 @@ GPUIO_BIND(gpu, 20) {
   m.def("gpu_stream_wait_selftest", &gpu::stream_wait_selftest, nb::arg("timeout_ms"),
         nb::call_guard<nb::gil_scoped_release>());
   m.def("gpu_pread_memcpy",
-        [](const std::string& path, uintptr_t ids, size_t n, uint32_t block_bytes, uintptr_t dst, uint32_t threads) {
-          return gpu::pread_memcpy_baseline(path, reinterpret_cast<const int64_t*>(ids), n, block_bytes,
-                                            reinterpret_cast<void*>(dst), threads);
+        [](const std::string& path, nb::handle ids, uint32_t block_bytes, nb::handle dst, uint32_t threads) {
+          bindings::Ids i = bindings::ids_arg(ids, "ids", bindings::Mem::host);  // the baseline's threads read them
+          bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
+          bindings::check_nbytes(d, "dst", i.size() * block_bytes, "len(ids) * block_bytes");
+          nb::gil_scoped_release unlocked;
+          return gpu::pread_memcpy_baseline(path, i.data(), i.size(), block_bytes, d.ptr, threads);
         },
-        nb::arg("path"), nb::arg("ids_ptr"), nb::arg("n"), nb::arg("block_bytes"), nb::arg("dst_ptr"),
-        nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>());
+        nb::arg("path"), nb::arg("ids"), nb::arg("block_bytes"), nb::arg("dst"), nb::arg("threads"),
+        "Seconds `threads` host threads take to pread each block of ids (int64, host) from path and "
+        "cudaMemcpy it into dst (CUDA memory of len(ids) * block_bytes bytes): the naive baseline.");
 
-  nb::class_<GpuRuntime>(m, "GpuRuntime")
+  nb::class_<Runtime>(m, "GpuRuntime")
       .def("__init__",
-           [](GpuRuntime* self, bindings::EngineHolder& engine, nb::dict options) {
+           [](Runtime* self, bindings::EngineHolder& engine, nb::dict options) {
              GpuOptions o = gpu_options(options);
              nb::gil_scoped_release unlocked;
-             new (self) GpuRuntime(*engine, o);
+             new (self) Runtime(*engine, o);
            },
            nb::arg("engine"), nb::arg("options"), nb::keep_alive<1, 2>())  // the runtime keeps its engine alive
-      // GIL released: a submit may wait for bounce space, which frees as the streams move on.
+      // stream stays an address: it is a cudaStream_t that torch hands out as an int (torch.cuda.Stream.cuda_stream),
+      // there is no array behind it. ids: int64 ids in host memory (handed to the engine now) or CUDA memory
+      // (read when the stream reaches the request); data: host or CUDA memory of len(ids) * block_size bytes,
+      // on the ids' GPU when both are CUDA memory. The caller (gpuio.gpu.StreamHandle) keeps both alive until
+      // the stream has passed the request. GIL released while a submit waits for bounce space, which frees as
+      // the streams move on.
       .def("stream_submit",
-           [](GpuRuntime& r, uintptr_t stream, int op, uintptr_t ids, bool ids_on_device, uint32_t n, uintptr_t mem,
-              int kind) {
-             return r.stream_submit(reinterpret_cast<void*>(stream), op == 0 ? gpu_read : gpu_write,
-                                    reinterpret_cast<const int64_t*>(ids), ids_on_device, n,
-                                    reinterpret_cast<void*>(mem), kind == 0 ? MemKind::host : MemKind::device);
+           [](Runtime& r, uintptr_t stream, int op, nb::handle ids, nb::handle data) {
+             bool read = op == 0;
+             const char* name = read ? "out" : "src";
+             bindings::Ids i = bindings::ids_arg(ids, "blocks", bindings::Mem::either);
+             bindings::Data d = bindings::data_arg(data, name, read, bindings::Mem::either);
+             bindings::check_nbytes(d, name, i.size() * r.block_size, "len(blocks) * block_size");
+             if (i.size() > UINT32_MAX)
+               throw std::invalid_argument("a stream-ordered request of " + std::to_string(i.size()) +
+                                           " blocks is too large (at most " + std::to_string(UINT32_MAX) + ")");
+             if (i.cuda() && d.cuda() && i.array.device_id() != d.device_id)
+               throw std::invalid_argument("blocks are on cuda:" + std::to_string(i.array.device_id()) +
+                                           " but " + name + " is on cuda:" + std::to_string(d.device_id));
+             nb::gil_scoped_release unlocked;
+             return r.stream_submit(reinterpret_cast<void*>(stream), read ? gpu_read : gpu_write, i.data(), i.cuda(),
+                                    static_cast<uint32_t>(i.size()), d.ptr, d.cuda() ? MemKind::device : MemKind::host);
            },
-           nb::arg("stream"), nb::arg("op"), nb::arg("ids_ptr"), nb::arg("ids_on_device"), nb::arg("n"),
-           nb::arg("mem_ptr"), nb::arg("mem_kind"), nb::call_guard<nb::gil_scoped_release>())
-      .def("failures", &GpuRuntime::failures)
-      .def("last_error", &GpuRuntime::last_error)
-      .def_prop_ro("queue_count", &GpuRuntime::queue_count)
+           nb::arg("stream"), nb::arg("op"), nb::arg("blocks"), nb::arg("data"))
+      .def("failures", [](const Runtime& r) { return r.failures(); })
+      .def("last_error", [](const Runtime& r) { return r.last_error(); })
+      .def_prop_ro("queue_count", [](const Runtime& r) { return r.queue_count(); })
+      // Addresses on purpose: the device-API queue (shared state, tail) is handed to CUDA kernels as a QueueRef
+      // (gpuio.device_array's GpuArrayCache builds one from these); they are not arrays Python reads or writes.
       .def("queue_address",
-           [](const GpuRuntime& r, uint32_t i) {
+           [](const Runtime& r, uint32_t i) {
              QueueRef q = r.queue(i);
              return std::vector<uintptr_t>{reinterpret_cast<uintptr_t>(q.shared), reinterpret_cast<uintptr_t>(q.tail),
                                            q.index};
            })
-      .def("alloc", [](GpuRuntime& r, size_t bytes) { return reinterpret_cast<uintptr_t>(r.alloc(bytes)); })
-      .def("free", [](GpuRuntime& r, uintptr_t p) { r.free(reinterpret_cast<void*>(p)); })
+      // ids: a list (copied to the GPU by the probe); dst: CUDA memory of 64 slots of 4 KiB the reads land in.
       .def("latency_probe",
-           [](GpuRuntime& r, uint32_t queue, std::vector<int64_t> ids, uintptr_t dst) {
+           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
+             bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
+             size_t want = std::min<size_t>(ids.size(), 64) * 4096;
+             if (d.nbytes < want)
+               throw std::invalid_argument("dst holds " + std::to_string(d.nbytes) + " bytes, expected at least " +
+                                           std::to_string(want) + " (min(len(ids), 64) slots of 4096)");
              std::vector<int64_t> ns;
              QueueRef q = r.queue(queue);
              nb::gil_scoped_release unlocked;
-             gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), reinterpret_cast<void*>(dst), ns);
+             gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns);
              return ns;
-           })
-      .def("stats", [](const GpuRuntime& r) { return stats_dict(r.stats()); })
-      .def("close", &GpuRuntime::close, nb::call_guard<nb::gil_scoped_release>());
+           },
+           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
+      .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); })
+      .def("close", [](Runtime& r) { r.close(); }, nb::call_guard<nb::gil_scoped_release>());
 #else
   m.def("gpu_probe_devices", [] {
     nb::dict d;

@@ -154,9 +154,9 @@ class PreadSource(EdgeSource):
         units, pos = _unit_plan(idx, np.dtype(dtype).itemsize, self.offsets[key], u)
         ids = units.cpu().numpy().astype(np.int64)
         if self.native:  # CAM's baseline in C++: pread (O_DIRECT) + cudaMemcpy per unit, `threads` threads
-            from ... import _core
+            from ...gpu import pread_memcpy_baseline
             buf = torch.empty(ids.size * u, dtype=torch.uint8, device=self.device)
-            _core.gpu_pread_memcpy(path, ids.ctypes.data, ids.size, u, buf.data_ptr(), self.threads)
+            pread_memcpy_baseline(path, ids, u, buf, self.threads)
         else:  # pread of each run of consecutive units, threads, then one copy to the device
             host = np.empty(ids.size * u, np.uint8)
             cuts = np.flatnonzero(np.diff(ids) != 1) + 1
