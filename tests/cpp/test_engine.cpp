@@ -162,11 +162,12 @@ TEST(Controller, WithoutRatesFollowsIoAgainstCompute) {
 }
 
 TEST(Limits, AutoWorkerThreadsReachBeyondHalfTheDevices) {
-  // CAM's ceil(N/2) at least; else the CPUs, up to auto_workers_cap; the controller starts at ceil(N/2).
+  // The CPUs up to auto_workers_cap, or CAM's ceil(N/2) where more and the CPUs allow; the start is ceil(N/2).
   EXPECT_EQ(limits::auto_worker_threads(1, 16), limits::auto_workers_cap);
   EXPECT_EQ(limits::auto_worker_threads(1, 2), 2u);  // the 2-core CI box
   EXPECT_EQ(limits::auto_worker_threads(1, 1), 1u);
-  EXPECT_EQ(limits::auto_worker_threads(12, 2), 6u);
+  EXPECT_EQ(limits::auto_worker_threads(12, 2), 2u) << "no more threads than CPUs";
+  EXPECT_EQ(limits::auto_worker_threads(12, 16), 8u);
   EXPECT_EQ(limits::auto_worker_threads(40, 64), 20u);
   EXPECT_EQ(limits::auto_worker_threads(1000, 64), limits::workers_max);
   EXPECT_EQ(limits::auto_workers_start(1, 8), 1u);

@@ -38,14 +38,16 @@ constexpr uint32_t low_latency_poll_us = 200;
 constexpr uint32_t low_latency_spare_cpus = 2;    // low_latency=auto polls only with workers + this many CPUs
 // workers=0: the engine starts auto_worker_threads(N, cpus) worker threads for N devices on a process allowed `cpus`
 // CPUs, and its controller (engine/controller.hpp) moves how many of them get work by their measured rates,
-// starting from CAM's ceil(N/2). The ceiling: CAM's ceil(N/2) at least, else the CPUs, at most auto_workers_cap.
+// starting from CAM's ceil(N/2). The ceiling: the CPUs up to auto_workers_cap, or CAM's ceil(N/2) where that is more
+// and the CPUs allow it (more threads than CPUs only adds switches: 6 threads for 12 devices on 2 cores ran slower).
 // CAM's own N/2 was too low on the H100 (issue 14, 16 CPUs): the best hand-picked count for 1 null device was 4,
 // for 4 paced devices 6, for 1 /dev/shm file through uring 8 (an emulated device or a uring submit/reap costs
 // worker CPU). The cap: every thread owns a slice of the staging pool, so idle threads take slots from busy ones.
 constexpr uint32_t auto_workers_cap = 8;
 constexpr uint32_t auto_worker_threads(uint32_t devices, uint32_t cpus) {
   uint32_t half = (devices + 1) / 2, by_cpus = cpus < auto_workers_cap ? cpus : auto_workers_cap;
-  uint32_t t = half > by_cpus ? half : by_cpus;
+  uint32_t half_fits = half < cpus ? half : cpus;
+  uint32_t t = half_fits > by_cpus ? half_fits : by_cpus;
   return t < 1 ? 1 : t > workers_max ? workers_max : t;
 }
 constexpr uint32_t auto_workers_start(uint32_t devices, uint32_t threads) {

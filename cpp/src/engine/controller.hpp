@@ -24,7 +24,7 @@ namespace gpuio::detail {
 // assignments make, is seen in every region); then it bisects the unmeasured gaps next to the best measured count
 // until both its neighbours are measured (at most ~2 log2(hi) probes in all), then settles on choice(): the fewest
 // workers whose measured rate is within `gain` of the best (cores left to the application). Settled, it keeps
-// averaging the current count's rate and searches again when that rate drifts by more than `drift` (two windows
+// averaging the current count's rate and searches again when that rate drifts by more than `drift` (three windows
 // running: the workload changed) or every forget_windows windows (a neighbour may have become better).
 class RateClimb {
  public:
@@ -40,7 +40,7 @@ class RateClimb {
   uint32_t searches() const { return searches_; }
 
   static constexpr double drift = 0.3;        // settled rate moved by more than this fraction: search again
-  static constexpr int drift_windows = 2;     // ... for this many windows running
+  static constexpr int drift_windows = 3;     // ... for this many windows running (one or two: noise)
   static constexpr int forget_windows = 256;  // settled this long: search again
   static constexpr int average_max = 4;       // a count's rate is the mean of its last (up to) this many windows
 
