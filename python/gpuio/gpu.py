@@ -178,8 +178,11 @@ class StreamHandle:
             now = time.monotonic()
             if now >= deadline:
                 s = self._gpu._rt.stats()
+                op, n, call, stream = self._what
+                what = (f"stream-ordered {'read' if op == 0 else 'write'} of {n} blocks (call {call} of this engine, "
+                        f"stream {stream:#x})")
                 raise OSError(errno.ETIMEDOUT,
-                              f"{self._what} not complete after {limit:g} s (the stream is stuck at or before it; "
+                              f"{what} not complete after {limit:g} s (the stream is stuck at or before it; "
                               f"GPU requests taken so far {s['gpu_requests']}, failures {s['gpu_failures']}, "
                               f"last error {s['gpu_last_error']!r})")
             # First 2 ms: poll, dropping the GIL between polls (sleep(0)) so threads launching GPU work are
@@ -248,16 +251,21 @@ class GpuPath:
         event = torch.cuda.Event()
         event.record(stream)
         self._submitted += 1
-        what = (f"stream-ordered {'read' if op == 0 else 'write'} of {n} blocks (call {self._submitted} of this "
-                f"engine, stream {stream.cuda_stream:#x})")
-        return StreamHandle(self, event, before, buf, keep, what)
+        # (op, blocks, call number, stream): the timeout message is formatted only when it is raised (the call is
+        # on a one-block read's critical path: every microsecond here is latency)
+        return StreamHandle(self, event, before, buf, keep, (op, n, self._submitted, stream.cuda_stream))
 
     def queue(self, i: int) -> tuple[int, int, int]:
         """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""
         return tuple(self._rt.queue_address(i))
 
-    def latency_probe(self, ids, dst_ptr: int, queue: int = 0) -> list[int]:
-        """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (64 x 4 KiB)."""
+    def latency_probe(self, ids, dst_ptr: int, queue: int = 0, parts: bool = False):
+        """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (64 x 4 KiB).
+        parts=True: (round trips, publish times): the publish alone (ring slot, request over PCIe, doorbell);
+        the rest of each round trip is the control plane's pickup, the engine and the data's copy."""
+        if parts:
+            ns, pub = self._rt.latency_probe_parts(queue, [int(i) for i in ids], dst_ptr)
+            return list(ns), list(pub)
         return list(self._rt.latency_probe(queue, [int(i) for i in ids], dst_ptr))
 
     def stats(self, base: dict) -> dict:

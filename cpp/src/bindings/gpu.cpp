@@ -3,6 +3,7 @@
 // CUDA layer only gpu_defaults and gpu_probe_devices (which says why there is no GPU path) exist.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings/engine_holder.hpp"
@@ -53,6 +54,12 @@ nb::dict stats_dict(const GpuStats& s) {
   d["gpu_stream_host_submits"] = s.stream_host_submits;
   d["gpu_bounce_bytes"] = s.bounce_bytes;
   d["gpu_bounce_waits"] = s.bounce_waits;
+  d["gpu_stream_call_seconds"] = s.stream_call_seconds;
+  d["gpu_stream_check_seconds"] = s.stream_check_seconds;
+  d["gpu_stream_engine_seconds"] = s.stream_engine_seconds;
+  d["gpu_stream_wait_seconds"] = s.stream_wait_seconds;
+  d["gpu_stream_copy_seconds"] = s.stream_copy_seconds;
+  d["gpu_stream_release_seconds"] = s.stream_release_seconds;
   d["gpu_last_error"] = s.last_error;
   return d;
 }
@@ -126,6 +133,17 @@ GPUIO_BIND(gpu, 20) {
            })
       .def("alloc", [](GpuRuntime& r, size_t bytes) { return reinterpret_cast<uintptr_t>(r.alloc(bytes)); })
       .def("free", [](GpuRuntime& r, uintptr_t p) { r.free(reinterpret_cast<void*>(p)); })
+      .def("latency_probe_parts",  // (round trip ns, publish ns) per read
+           [](GpuRuntime& r, uint32_t queue, std::vector<int64_t> ids, uintptr_t dst) {
+             std::vector<int64_t> ns, pub;
+             QueueRef q = r.queue(queue);
+             {
+               nb::gil_scoped_release unlocked;
+               gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), reinterpret_cast<void*>(dst), ns,
+                                  &pub);
+             }
+             return std::make_pair(ns, pub);
+           })
       .def("latency_probe",
            [](GpuRuntime& r, uint32_t queue, std::vector<int64_t> ids, uintptr_t dst) {
              std::vector<int64_t> ns;
