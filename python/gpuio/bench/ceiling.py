@@ -250,17 +250,18 @@ def _row_text(r: dict) -> str:
             f"eff={r['efficiency']:.2f} | us/op {st} | bound: {r['bound']}")
 
 
-SETTLE_S_MIN = 1.5  # the controller's search: ~8 windows of >= 3 batches (40 ms a batch at 0.4 M IOPS)
+SETTLE_FACTOR = 5  # the controller's search may take 5 x seconds (1.5 s at 0.3 s a point: ~8 windows of >= 3
+                   # batches of 16384 blocks even at 0.4 M IOPS, 40 ms a batch)
 
 
 def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch") -> dict:
     """The engine's own worker count (workers=0: the controller hill-climbs on measured rates, engine/controller.hpp)
     next to the best hand-picked count for the same N. The engine first runs until its controller settled (at most
-    max(SETTLE_S_MIN, 5 x seconds); the search is reported: time, adjustments), then is measured for `seconds` like
+    SETTLE_FACTOR x seconds; the search is reported: time, adjustments), then is measured for `seconds` like
     the hand-picked counts. ratio: its IOPS / the best hand-picked IOPS; grid_ratio: the grid's IOPS at the chosen
     count / the best (the choice judged on the same measurements, free of this run's noise)."""
     best = max(hand, key=lambda r: r["iops"])
-    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, copy=copy, settle_s=max(SETTLE_S_MIN, 5 * seconds))
+    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, copy=copy, settle_s=SETTLE_FACTOR * seconds)
     at_chosen = next((r for r in hand if r["workers"] == c["workers_active"]), None)
     st = c["settle"]
     x = dict(kind=kind, dest=dest, devices=n, chosen=c["workers_active"], threads=c["worker_threads"],
