@@ -107,7 +107,7 @@ class Engine:
       backend             "uring" | "posix" | "sim" | "rbd" | "fault:<backend>"
       workers             worker threads; 0 (or None): dynamic: _core.auto_workers(N) threads (CAM's ceil(N/2) at
                           least, up to the CPUs, at most 8), the controller picks how many work by measured
-                          rate (stats()['controller'] says where it settled)
+                          rate (stats()['controller'] says where it settled); rbd: ceil(N/2) threads
       queue_depth         entries per worker ring
       staging_bytes       fixed staging pool (unaligned/GPU buffers and short direct runs go through it)
       staging_slot_bytes  one staging slot

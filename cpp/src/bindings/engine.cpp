@@ -149,7 +149,7 @@ nb::dict table_defaults() {
 }
 
 // workers=0: the worker threads an engine over `devices` devices starts in this process (limits::auto_worker_threads
-// of the CPUs the process may use) and the count its controller starts from.
+// of the CPUs the process may use; local backends: rbd keeps ceil(N/2)) and the count its controller starts from.
 nb::dict auto_workers(uint32_t devices) {
   cpu_set_t set;
   uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;

@@ -34,8 +34,10 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   uint32_t n = static_cast<uint32_t>(backend->device_count());
   cpu_set_t set;
   uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
-  // workers=0: threads up to the CPUs (limits::auto_worker_threads), the controller picks how many work, from 1
-  uint32_t threads = o.workers ? o.workers : limits::auto_worker_threads(n, cpus);
+  // workers=0: threads up to the CPUs (limits::auto_worker_threads), the controller picks how many work, from 1.
+  // A backend with slow completions (rbd: a worker per queue of network requests, CPU the OSDs need) keeps CAM's
+  // ceil(N/2) threads.
+  uint32_t threads = o.workers ? o.workers : spin ? limits::auto_worker_threads(n, cpus) : (n + 1) / 2;
   controller = std::make_unique<CoreController>(o.workers ? threads : 1, threads, o.workers != 0,
                                                 limits::auto_workers_start(n, threads));
   staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads);
