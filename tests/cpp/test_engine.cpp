@@ -1,5 +1,6 @@
 // Engine: layout mapping, integrity over 1 and 3 striped devices, direct and staged paths, small limits
 // reaching queue-full and staging-exhausted, bad input touching nothing, the core-count controller.
+#include <sched.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -197,8 +198,12 @@ TEST(Engine, DynamicWorkersStartAtHalfTheDevices) {
   o.paths = paths;
   auto e = Engine::create(o);
   auto s = e->stats();
-  EXPECT_EQ(s.workers, 3u);  // ceil(5/2)
-  EXPECT_EQ(s.active_workers, 3u);
+  cpu_set_t set;
+  uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
+  const uint32_t threads = limits::auto_worker_threads(5, cpus);  // ceil(5/2) = 3 where the CPUs allow
+  EXPECT_EQ(s.workers, threads);
+  EXPECT_EQ(s.active_workers, limits::auto_workers_start(5, threads));
+  EXPECT_EQ(s.active_workers, std::min(3u, threads));
   check_roundtrip(*e, 5, 200, 0);
 }
 
