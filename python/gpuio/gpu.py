@@ -147,7 +147,7 @@ class StreamHandle:
 
     __slots__ = ("_gpu", "_event", "_before", "_result", "_keep", "_what")
 
-    def __init__(self, gpu: "GpuPath", event, before: int, result, keep, what: str):
+    def __init__(self, gpu: "GpuPath", event, before: int, result, keep, what: tuple[int, int, int, int]):
         self._gpu, self._event, self._before, self._result, self._keep = gpu, event, before, result, keep
         self._what = what
 
