@@ -31,7 +31,7 @@ lat=${GPUIO_DATA:-$repo/gpuio-gpu-bench.bin}
 [[ -f $lat ]] || lat=$repo/gpuio-ceiling-lat.bin
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "cpus: $(nproc); latency file: $lat on $(df --output=source "$(dirname "$lat")" | tail -1); date: $(date -u +%FT%TZ)"
-timeout 400 python3 benchmarks/engine_ceiling.py --kinds paced,null,sim,shm-uring --dests gpu,host --seconds 0.3 \
+timeout 470 python3 benchmarks/engine_ceiling.py --kinds paced,null,sim,shm-uring --dests gpu,host --seconds 0.3 \
   --latency-file "$lat" \
   --copy "${GPUIO_CEILING_COPY:-batch}" --json "$out/ceiling.json" ${GPUIO_CEILING_ARGS:-} > "$out/ceiling.txt" 2>&1
 rc=$?
@@ -41,7 +41,7 @@ timeout 60 python3 benchmarks/engine_ceiling.py --kinds null,sim --dests gpu --d
 # One table: the per-N summary, then the judged 12-device lines, the controller, the sim's own cost and latency.
 grep -E "^SKIP|^host:|^sim backend's own cost" "$out/ceiling.txt"
 sed -n '/^| kind/,/^$/p' "$out/ceiling.txt" | grep "^|"
-grep -E "^JUDGED|^latency|^wall time|FAILED|Error|Traceback" "$out/ceiling.txt"
+grep -E "^JUDGED|^controller|^latency|^wall time|FAILED|Error|Traceback" "$out/ceiling.txt"
 echo "same 12-device point, staging->GPU by gather kernel (SMs) instead of copy engine:"
 grep -E "^JUDGED|Error|Traceback" "$out/ceiling-kernel-copy.txt"
 if ((rc)); then  # cut short (124: the time limit): the runs it made, 12-device ones first; JSON holds every kind done

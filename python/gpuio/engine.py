@@ -105,7 +105,9 @@ class Engine:
       block_size          bytes per logical block, a power of two >= every device's logical block size
       stripe_bytes        RAID-0 stripe unit over several paths (a multiple of block_size)
       backend             "uring" | "posix" | "sim" | "rbd" | "fault:<backend>"
-      workers             worker threads; 0 (or None): dynamic between ceil(N/4) and ceil(N/2) for N devices
+      workers             worker threads; 0 (or None): dynamic: _core.auto_workers(N) threads (CAM's ceil(N/2) at
+                          least, up to the CPUs, at most 8), the controller picks how many work by measured
+                          rate (stats()['controller'] says where it settled); rbd: ceil(N/2) threads
       queue_depth         entries per worker ring
       staging_bytes       fixed staging pool (unaligned/GPU buffers and short direct runs go through it)
       staging_slot_bytes  one staging slot

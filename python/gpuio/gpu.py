@@ -141,7 +141,7 @@ class StreamHandle:
 
     __slots__ = ("_gpu", "_event", "_before", "_result", "_keep", "_what")
 
-    def __init__(self, gpu: "GpuPath", event, before: int, result, keep, what: str):
+    def __init__(self, gpu: "GpuPath", event, before: int, result, keep, what: tuple[int, int, int, int]):
         self._gpu, self._event, self._before, self._result, self._keep = gpu, event, before, result, keep
         self._what = what
 
@@ -172,8 +172,11 @@ class StreamHandle:
             now = time.monotonic()
             if now >= deadline:
                 s = self._gpu._rt.stats()
+                op, n, call, stream = self._what
+                what = (f"stream-ordered {'read' if op == 0 else 'write'} of {n} blocks (call {call} of this engine, "
+                        f"stream {stream:#x})")
                 raise OSError(errno.ETIMEDOUT,
-                              f"{self._what} not complete after {limit:g} s (the stream is stuck at or before it; "
+                              f"{what} not complete after {limit:g} s (the stream is stuck at or before it; "
                               f"GPU requests taken so far {s['gpu_requests']}, failures {s['gpu_failures']}, "
                               f"last error {s['gpu_last_error']!r})")
             # First 2 ms: poll, dropping the GIL between polls (sleep(0)) so threads launching GPU work are
@@ -236,18 +239,24 @@ class GpuPath:
         event = torch.cuda.Event()
         event.record(stream)
         self._submitted += 1
-        what = (f"stream-ordered {'read' if op == 0 else 'write'} of {len(ids)} blocks (call {self._submitted} of "
-                f"this engine, stream {stream.cuda_stream:#x})")
-        return StreamHandle(self, event, before, buf, (ids, data), what)
+        # (op, blocks, call number, stream): the timeout message is formatted only when it is raised (the call is
+        # on a one-block read's critical path: every microsecond here is latency)
+        return StreamHandle(self, event, before, buf, (ids, data), (op, len(ids), self._submitted, stream.cuda_stream))
 
     def queue(self, i: int) -> tuple[int, int, int]:
         """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""
         return tuple(self._rt.queue_address(i))
 
-    def latency_probe(self, ids, dst: Any, queue: int = 0) -> list[int]:
+    def latency_probe(self, ids, dst: Any, queue: int = 0, parts: bool = False):
         """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (CUDA memory
-        of 64 slots of 4 KiB, reused round-robin)."""
-        return list(self._rt.latency_probe(queue, [int(i) for i in ids], _buffers.data_array(dst)))
+        of 64 slots of 4 KiB, reused round-robin). parts=True: (round trips, publish times): the publish alone
+        (ring slot, request over PCIe, doorbell); the rest of each round trip is the control plane's pickup, the
+        engine and the data's copy."""
+        ids = [int(i) for i in ids]
+        if parts:
+            ns, pub = self._rt.latency_probe_parts(queue, ids, _buffers.data_array(dst))
+            return list(ns), list(pub)
+        return list(self._rt.latency_probe(queue, ids, _buffers.data_array(dst)))
 
     def stats(self, base: dict) -> dict:
         """The GPU path's counters, given the engine's own stats (base) to name the data path."""

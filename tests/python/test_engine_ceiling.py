@@ -39,6 +39,10 @@ def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
         best = max((r for r in rows if (r["kind"], r["devices"]) == (x["kind"], x["devices"])), key=lambda r: r["iops"])
         assert x["best_iops"] == best["iops"] and x["ratio"] == pytest.approx(x["iops"] / best["iops"])
         assert 1 <= x["chosen"] <= x["threads"]
+        # The controller ran until it settled (or SETTLE_FACTOR x seconds) before it was measured; its state says so.
+        assert x["settle_s"] >= 0 and x["adjustments"] >= 0
+        assert x["state"].startswith(("settled at", "searching at")), x["state"]
+        assert isinstance(x["settled"], bool)
     lat = res["latency"]
     assert lat["pread O_DIRECT"]["p50_ratio"] == 1.0
     assert all(v["p50_us"] > 0 and v["p99_us"] >= v["p50_us"] for v in lat.values())
@@ -117,3 +121,22 @@ def test_ceiling_staging_choice_is_checked_and_reported(monkeypatch):
     assert r["staging"] == "-" and r["staging_mode"] == "" and r["copies_per_op"] == 0
     assert ceiling._dest(r) == "host" and ceiling._copies(r) == ""
     assert ceiling._dest(dict(r, dest="gpu", staging="slots")) == "gpu/slots"
+
+
+def test_dynamic_workers_threads_and_controller_state():
+    """workers=0: the engine starts _core.auto_workers(N) threads (up to the CPUs, CAM's ceil(N/2) start) and
+    stats()["controller"] names the controller's state; a fixed count says "fixed"."""
+    from gpuio.engine import _core
+
+    aw = _core().auto_workers(4)
+    assert 1 <= aw["start"] <= aw["threads"]
+    with gpuio.Engine([f"sim{i}" for i in range(4)], backend="sim", workers=0,
+                      sim=dict(device_bytes=8 << 20, null=True)) as e:
+        out = np.empty((1024, 4096), dtype=np.uint8)
+        for k in range(40):
+            e.read(np.arange(k * 1024, (k + 1) * 1024) % e.total_blocks, out)
+        s = e.stats()
+        assert s["workers"] == aw["threads"] and 1 <= s["active_workers"] <= s["workers"]
+        assert s["controller"].startswith(("settled at", "searching at")), s["controller"]
+    with gpuio.Engine(["sim0"], backend="sim", workers=2, sim=dict(device_bytes=8 << 20, null=True)) as e:
+        assert e.stats()["controller"] == "fixed 2"

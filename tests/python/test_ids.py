@@ -97,3 +97,20 @@ def test_check_ids_contract():
         check_ids([1, None], "x")
     with pytest.raises(TypeError, match="x must hold integers"):
         check_ids(np.array([1, 2.5], dtype=object), "x")
+
+
+@pytest.mark.parametrize("n", [1, 64, 65, 1000])
+def test_short_and_long_id_arrays_get_the_same_range_check(n):
+    # ids up to _index._SHORT are checked through a Python list (a one-block read's latency), longer ones by NumPy:
+    # both name the same bounds.
+    ids = np.arange(n, dtype=np.int64)
+    assert check_ids(ids, "ids", upper=n) is ids
+    bad = ids.copy()
+    bad[-1] = n
+    with pytest.raises(IndexError, match=rf"ids must lie in \[0, {n}\), got min {int(bad.min())}, max {n}$"):
+        check_ids(bad, "ids", upper=n)
+    bad[-1] = -3
+    with pytest.raises(IndexError, match=rf"ids must lie in >= 0, got min -3, max {int(bad.max())}$"):
+        check_ids(bad, "ids")
+    two_d = np.arange(n, dtype=np.uint32).reshape(1, n)
+    assert check_ids(two_d, "ids").dtype == np.int64

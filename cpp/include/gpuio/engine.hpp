@@ -21,7 +21,9 @@ struct EngineOptions {
   uint32_t block_size = 4096;         // bytes per logical block; a power of two >= every device's logical block
   uint64_t stripe_bytes = 65536;      // RAID-0 stripe unit (used when there are several devices)
   BackendOptions backend;             // backend.kind: uring | posix | sim | fault:<inner>
-  uint32_t workers = 0;               // 0: dynamic between ceil(N/4) and ceil(N/2); else fixed
+  // 0: dynamic: limits::auto_worker_threads(N, CPUs) threads, the controller picks how many work from measured
+  // rates (engine/controller.hpp); else fixed
+  uint32_t workers = 0;
   uint32_t queue_depth = limits::queue_depth_default;
   uint64_t staging_bytes = limits::staging_bytes_default;
   uint32_t staging_slot_bytes = limits::staging_slot_bytes_default;
@@ -68,6 +70,7 @@ struct EngineStats {
   uint64_t staging_exhausted_events = 0;  // a request waited for a staging slot
   uint64_t short_transfers = 0;      // completions shorter than asked, resubmitted
   uint64_t worker_adjustments = 0;   // changes made by the core-count controller
+  std::string controller;            // its state: "fixed 4", "searching at 2 of 8 (..)", "settled at 6 of 8 (..)"
   uint64_t bytes_direct = 0;         // moved straight between the device and the caller's memory
   uint64_t bytes_staged = 0;         // moved through the staging pool
   // Device-memory reads by staging path: "ordered" (batch-ordered regions, one copy per chunk), "slots" (a

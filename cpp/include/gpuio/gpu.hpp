@@ -104,6 +104,12 @@ struct GpuStats {
   uint64_t stream_host_submits = 0;  // chunks with host ids, handed to the engine at submit (no GPU publish)
   uint64_t bounce_bytes = 0;
   uint64_t bounce_waits = 0;    // submits that waited for bounce space to come free
+  // Where a stream-ordered call's host time goes (seconds summed over calls; the latency breakdown): check
+  // (capture query, id range check, bounce reserve), engine (ids into the slot + engine.submit, or the publish
+  // launch: the request is under way at its end), wait (cuStreamWaitValue32 or the wait kernel enqueued),
+  // copy (the bounce->GPU cudaMemcpyAsync enqueued), release (the slot's event recorded); call: the whole call.
+  double stream_call_seconds = 0, stream_check_seconds = 0, stream_engine_seconds = 0, stream_wait_seconds = 0;
+  double stream_copy_seconds = 0, stream_release_seconds = 0;
   double poller_cpu_seconds = 0;
   std::string last_error;       // message of the last failed GPU request
 };
@@ -184,7 +190,9 @@ double pread_memcpy_baseline(const std::string& path, const int64_t* ids, size_t
                              void* dst_device, uint32_t threads);
 // Latency probe: a kernel issues `iters` one-block reads through queue q (prefetch + prefetch_synchronize),
 // each of ids[i], into dst; fills ns[i] with each round trip as the GPU's global timer saw it.
-void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns);
+// publish_ns (optional): each read's publish alone (GPU clock), the rest of ns[i] is the control plane + data.
+void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
+                   std::vector<int64_t>* publish_ns = nullptr);
 }  // namespace gpu
 
 }  // namespace gpuio

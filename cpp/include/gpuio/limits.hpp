@@ -48,6 +48,24 @@ constexpr uint32_t worker_spin_us = 50;           // an idle worker polls its in
 constexpr uint32_t low_latency_inflight_max = 4;
 constexpr uint32_t low_latency_poll_us = 200;
 constexpr uint32_t low_latency_spare_cpus = 2;    // low_latency=auto polls only with workers + this many CPUs
+// workers=0: the engine starts auto_worker_threads(N, cpus) worker threads for N devices on a process allowed `cpus`
+// CPUs, and its controller (engine/controller.hpp) moves how many of them get work by their measured rates,
+// starting from CAM's ceil(N/2). The ceiling: the CPUs up to auto_workers_cap, or CAM's ceil(N/2) where that is more
+// and the CPUs allow it (more threads than CPUs only adds switches: 6 threads for 12 devices on 2 cores ran slower).
+// CAM's own N/2 was too low on the H100 (issue 14, 16 CPUs): the best hand-picked count for 1 null device was 4,
+// for 4 paced devices 6, for 1 /dev/shm file through uring 8 (an emulated device or a uring submit/reap costs
+// worker CPU). The cap: every thread owns a slice of the staging pool, so idle threads take slots from busy ones.
+constexpr uint32_t auto_workers_cap = 8;
+constexpr uint32_t auto_worker_threads(uint32_t devices, uint32_t cpus) {
+  uint32_t half = (devices + 1) / 2, by_cpus = cpus < auto_workers_cap ? cpus : auto_workers_cap;
+  uint32_t half_fits = half < cpus ? half : cpus;
+  uint32_t t = half_fits > by_cpus ? half_fits : by_cpus;
+  return t < 1 ? 1 : t > workers_max ? workers_max : t;
+}
+constexpr uint32_t auto_workers_start(uint32_t devices, uint32_t threads) {
+  uint32_t half = (devices + 1) / 2;
+  return half < 1 ? 1 : half > threads ? threads : half;
+}
 // Engine workers of a table (gpuio.TensorFile) whose options name none. The engine's own default for one device
 // is CAM's ceil(N/2) = 1, but one queue does not reach a single disk's 4 KiB random-read rate on the GPU
 // machine: iobench 1 thread x QD128 173 K vs 2 threads 248 K IOPS; engine 1 worker 137-143 K vs 2 workers
@@ -72,6 +90,7 @@ static_assert(block_bytes_max <= io_bytes_max);
 static_assert(ordered_window_bytes % ordered_chunk_bytes == 0 && ordered_window_bytes % block_bytes_max == 0);
 static_assert(ordered_staging_bytes_default % ordered_chunk_bytes == 0 && ordered_staging_bytes_default <= staging_bytes_max);
 static_assert(table_request_blocks_max <= batch_blocks_max);
+static_assert(auto_workers_cap >= 1 && auto_workers_cap <= workers_max);
 static_assert(table_workers_few_cpus >= 1 && table_workers_many_cpus <= workers_max);
 static_assert((block_bytes_min & (block_bytes_min - 1)) == 0);
 

@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <set>
@@ -151,6 +152,18 @@ nb::dict table_defaults() {
   return d;
 }
 
+// workers=0: the worker threads an engine over `devices` devices starts in this process (limits::auto_worker_threads
+// of the CPUs the process may use; local backends: rbd keeps ceil(N/2)) and the count its controller starts from.
+nb::dict auto_workers(uint32_t devices) {
+  cpu_set_t set;
+  uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
+  nb::dict d;
+  uint32_t threads = limits::auto_worker_threads(devices, cpus);
+  d["threads"] = threads;
+  d["start"] = limits::auto_workers_start(devices, threads);
+  return d;
+}
+
 nb::dict stats_dict(const EngineStats& s) {
   nb::dict d;
   d["ops"] = s.ops;
@@ -165,6 +178,7 @@ nb::dict stats_dict(const EngineStats& s) {
   d["staging_exhausted_events"] = s.staging_exhausted_events;
   d["short_transfers"] = s.short_transfers;
   d["worker_adjustments"] = s.worker_adjustments;
+  d["controller"] = s.controller;
   d["bytes_direct"] = s.bytes_direct;
   d["bytes_staged"] = s.bytes_staged;
   d["data_path"] = s.data_path;
@@ -206,6 +220,8 @@ GPUIO_BIND(engine, 10) {
   m.def("table_defaults", &table_defaults,
         "A table's engine policy on this machine (limits.hpp): workers (engine workers of a gpuio.TensorFile "
         "whose options name none) and request_blocks_max (blocks per engine request it issues).");
+  m.def("auto_workers", &auto_workers, nb::arg("devices"),
+        "workers=0: the worker threads an engine over `devices` devices starts here and its controller's first count.");
   m.def("engine_option_ranges", [] {
     nb::dict d;
     for (const OptionRange& r : engine_option_ranges()) d[r.name] = nb::make_tuple(r.min, r.max);

@@ -4,6 +4,7 @@
 // no GPU path) exist.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -63,6 +64,12 @@ nb::dict stats_dict(const GpuStats& s) {
   d["gpu_stream_host_submits"] = s.stream_host_submits;
   d["gpu_bounce_bytes"] = s.bounce_bytes;
   d["gpu_bounce_waits"] = s.bounce_waits;
+  d["gpu_stream_call_seconds"] = s.stream_call_seconds;
+  d["gpu_stream_check_seconds"] = s.stream_check_seconds;
+  d["gpu_stream_engine_seconds"] = s.stream_engine_seconds;
+  d["gpu_stream_wait_seconds"] = s.stream_wait_seconds;
+  d["gpu_stream_copy_seconds"] = s.stream_copy_seconds;
+  d["gpu_stream_release_seconds"] = s.stream_release_seconds;
   d["gpu_last_error"] = s.last_error;
   return d;
 }
@@ -155,6 +162,22 @@ GPUIO_BIND(gpu, 20) {
                                            q.index};
            })
       // ids: a list (copied to the GPU by the probe); dst: CUDA memory of 64 slots of 4 KiB the reads land in.
+      .def("latency_probe_parts",  // (round trip ns, publish ns) per read
+           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
+             bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
+             size_t want = std::min<size_t>(ids.size(), 64) * 4096;
+             if (d.nbytes < want)
+               throw std::invalid_argument("dst holds " + std::to_string(d.nbytes) + " bytes, expected at least " +
+                                           std::to_string(want) + " (min(len(ids), 64) slots of 4096)");
+             std::vector<int64_t> ns, pub;
+             QueueRef q = r.queue(queue);
+             {
+               nb::gil_scoped_release unlocked;
+               gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, &pub);
+             }
+             return std::make_pair(ns, pub);
+           },
+           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
       .def("latency_probe",
            [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
              bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);

@@ -32,6 +32,7 @@ class EngineImpl;
 struct Batch {
   uint64_t seq = 0;
   uint64_t blocks = 0;  // logical blocks in the batch (the controller's rate)
+  uint32_t planned_workers = 0;  // active workers plan() spread it over (the controller rates only its own count's)
   IoOp op = IoOp::read;
   MemKind kind = MemKind::host;
   uint32_t io_timeout_ms = 0;

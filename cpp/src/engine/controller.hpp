@@ -1,52 +1,100 @@
-// CAM's dynamic core adjustment: the number of active workers moves between ceil(N/4) and ceil(N/2)
-// for N devices, from the measured I/O time of recent batches against the compute time between them.
-// When I/O takes longer than the caller's compute, more workers may help; when it is far shorter, fewer
-// workers leave cores to the application. Where batches report their size, the controller also measures the
-// rate (blocks per second of wall time) each worker count delivered and, while I/O-bound, climbs to the count
-// with the best rate: a neighbour count not yet measured is tried, a measured one is taken only when it was
-// rate_gain better. Equal rates walk down to fewer workers (cores left to the application); a count whose extra
-// worker bought nothing (more workers than free cores, a device-bound rate) is left.
+// CAM's dynamic core count, from measured rates. The engine starts `threads` workers (workers=0: at least CAM's
+// ceil(N/2) for N devices, up to the CPUs the process may use: limits::auto_worker_threads) and the controller
+// moves how many of them get work. CAM's N/4..N/2 rule only seeds the search: on the H100 (issue 14) the best
+// hand-picked count was often above N/2 (an emulated device or an io_uring submit/reap costs worker CPU), so the
+// controller measures the rate (blocks per second of wall time) each count delivers and hill-climbs on it.
+//
+// RateClimb is the decision logic alone (no clock, no threads: tests feed it synthetic rate curves). CoreController
+// cuts the engine's finished batches into measurement windows and feeds it: a batch planned for another worker count
+// than the one in force is not rated (it ran, at least partly, under the old count), so a change settles within the
+// batches in flight. While the caller computes more than it waits for I/O, the rates measure the caller, not the
+// workers: then the controller steps down one worker per window (cores left to the application) and searches again
+// once the caller is I/O-bound.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace gpuio::detail {
 
+// Hill climbing over worker counts lo..hi with measured rates. First the ladder: the start count doubled up to hi
+// and halved down to lo (log2 probes reach a distant best, and a curve with bumps, as uneven device-to-worker
+// assignments make, is seen in every region); then it bisects the unmeasured gaps next to the best measured count
+// until both its neighbours are measured (at most ~2 log2(hi) probes in all), then settles on choice(): the fewest
+// workers whose measured rate is within `gain` of the best (cores left to the application). Settled, it keeps
+// averaging the current count's rate and searches again when that rate drifts by more than `drift` (three windows
+// running: the workload changed) or every forget_windows windows (a neighbour may have become better).
+class RateClimb {
+ public:
+  RateClimb(uint32_t lo, uint32_t hi, uint32_t start, double gain);
+  // One window's measured rate (blocks/s) while `at` workers were active. Returns the count to run next.
+  uint32_t observe(uint32_t at, double rate);
+  // Forget every measured rate and search again, starting from `from`.
+  void restart(uint32_t from);
+  bool settled() const { return settled_; }
+  uint32_t choice() const;  // the fewest measured workers within gain of the best measured rate (start if none)
+  double rate(uint32_t k) const { return k < rate_.size() ? rate_[k] : 0.0; }
+  uint32_t windows() const { return windows_; }  // rated windows since the last (re)start
+  uint32_t searches() const { return searches_; }
+
+  static constexpr double drift = 0.3;        // settled rate moved by more than this fraction: search again
+  static constexpr int drift_windows = 3;     // ... for this many windows running (one or two: noise)
+  static constexpr int forget_windows = 256;  // settled this long: search again
+  static constexpr int average_max = 4;       // a count's rate is the mean of its last (up to) this many windows
+
+ private:
+  uint32_t next_probe() const;  // 0: every gap next to the best count is measured
+
+  uint32_t lo_, hi_, start_;
+  double gain_;
+  std::vector<double> rate_;     // by count; 0: not measured
+  std::vector<uint32_t> seen_;   // windows averaged into rate_
+  bool settled_ = false;
+  double settled_rate_ = 0;
+  int drifting_ = 0, settled_windows_ = 0;
+  uint32_t windows_ = 0, searches_ = 1;
+};
+
 class CoreController {
  public:
-  // fixed: the user chose the worker count; active() never moves.
-  CoreController(uint32_t min_active, uint32_t max_active, bool fixed);
+  // fixed: the user chose the worker count; active() never moves. start: the first active count (clamped).
+  CoreController(uint32_t min_active, uint32_t max_active, bool fixed, uint32_t start = 0);
   uint32_t active() const { return active_.load(std::memory_order_relaxed); }
   uint64_t adjustments() const { return adjustments_.load(std::memory_order_relaxed); }
   // One finished batch: its I/O time, the compute gap before its submission (0 if batches overlapped), its size
-  // in blocks and the time it finished (seconds on a monotonic clock). blocks = 0: no rate information (the
-  // I/O-vs-compute rule alone decides).
-  void observe(double io_seconds, double compute_seconds, uint64_t blocks = 0, double now_seconds = 0);
+  // in blocks, the time it finished (seconds on a monotonic clock) and the active count it was planned for
+  // (0: unknown, taken as the current one). blocks = 0: no rate information (the I/O-vs-compute rule alone decides:
+  // one more worker while I/O-bound, one fewer while compute-bound).
+  void observe(double io_seconds, double compute_seconds, uint64_t blocks = 0, double now_seconds = 0,
+               uint32_t planned_active = 0);
   // Blocks per second measured at each worker count (index = count; 0 where not measured), for stats and tests.
   std::vector<double> rates() const;
+  bool settled() const;
+  // "fixed 4", "searching (3 windows)", "settled at 6 of 8 (5.12 M blocks/s)": for stats().
+  std::string state() const;
 
-  static constexpr int window_batches = 8;    // decisions are taken once per window
-  static constexpr double grow_ratio = 1.1;   // io > 1.1 x compute: I/O-bound
-  static constexpr double shrink_ratio = 0.5; // io < 0.5 x compute -> one fewer
-  static constexpr double rate_gain = 0.05;   // a measured neighbour count must be this much faster to move to it
-  static constexpr int forget_windows = 64;   // measured rates are dropped this often (conditions change)
+  static constexpr int window_batches = 8;      // unrated mode (no block counts): decisions once per 8 batches
+  static constexpr int rated_batches_min = 3;   // a rated window holds at least this many batches planned for it
+  static constexpr double rated_seconds_min = 0.01;  // ... and lasts at least this long
+  static constexpr double grow_ratio = 1.1;     // io > 1.1 x compute: I/O-bound (rates mean something)
+  static constexpr double shrink_ratio = 0.5;   // io < 0.5 x compute -> one fewer
+  static constexpr double rate_gain = 0.05;     // a count must be this much faster than fewer workers to be chosen
 
  private:
-  uint32_t pick_by_rate(uint32_t a) const;
+  void set_active(uint32_t next);
 
   uint32_t min_, max_;
   bool fixed_;
   std::atomic<uint32_t> active_;
   std::atomic<uint64_t> adjustments_{0};
   mutable std::mutex mu_;
+  RateClimb climb_;
   double io_sum_ = 0, compute_sum_ = 0;
   uint64_t blocks_sum_ = 0;
-  double window_start_ = -1;  // when the current window began (the previous window's end)
-  int seen_ = 0, windows_ = 0;
-  bool settling_ = false;  // the window after a change still ran batches planned for the old count: not rated
-  std::vector<double> rate_;  // blocks/s by worker count
+  double window_start_ = -1;  // when the current rated window began (a batch's completion)
+  int seen_ = 0, fresh_ = 0;  // batches in this window; of those, planned for the count in force
 };
 
 }  // namespace gpuio::detail

@@ -11,12 +11,6 @@
 #include "gpuio/status.hpp"
 
 namespace gpuio::detail {
-namespace {
-
-uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-
-}  // namespace
-
 EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   validate(o);
   const uint32_t bs = o.block_size;
@@ -38,13 +32,16 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   spin = backend->fast_completions();
   layout = std::make_unique<Layout>(sizes, bs, o.stripe_bytes);
   uint32_t n = static_cast<uint32_t>(backend->device_count());
-  uint32_t lo = ceil_div(n, 4), hi = ceil_div(n, 2);
-  uint32_t threads = o.workers ? o.workers : hi;
-  controller = std::make_unique<CoreController>(o.workers ? threads : lo, threads, o.workers != 0);
-  staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads, o.ordered_staging_bytes,
-                                          std::max(limits::ordered_chunk_bytes, bs));
   cpu_set_t set;
   uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 1;
+  // workers=0: threads up to the CPUs (limits::auto_worker_threads), the controller picks how many work, from 1.
+  // A backend with slow completions (rbd: a worker per queue of network requests, CPU the OSDs need) keeps CAM's
+  // ceil(N/2) threads.
+  uint32_t threads = o.workers ? o.workers : spin ? limits::auto_worker_threads(n, cpus) : (n + 1) / 2;
+  controller = std::make_unique<CoreController>(o.workers ? threads : 1, threads, o.workers != 0,
+                                                limits::auto_workers_start(n, threads));
+  staging = std::make_unique<StagingPool>(o.staging_bytes, o.staging_slot_bytes, threads, o.ordered_staging_bytes,
+                                          std::max(limits::ordered_chunk_bytes, bs));
   // auto: never on a backend with slow completions (rbd: a poll would take the CPU the OSDs need)
   bool poll = o.low_latency == "on" ||
               (o.low_latency == "auto" && spin && cpus >= threads + limits::low_latency_spare_cpus);
@@ -96,6 +93,7 @@ uint32_t EngineImpl::plan_range(Batch& b, const int64_t* blocks, size_t lo, size
   const uint64_t run_max =
       (staged && !chunk ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
   const uint32_t active = controller->active();
+  b.planned_workers = active;
   const uint64_t small = direct_align != 0 ? opts.direct_min_bytes : 0;  // see limits::direct_min_bytes_default
   uint32_t extents = 0;
   uint64_t staged_bytes = 0;
@@ -243,7 +241,8 @@ void EngineImpl::on_batch_done(Batch& b) {
     io = std::chrono::duration<double>(now - b.submitted).count();
     compute = b.compute_seconds;
   }
-  controller->observe(io, compute, b.blocks, std::chrono::duration<double>(now.time_since_epoch()).count());
+  controller->observe(io, compute, b.blocks, std::chrono::duration<double>(now.time_since_epoch()).count(),
+                     b.planned_workers);
 }
 
 EngineStats EngineImpl::stats() const {
@@ -293,6 +292,7 @@ EngineStats EngineImpl::stats() const {
   s.workers = static_cast<uint32_t>(workers.size());
   s.active_workers = controller->active();
   s.worker_adjustments = controller->adjustments();
+  s.controller = controller->state();
   const std::string& kind = backend_name_;
   if (s.bytes_direct > 0 || s.bytes_staged == 0) s.data_path = kind + (direct_align || zero_copy ? "+direct" : "+pagecache");
   if (s.bytes_staged > 0) s.data_path += (s.data_path.empty() ? "" : ",") + kind + "+staging";

@@ -22,16 +22,20 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
+// ns[i]: the whole round trip of read i; ns[iters + i]: its publish alone (slot wait, request fields and ids over
+// PCIe into the host-mapped ring, the system fence, the doorbell), so the rest is the control plane's and the data's.
 __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, uint8_t* dst, uint32_t block_bytes,
                                int64_t* ns, int* err) {
   DeviceQueue dq(q);
   for (uint32_t i = 0; i < iters; ++i) {
     uint64_t t0 = global_ns();
     dq.prefetch(ids + i, 1, dst + static_cast<size_t>(i % 64) * block_bytes);
+    uint64_t tp = global_ns();
     int e = dq.prefetch_synchronize();
     uint64_t t1 = global_ns();
     if (threadIdx.x == 0) {
       ns[i] = static_cast<int64_t>(t1 - t0);
+      ns[iters + i] = static_cast<int64_t>(tp - t0);
       if (e && !*err) *err = e;
     }
   }
@@ -39,12 +43,13 @@ __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, u
 
 }  // namespace
 
-void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns) {
+void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
+                   std::vector<int64_t>* publish_ns) {
   int64_t* ids = nullptr;
   int64_t* out = nullptr;
   int* err = nullptr;
   GPUIO_CUDA(cudaMalloc(&ids, sizeof(int64_t) * iters));
-  GPUIO_CUDA(cudaMalloc(&out, sizeof(int64_t) * iters));
+  GPUIO_CUDA(cudaMalloc(&out, sizeof(int64_t) * 2 * iters));
   GPUIO_CUDA(cudaMalloc(&err, sizeof(int)));
   GPUIO_CUDA(cudaMemcpy(ids, ids_host, sizeof(int64_t) * iters, cudaMemcpyHostToDevice));
   GPUIO_CUDA(cudaMemset(err, 0, sizeof(int)));
@@ -54,9 +59,11 @@ void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* ds
   latency_kernel<<<1, 32, 0, s>>>(q, ids, iters, static_cast<uint8_t*>(dst_device), 4096, out, err);
   GPUIO_CUDA(cudaGetLastError());
   GPUIO_CUDA(cudaStreamSynchronize(s));
-  ns.resize(iters);
+  ns.resize(2 * size_t{iters});
   int e = 0;
-  GPUIO_CUDA(cudaMemcpy(ns.data(), out, sizeof(int64_t) * iters, cudaMemcpyDeviceToHost));
+  GPUIO_CUDA(cudaMemcpy(ns.data(), out, sizeof(int64_t) * 2 * iters, cudaMemcpyDeviceToHost));
+  if (publish_ns) publish_ns->assign(ns.begin() + iters, ns.end());
+  ns.resize(iters);
   GPUIO_CUDA(cudaMemcpy(&e, err, sizeof(int), cudaMemcpyDeviceToHost));
   cudaStreamDestroy(s);
   cudaFree(ids);

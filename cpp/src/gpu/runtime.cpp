@@ -188,6 +188,12 @@ GpuStats GpuRuntime::stats() const {
   s.stream_host_submits = m.stream_host_submits.load();
   s.bounce_bytes = m.bounce.bytes();
   s.bounce_waits = m.bounce_waits.load();
+  s.stream_call_seconds = m.stream_call_ns.load() * 1e-9;
+  s.stream_check_seconds = m.stream_check_ns.load() * 1e-9;
+  s.stream_engine_seconds = m.stream_engine_ns.load() * 1e-9;
+  s.stream_wait_seconds = m.stream_wait_ns.load() * 1e-9;
+  s.stream_copy_seconds = m.stream_copy_ns.load() * 1e-9;
+  s.stream_release_seconds = m.stream_release_ns.load() * 1e-9;
   s.poller_cpu_seconds = m.poller_cpu.load();
   s.last_error = last_error();
   return s;

@@ -57,6 +57,9 @@ struct GpuRuntime::Impl {
   std::vector<InFlight> host_inbox;   // guarded by host_mu
   std::vector<InFlight> host_inflight;  // poller only
   std::atomic<uint64_t> stream_requests{0}, stream_chunks{0}, stream_host_submits{0}, bounce_waits{0};
+  // GpuStats::stream_*_seconds, in ns
+  std::atomic<uint64_t> stream_call_ns{0}, stream_check_ns{0}, stream_engine_ns{0}, stream_wait_ns{0};
+  std::atomic<uint64_t> stream_copy_ns{0}, stream_release_ns{0};
   std::thread poller;
   std::atomic<bool> stop{false};
   std::atomic<double> poller_cpu{0};

@@ -11,6 +11,7 @@
 #include <cuda.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -20,10 +21,21 @@
 
 namespace gpuio {
 
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+void add_ns(std::atomic<uint64_t>& c, int64_t from, int64_t to) {
+  c.fetch_add(static_cast<uint64_t>(to - from), std::memory_order_relaxed);
+}
+}  // namespace
+
 void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n,
                                     void* mem, MemKind kind, const detail::BounceRegion& r, bool capturing) {
   const uint32_t bs = engine.options().block_size;
   const size_t bytes = size_t{n} * bs;
+  const int64_t t0 = now_ns();
   void* io_mem = kind == MemKind::device ? static_cast<void*>(r.data) : mem;  // host memory needs no bounce
   const uint32_t idx = next_cell.fetch_add(1, std::memory_order_relaxed) % gpu_limits::stream_cells_max;
   uint32_t* cell_host = cells_host + idx;
@@ -47,6 +59,8 @@ void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids
     GPUIO_CUDA(detail::launch_publish(s, ref(opts.queues), op, ids_on_device ? ids : nullptr, r.ids_dev, n, io_mem,
                                       MemKind::host, cell_dev));
   }
+  const int64_t t1 = now_ns();  // the request is under way (engine or ring)
+  add_ns(stream_engine_ns, t0, t1);
   if (opts.stream_wait == "wait_value") {
     using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
     CUresult w = reinterpret_cast<WaitFn>(wait_value_fn)(reinterpret_cast<CUstream>(s),
@@ -56,9 +70,12 @@ void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids
   } else {
     GPUIO_CUDA(detail::launch_wait_cell(s, cell_dev));
   }
+  const int64_t t2 = now_ns();
+  add_ns(stream_wait_ns, t1, t2);
   if (op == gpu_read && kind == MemKind::device) {
     GPUIO_CUDA(cudaMemcpyAsync(mem, r.data, bytes, cudaMemcpyHostToDevice, s));
   }
+  add_ns(stream_copy_ns, t2, now_ns());
   stream_chunks.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -69,6 +86,7 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
   GPUIO_EXPECT(n <= gpu_limits::request_blocks_max, "a stream-ordered request of " + std::to_string(n) +
                                                         " blocks exceeds request_blocks_max=" +
                                                         std::to_string(gpu_limits::request_blocks_max));
+  const int64_t t_call = now_ns();
   const uint32_t before = m.failures.load(std::memory_order_acquire);
   m.stream_requests.fetch_add(1, std::memory_order_relaxed);
   if (n == 0) return before;
@@ -84,6 +102,7 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
     bool waited = false;
     detail::BounceRegion r = capturing ? m.bounce.dedicated(k) : m.bounce.reserve(m.opts.bounce_wait_ms, &waited);
     if (waited) m.bounce_waits.fetch_add(1, std::memory_order_relaxed);
+    if (off == 0) add_ns(m.stream_check_ns, t_call, now_ns());  // capture query, id check, first reserve
     try {
       m.stream_chunk(s, op, ids + off, ids_on_device, k, static_cast<uint8_t*>(mem) + size_t{off} * bs, kind, r,
                      capturing);
@@ -92,8 +111,11 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
       m.bounce.release_after(r, s);
       throw;
     }
+    const int64_t t_rel = now_ns();
     m.bounce.release_after(r, s);
+    add_ns(m.stream_release_ns, t_rel, now_ns());
   }
+  add_ns(m.stream_call_ns, t_call, now_ns());
   return before;
 }
 

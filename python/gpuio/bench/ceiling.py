@@ -140,14 +140,15 @@ def name_bound(r: dict, cpus: int) -> str:
 
 
 def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: float, batch: int, qd: int,
-            inflight: int = 2, copy: str = "batch", staging: str = "ordered") -> dict:
+            inflight: int = 2, copy: str = "batch", staging: str = "ordered", settle_s: float = 0.0) -> dict:
     """One configuration: `inflight` batches of `batch` random 4 KiB blocks kept outstanding for `seconds`.
     staging (GPU destination): "ordered" gives the engine an ordered area holding every batch in flight (one copy
-    per 256 KiB chunk); "slots" none (one staging slot and one copy per 4 KiB block: the path before it)."""
-    from gpuio.engine import Engine
+    per 256 KiB chunk); "slots" none (one staging slot and one copy per 4 KiB block: the path before it).
+    settle_s (workers=0): before measuring, run up to this long until the engine's controller settled."""
+    from gpuio.engine import Engine, _core
 
     paths, kw = devs.engine_args(kind, n)
-    w_threads = workers if workers else (n + 1) // 2
+    w_threads = workers if workers else _core().auto_workers(n)["threads"]
     slots = max(32 << 20, w_threads * qd * BS * 4)
     ordered = -(-inflight * batch * BS // ORDERED_WINDOW) * ORDERED_WINDOW if staging == "ordered" else 0
     e = Engine(paths, block_size=BS, workers=workers, queue_depth=qd, staging_bytes=slots, staging_slot_bytes=BS,
@@ -167,6 +168,7 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         submit = lambda ids, k: e._core.submit(0, ids, outs[k])  # noqa: E731
         for k in range(inflight):  # warm: first touch of buffers, workers started, copy paths set up
             submit(pool[k], k).wait()
+        settle = _settle(e, submit, pool, inflight, settle_s) if settle_s > 0 else None
         s0, c0, q0, t0 = e._core.stats(), _cpu_seconds(), _runq_wait_seconds(), time.perf_counter()
         done, k, pending = 0, 0, []
         while time.perf_counter() - t0 < seconds or not done:
@@ -195,7 +197,8 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
                  stage_us=_stage_us(d, d["ops"]), staging_waits_per_op=d["staging_exhausted_events"] / max(1, d["ops"]),
                  queue_full_per_op=d["queue_full_events"] / max(1, d["ops"]),
                  passes_per_op=d["worker_passes"] / max(1, d["ops"]),  # the stage counters cost ~7 clock reads a pass
-                 latency_mode=s1["latency_mode"], backend=s1["backend"],
+                 latency_mode=s1["latency_mode"], backend=s1["backend"], controller=s1.get("controller", ""),
+                 settle=settle,
                  data_path=s1["data_path"], copy_mode=copy_mode,
                  # The engine path moves staging->GPU by copy engine (cudaMemcpyBatchAsync / cudaMemcpyAsync), no
                  # kernel: 0 SMs by construction. copy=kernel (a gather kernel) would use SMs: reported as such.
@@ -203,6 +206,24 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         return r
     finally:
         e.close()
+
+
+def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
+    """Keep `inflight` batches outstanding until the controller says it settled (stats()["controller"]) or
+    limit_s passed; returns how long it took, the adjustments made and whether it settled."""
+    a0, t0, k, pending = e._core.stats()["worker_adjustments"], time.perf_counter(), 0, []
+    state = e._core.stats()["controller"]
+    while time.perf_counter() - t0 < limit_s and not state.startswith("settled"):
+        if len(pending) == inflight:
+            pending.pop(0).wait()
+            state = e._core.stats()["controller"]
+        pending.append(submit(pool[k % len(pool)], k % inflight))
+        k += 1
+    for h in pending:
+        h.wait()
+    s = e._core.stats()
+    return dict(seconds=time.perf_counter() - t0, settled=s["controller"].startswith("settled"),
+                adjustments=s["worker_adjustments"] - a0, state=s["controller"])
 
 
 def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None,
@@ -237,29 +258,30 @@ def _row_text(r: dict) -> str:
             f"eff={r['efficiency']:.2f}{_copies(r)} | us/op {st} | bound: {r['bound']}")
 
 
-def _dest(r: dict) -> str:
-    """host, or gpu with the staging asked for (ordered: batch-ordered area; slots: one slot per block)."""
-    return r["dest"] if r.get("staging", "-") == "-" else f"{r['dest']}/{r['staging']}"
-
-
-def _copies(r: dict) -> str:
-    """What the staging->GPU path did: which staging ran, copies per 4 KiB op and their mean size."""
-    if r["dest"] != "gpu":
-        return ""
-    fb = f" fallbacks={r['ordered_fallbacks']}" if r["ordered_fallbacks"] else ""
-    return f" staging={r['staging_mode']} copies/op={r['copies_per_op']:.3f} KiB/copy={r['copy_kib']:.0f}{fb}"
+SETTLE_FACTOR = 5  # the controller's search may take 5 x seconds (1.5 s at 0.3 s a point: ~8 windows of >= 3
+                   # batches of 16384 blocks even at 0.4 M IOPS, 40 ms a batch)
 
 
 def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered") -> dict:
-    """The engine's own worker count (workers=0: CAM's ceil(N/4)..ceil(N/2) controller, climbing by measured rate)
-    next to the best hand-picked count for the same N. It runs twice as long: its choice includes its probing."""
+    """The engine's own worker count (workers=0: the controller hill-climbs on measured rates, engine/controller.hpp)
+    next to the best hand-picked count for the same N. The engine first runs until its controller settled (at most
+    SETTLE_FACTOR x seconds; the search is reported: time, adjustments), then is measured for `seconds` like
+    the hand-picked counts. ratio: its IOPS / the best hand-picked IOPS; grid_ratio: the grid's IOPS at the chosen
+    count / the best (the choice judged on the same measurements, free of this run's noise)."""
     best = max(hand, key=lambda r: r["iops"])
-    c = measure(devs, kind, n, 0, dest, 2 * seconds, batch, qd, copy=copy, staging=staging)
-    x = dict(kind=kind, dest=dest, dest_label=_dest(c), devices=n, chosen=c["workers_active"], threads=c["worker_threads"],
-             iops=c["iops"], best_workers=best["workers"], best_iops=best["iops"], ratio=c["iops"] / best["iops"])
+    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, copy=copy, staging=staging,
+                settle_s=SETTLE_FACTOR * seconds)
+    at_chosen = next((r for r in hand if r["workers"] == c["workers_active"]), None)
+    st = c["settle"]
+    x = dict(kind=kind, dest=dest, dest_label=_dest(c), devices=n, chosen=c["workers_active"],
+             threads=c["worker_threads"], iops=c["iops"], best_workers=best["workers"], best_iops=best["iops"],
+             ratio=c["iops"] / best["iops"], grid_ratio=at_chosen["iops"] / best["iops"] if at_chosen else None,
+             settle_s=st["seconds"], settled=st["settled"], adjustments=st["adjustments"], state=c["controller"])
+    gr = f"{x['grid_ratio']:.2f}" if x["grid_ratio"] is not None else "- (count not in the grid)"
     log(f"controller {kind:9s} {x['dest_label']:12s} N={n:<2d} chose {x['chosen']} of {x['threads']} threads "
         f"{x['iops'] / 1e6:.3f} M IOPS; best hand-picked W={x['best_workers']} {x['best_iops'] / 1e6:.3f} M; "
-        f"ratio {x['ratio']:.2f}")
+        f"ratio {x['ratio']:.2f} (grid at W={x['chosen']}: {gr}); "
+        f"{'settled' if x['settled'] else 'NOT settled'} after {x['settle_s']:.2f} s, {x['adjustments']} moves")
     return x
 
 
@@ -356,52 +378,88 @@ def latency(path: str, reads: int, rounds: int, log, gpu: bool) -> dict:
     return table
 
 
+STREAM_PARTS = ("check", "engine", "wait", "copy", "release")  # GpuStats stream_*_seconds: the host call's parts
+
+
+def _delta(s0: dict, s1: dict) -> dict:
+    return {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], (int, float)) and not isinstance(s1[k], bool)}
+
+
 def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
+    """Stream-ordered one-block reads (device ids, host ids; each stream wait mode this GPU runs) and GPU-initiated
+    ones, each with its breakdown: host_submit_call (Engine.read_async alone), its C++ part (stream_call) cut into
+    check/engine/wait/copy/release and the Python around it (py_wrap); gpu_wait_and_copy (CUDA events: the stream
+    reaching the call to the data landing); device API: publish (GPU clock) and the rest of the round trip."""
     import torch
 
     from gpuio.engine import Engine
+    from gpuio.gpu import stream_wait_selftest
 
     out = {}
-    e = Engine(path, workers=1, writable=False)
-    g = e.attach_gpu(copy="batch")
-    try:
-        one = torch.empty((1, BS), dtype=torch.uint8, device="cuda")
-        for where in ("device ids", "host ids"):
-            # Breakdown of each call: the host's submit call (ids on the GPU: the request is published to a ring the
-            # control plane polls; host ids: handed to the engine at once), the GPU's own span from the stream
-            # reaching the call to the data landing (wait for completion + bounce->GPU copy, CUDA events), and the
-            # engine's stages from its counters.
-            ts, sub_ns, span_ms = [], [], []
+    waits = ["wait_value", "kernel"] if stream_wait_selftest() == "works" else ["kernel"]
+    one = torch.empty((1, BS), dtype=torch.uint8, device="cuda")
+    for wait in waits:
+        e = Engine(path, workers=1, writable=False)
+        g = e.attach_gpu(copy="batch", stream_wait=wait)
+        try:
+            for where in ("device ids", "host ids"):
+                if where == "device ids" and wait != waits[0]:
+                    continue  # the wait modes are compared on host ids (the shorter path)
+                mk = (lambda b: torch.tensor([int(b)], device="cuda")) if where == "device ids" else \
+                    (lambda b: np.array([b], dtype=np.int64))
+                for b in rng.integers(0, nblocks, 20):  # warm: bounce slots, events, the engine's worker
+                    e.read_async(mk(b), one).wait()
+                ts, sub_ns, span_ms = [], [], []
+                s0, g0 = e._core.stats(), dict(g._rt.stats())
+                for b in rng.integers(0, nblocks, reads):
+                    t = mk(b)
+                    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    torch.cuda.synchronize()
+                    ev0.record()
+                    t0 = time.perf_counter_ns()
+                    e.read_async(t, one)
+                    t1 = time.perf_counter_ns()
+                    ev1.record()
+                    torch.cuda.synchronize()
+                    ts.append(time.perf_counter_ns() - t0)
+                    sub_ns.append(t1 - t0)
+                    span_ms.append(ev0.elapsed_time(ev1))
+                d, gd = _delta(s0, e._core.stats()), _delta(g0, dict(g._rt.stats()))
+                calls = max(1, gd.get("gpu_stream_requests", 0))
+                name = f"gpu stream-ordered, {where} ({wait})"
+                st = _stage_us(d, d["ops"])
+                call_us = gd.get("gpu_stream_call_seconds", 0) / calls * 1e6
+                st.update(host_submit_call=statistics.median(sub_ns) / 1e3, stream_call=call_us,
+                          py_wrap=statistics.median(sub_ns) / 1e3 - call_us,
+                          **{f"call_{k}": gd.get(f"gpu_stream_{k}_seconds", 0) / calls * 1e6 for k in STREAM_PARTS},
+                          gpu_wait_and_copy=statistics.median(span_ms) * 1e3)
+                out[name], stages[name], modes[name] = ts, [st], s1_mode(e)
+        finally:
+            e.close()
+    # The device API, once per staging->GPU copy method: the one-block copy is most of what it adds to the device
+    # (copy=17.3 us of 53.2 on the H100, 2026-11-23, by cudaMemcpyBatchAsync + event); the cheapest one is named.
+    dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
+    for copy in ("batch", "percopy", "kernel"):
+        e = Engine(path, workers=1, writable=False)
+        g = e.attach_gpu(copy=copy, stream_wait=waits[0])
+        try:
+            # warm: the engine worker's first GPU copy creates its CUDA stream, events and descriptors (ms), which
+            # the 2026-11-23 run counted in "handle" (59 us per op over 900 reads)
+            g.latency_probe(rng.integers(0, nblocks, 20).tolist(), dst)
             s0 = e._core.stats()
-            for b in rng.integers(0, nblocks, reads):
-                t = torch.tensor([int(b)], device="cuda") if where == "device ids" else np.array([b], dtype=np.int64)
-                ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                t0 = time.perf_counter_ns()
-                ev0.record()
-                e.read_async(t, one)
-                t1 = time.perf_counter_ns()
-                ev1.record()
-                torch.cuda.synchronize()
-                ts.append(time.perf_counter_ns() - t0)
-                sub_ns.append(t1 - t0)
-                span_ms.append(ev0.elapsed_time(ev1))
-            s1 = e._core.stats()
-            d = {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], (int, float)) and not isinstance(s1[k], bool)}
-            name = f"gpu stream-ordered, {where} ({g.options['stream_wait']})"
+            ns, pub = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst, parts=True)
+            d = _delta(s0, e._core.stats())
+            name = "gpu-initiated (device API)" + ("" if copy == "batch" else f" copy={copy}")
             st = _stage_us(d, d["ops"])
-            st.update(host_submit_call=statistics.median(sub_ns) / 1e3, gpu_wait_and_copy=statistics.median(span_ms) * 1e3)
-            out[name], stages[name], modes[name] = ts, [st], s1["latency_mode"]
-        dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
-        s0 = e._core.stats()
-        out["gpu-initiated (device API)"] = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst)
-        s1 = e._core.stats()
-        d = {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], (int, float)) and not isinstance(s1[k], bool)}
-        stages["gpu-initiated (device API)"] = [_stage_us(d, d["ops"])]
-        modes["gpu-initiated (device API)"] = s1["latency_mode"]
-    finally:
-        e.close()
+            st.update(publish=_pct(pub, 50) / 1e3, after_publish=_pct([a - p for a, p in zip(ns, pub)], 50) / 1e3)
+            out[name], stages[name], modes[name] = ns, [st], s1_mode(e)
+        finally:
+            e.close()
     return out
+
+
+def s1_mode(e) -> str:
+    return e._core.stats()["latency_mode"]
 
 
 def summary(rows: list[dict], ctl: list[dict], log) -> None:
