@@ -23,7 +23,8 @@ def parse(argv=None):
     ap.add_argument("--devices", default="1,4,8,12,16")
     ap.add_argument("--workers", default="1,2,3,4,6,8")
     ap.add_argument("--seconds", type=float, default=0.4, help="measured seconds per configuration")
-    ap.add_argument("--batch", type=int, default=16384, help="blocks per batch (2 batches outstanding)")
+    ap.add_argument("--batch", type=int, default=16384, help="blocks per batch")
+    ap.add_argument("--inflight", type=int, default=2, help="batches kept outstanding per configuration")
     ap.add_argument("--queue-depth", type=int, default=512, help="entries per worker ring")
     ap.add_argument("--shm-mib", type=int, default=64, help="size of each /dev/shm device file")
     ap.add_argument("--copy", default="batch", help="staging->GPU copy method (batch|percopy: copy engine; kernel)")
@@ -52,7 +53,7 @@ def main(argv=None) -> dict:
                       queue_depth=a.queue_depth, shm_mib=a.shm_mib, latency_file=a.latency_file,
                       latency_reads=a.latency_reads, latency_rounds=a.latency_rounds,
                       sections=tuple(a.sections.split(",")), copy=a.copy, log=lambda m: print(m, flush=True),
-                      json_path=a.json, staging=a.staging)
+                      json_path=a.json, staging=a.staging, inflight=a.inflight)
     if a.json:
         ceiling.write_json(res, a.json)
         print(f"JSON: {a.json}")

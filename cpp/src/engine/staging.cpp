@@ -32,8 +32,8 @@ StagingPool::StagingPool(uint64_t bytes, uint32_t slot_bytes, uint32_t slices, u
   const uint64_t units = ordered_bytes / unit;
   ordered_bytes_ = units * unit;
   used_.assign(units, 0);
-  // The slices are touched now (no page fault on the hot path); the ordered area is faulted in when a ring or
-  // CUDA registers it, or on first use where nothing does (an engine that never reads into GPU memory).
+  // The slices are touched now (no page fault on the hot path); the ordered area only when CUDA registers it (a
+  // GPU path attached) or on first use: an engine that never reads into GPU memory keeps it virtual.
   void* p = mmap(nullptr, bytes_ + ordered_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     throw IoError(errno, "cannot allocate the staging pool of " + std::to_string(bytes_ + ordered_bytes_) + " bytes");

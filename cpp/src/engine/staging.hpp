@@ -38,7 +38,6 @@ class StagingPool {
   // The ordered area.
   uint64_t ordered_bytes() const { return ordered_bytes_; }
   uint32_t unit_bytes() const { return unit_; }
-  FixedBuffer ordered_buffer() const { return {base_ + bytes_, static_cast<size_t>(ordered_bytes_)}; }
   // First fit of `units` contiguous units; nullptr (never blocks) when no such run is free.
   uint8_t* acquire(uint32_t units);
   void release(uint8_t* region, uint32_t units);

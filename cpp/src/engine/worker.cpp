@@ -92,7 +92,10 @@ bool Worker::issue(uint32_t slot) {
   r.len = f.e.len - f.done;
   if (f.e.chunk) {
     r.buf = f.e.chunk->host + (f.e.mem - f.e.chunk->dst) + f.done;
-    r.buf_index = 1;  // the ordered area is fixed buffer 1 of every ring
+    // Not a registered buffer: registering the area with every ring faulted in (and pinned) it for every engine,
+    // also those that never read into GPU memory (+32 MiB resident, test_streams_memory). It is touched only
+    // when used, and pinned by the CUDA layer when a GPU path attaches.
+    r.buf_index = -1;
   } else if (f.e.staged) {
     r.buf = engine_.staging->slot(id_, static_cast<uint32_t>(f.staging)) + f.done;
     r.buf_index = 0;  // this worker's whole slice is registered as fixed buffer 0
@@ -283,9 +286,7 @@ void Worker::run(std::promise<void>& started) {
   cpu_clock_ok_.store(pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0, std::memory_order_release);
   try {
     uint32_t depth = engine_.opts.queue_depth;
-    std::vector<FixedBuffer> fixed{engine_.staging->slice_buffer(id_)};
-    if (engine_.staging->ordered_bytes() > 0) fixed.push_back(engine_.staging->ordered_buffer());
-    queue_ = engine_.backend->create_queue(depth, fixed);
+    queue_ = engine_.backend->create_queue(depth, {engine_.staging->slice_buffer(id_)});
     slots_.resize(depth);
     for (uint32_t i = depth; i-- > 0;) free_slots_.push_back(i);
     for (uint32_t i = engine_.staging->slots_per_slice(); i-- > 0;) free_staging_.push_back(i);

@@ -227,7 +227,7 @@ def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
 
 
 def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None,
-         ctl: list | None = None, stagings=("ordered",)) -> list[dict]:
+         ctl: list | None = None, stagings=("ordered",), inflight: int = 2) -> list[dict]:
     """Every (kind, dest, N, W); with ctl (a list), after each N's hand-picked counts also the engine's own choice
     (workers=0), run right then so both see the same machine load."""
     rows = []
@@ -235,7 +235,7 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
         for dest, staging in [(d, st) for d in dests for st in (stagings if d == "gpu" else ("-",))]:
             base = None
             for n in ns:
-                got = [measure(devs, kind, n, w, dest, seconds, batch, qd, copy=copy, staging=staging) for w in ws]
+                got = [measure(devs, kind, n, w, dest, seconds, batch, qd, inflight, copy, staging) for w in ws]
                 if base is None:  # one device at its best worker count (ns[0] == 1 in the full grid)
                     base = max(r["iops"] for r in got) / n
                 for r in got:
@@ -244,7 +244,8 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
                     rows.append(r)
                     log(_row_text(r))
                 if ctl is not None:
-                    ctl.append(controller_run(devs, kind, dest, n, got, seconds, batch, qd, log, copy, staging))
+                    ctl.append(controller_run(devs, kind, dest, n, got, seconds, batch, qd, log, copy, staging,
+                                              inflight))
             if save:
                 save(rows)  # a run cut short (a time limit) keeps what it measured
     return rows
@@ -258,18 +259,32 @@ def _row_text(r: dict) -> str:
             f"eff={r['efficiency']:.2f}{_copies(r)} | us/op {st} | bound: {r['bound']}")
 
 
+def _dest(r: dict) -> str:
+    """host, or gpu with the staging asked for (ordered: batch-ordered area; slots: one slot per block)."""
+    return r["dest"] if r.get("staging", "-") == "-" else f"{r['dest']}/{r['staging']}"
+
+
+def _copies(r: dict) -> str:
+    """What the staging->GPU path did: which staging ran, copies per 4 KiB op and their mean size."""
+    if r["dest"] != "gpu":
+        return ""
+    fb = f" fallbacks={r['ordered_fallbacks']}" if r["ordered_fallbacks"] else ""
+    return f" staging={r['staging_mode']} copies/op={r['copies_per_op']:.3f} KiB/copy={r['copy_kib']:.0f}{fb}"
+
+
 SETTLE_FACTOR = 5  # the controller's search may take 5 x seconds (1.5 s at 0.3 s a point: ~8 windows of >= 3
                    # batches of 16384 blocks even at 0.4 M IOPS, 40 ms a batch)
 
 
-def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered") -> dict:
+def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered",
+                   inflight: int = 2) -> dict:
     """The engine's own worker count (workers=0: the controller hill-climbs on measured rates, engine/controller.hpp)
     next to the best hand-picked count for the same N. The engine first runs until its controller settled (at most
     SETTLE_FACTOR x seconds; the search is reported: time, adjustments), then is measured for `seconds` like
     the hand-picked counts. ratio: its IOPS / the best hand-picked IOPS; grid_ratio: the grid's IOPS at the chosen
     count / the best (the choice judged on the same measurements, free of this run's noise)."""
     best = max(hand, key=lambda r: r["iops"])
-    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, copy=copy, staging=staging,
+    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, inflight, copy=copy, staging=staging,
                 settle_s=SETTLE_FACTOR * seconds)
     at_chosen = next((r for r in hand if r["workers"] == c["workers_active"]), None)
     st = c["settle"]
@@ -510,8 +525,10 @@ def _ints(text: str, name: str) -> list[int]:
 def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devices="1,4,8,12,16", workers="1,2,3,4,6,8",
         seconds=0.4, batch=16384, queue_depth=512, shm_mib=64, latency_file=None, latency_reads=300,
         latency_rounds=3, sections=("cost", "grid", "controller", "latency"), copy="batch", log=print,
-        json_path=None, staging="ordered") -> dict:
+        json_path=None, staging="ordered", inflight: int = 2) -> dict:
     ns, ws = _ints(devices, "--devices"), _ints(workers, "--workers")
+    if not isinstance(inflight, int) or isinstance(inflight, bool) or inflight < 1:
+        raise ValueError(f"--inflight: {inflight!r} is not an int >= 1")
     for k in kinds:
         if k not in KINDS:
             raise ValueError(f"--kinds: {k!r} is not one of {', '.join(KINDS)}")
@@ -525,7 +542,8 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
     cpus = len(os.sched_getaffinity(0))
     has_cuda, why = cuda_status()
     res = dict(cpus=cpus, cuda=has_cuda, cuda_note=why, args=dict(kinds=list(kinds), dests=list(dests), devices=ns,
-               workers=ws, seconds=seconds, batch=batch, queue_depth=queue_depth, staging=list(stagings)), skipped={})
+               workers=ws, seconds=seconds, batch=batch, queue_depth=queue_depth, staging=list(stagings),
+               inflight=inflight), skipped={})
     if "gpu" in dests and not has_cuda:
         res["skipped"]["gpu"] = why
         log(f"SKIP destination gpu: {why}")
@@ -543,7 +561,7 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
         save = (lambda rows: write_json(dict(res, rows=rows), json_path)) if json_path else None
         ctl = res["controller"] = []
         rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save,
-                                  ctl if "controller" in sections else None, stagings) if "grid" in sections else []
+                                  ctl if "controller" in sections else None, stagings, inflight) if "grid" in sections else []
         if rows:
             summary(rows, ctl, log)
             res["judged"] = judged(rows, log)
