@@ -14,6 +14,8 @@ import gpuio  # noqa: E402
 
 
 def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
+    from gpuio.bench import ceiling
+
     monkeypatch.delenv("GPUIO_SIM", raising=False)
     res = load_script("benchmarks/engine_ceiling.py").main(["--tiny", "--json", str(tmp_path / "r.json")])
     out = capsys.readouterr().out
@@ -27,7 +29,9 @@ def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
         assert r["bound"] and set(r["stage_us"]) == {"submit", "prepare", "io", "device", "handle", "signal", "copy"}
         assert r["cores_busy"] >= 0 and r["worker_busy"] > 0
         # Efficiency comes from the measured rates: IOPS(N, W) / (N x best IOPS of 1 device) of the same kind.
-        base = max(x["iops"] for x in rows if x["kind"] == r["kind"] and x["devices"] == 1)
+        # (per destination: on a GPU machine the grid also has gpu/ordered and gpu/slots rows)
+        base = max(x["iops"] for x in rows if (x["kind"], x["dest"], x["staging"]) == (r["kind"], r["dest"], r["staging"])
+                   and x["devices"] == 1)
         assert r["efficiency"] == pytest.approx(r["iops"] / (r["devices"] * base))
     # Only the sim spends time inside the emulated device; the null device does no model work and moves no data.
     sim = [r for r in rows if r["kind"] in ("sim", "paced")]
@@ -36,7 +40,9 @@ def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
     c = res["sim_cost"]
     assert c["cost_us"] == pytest.approx(1e6 / c["sim_iops"] - 1e6 / c["null_iops"])
     for x in res["controller"]:
-        best = max((r for r in rows if (r["kind"], r["devices"]) == (x["kind"], x["devices"])), key=lambda r: r["iops"])
+        best = max((r for r in rows if (r["kind"], r["devices"], ceiling._dest(r)) == (x["kind"], x["devices"],
+                                                                                        x["dest_label"])),
+                   key=lambda r: r["iops"])
         assert x["best_iops"] == best["iops"] and x["ratio"] == pytest.approx(x["iops"] / best["iops"])
         assert 1 <= x["chosen"] <= x["threads"]
         # The controller ran until it settled (or SETTLE_FACTOR x seconds) before it was measured; its state says so.
