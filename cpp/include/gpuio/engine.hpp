@@ -64,6 +64,8 @@ struct EngineStats {
   uint64_t queue_full_events = 0;    // prepare() found the ring full
   uint64_t staging_exhausted_events = 0;  // a request waited for a staging slot
   uint64_t short_transfers = 0;      // completions shorter than asked, resubmitted
+  uint64_t caller_submitted_ops = 0;  // of ops: issued by the submitting thread, finished by the backend's
+                                      // library (rbd host batches), no worker involved
   uint64_t worker_adjustments = 0;   // changes made by the core-count controller
   uint64_t bytes_direct = 0;         // moved straight between the device and the caller's memory
   uint64_t bytes_staged = 0;         // moved through the staging pool

@@ -160,6 +160,7 @@ nb::dict stats_dict(const EngineStats& s) {
   d["queue_full_events"] = s.queue_full_events;
   d["staging_exhausted_events"] = s.staging_exhausted_events;
   d["short_transfers"] = s.short_transfers;
+  d["caller_submitted_ops"] = s.caller_submitted_ops;
   d["worker_adjustments"] = s.worker_adjustments;
   d["bytes_direct"] = s.bytes_direct;
   d["bytes_staged"] = s.bytes_staged;

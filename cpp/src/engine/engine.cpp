@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <string>
 
+#include "engine/direct.hpp"
 #include "engine/engine_impl.hpp"
 #include "gpuio/status.hpp"
 
@@ -36,6 +37,7 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   }
   backend_name_ = backend->name();
   spin = backend->fast_completions();
+  direct_io = backend->direct_submission();
   layout = std::make_unique<Layout>(sizes, bs, o.stripe_bytes);
   uint32_t n = static_cast<uint32_t>(backend->device_count());
   uint32_t lo = ceil_div(n, 4), hi = ceil_div(n, 2);
@@ -71,10 +73,21 @@ void EngineImpl::close() {
     if (closed_.exchange(true) && !backend) return;
   }
   for (auto& w : workers) w->stop();  // after the batches in flight ended
+  wait_direct();
   if (backend) {
     backend_description_ = backend->describe();
     backend.reset();  // closes the devices and drops their locks now, not when Python collects us
   }
+}
+
+void EngineImpl::direct_release() {
+  std::lock_guard<std::mutex> g(direct_mu_);
+  if (--direct_inflight_ == 0) direct_cv_.notify_all();
+}
+
+void EngineImpl::wait_direct() {
+  std::unique_lock<std::mutex> g(direct_mu_);
+  direct_cv_.wait(g, [&] { return direct_inflight_ == 0; });
 }
 
 void EngineImpl::sync() {
@@ -89,7 +102,7 @@ uint32_t EngineImpl::pick_worker(uint32_t device, uint32_t active) {
   return device + (rr_[device]++ % serving) * n;
 }
 
-void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged) {
+void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged, bool direct) {
   const uint32_t bs = opts.block_size;
   const uint64_t run_max = (staged ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
   const uint32_t active = controller->active();
@@ -113,7 +126,7 @@ void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, b
     e.op = b.op;
     e.staged = staged || e.len < small;
     if (e.staged) staged_bytes += e.len;
-    outbox_[pick_worker(loc.device, active)].push_back(e);
+    outbox_[direct ? 0 : pick_worker(loc.device, active)].push_back(e);
     ++extents;
     i += run;
   }
@@ -140,7 +153,10 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   GPUIO_EXPECT(kind == MemKind::host || mover.load(std::memory_order_acquire) != nullptr,
                "device memory needs the CUDA layer attached to this engine (gpuio.gpu); none is");
   check_blocks(blocks, n);  // all before any I/O starts: a bad batch touches nothing
-  auto b = std::make_shared<Batch>();
+  // Host batches on a backend that takes requests from any thread skip the workers (engine/direct.hpp).
+  const bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
+  const bool direct = direct_io && !staged && direct_align == 0;
+  std::shared_ptr<Batch> b = direct ? std::make_shared<DirectBatch>() : std::make_shared<Batch>();
   b->seq = next_seq_.fetch_add(1);
   b->blocks = n;
   b->op = op;
@@ -152,9 +168,8 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
     b->state.store(kDone);
     return BatchHandle(b);
   }
-  bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
   const auto t_start = Clock::now();
-  std::lock_guard<std::mutex> g(submit_mu_);
+  std::unique_lock<std::mutex> g(submit_mu_);
   GPUIO_EXPECT(!closed_.load(), "engine is closed");
   {
     std::lock_guard<std::mutex> g(timing_mu_);
@@ -165,9 +180,22 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   batches_.fetch_add(1, std::memory_order_relaxed);
   blocks_.fetch_add(n, std::memory_order_relaxed);
   b->self = b;
-  plan(*b, blocks, n, static_cast<uint8_t*>(buf), staged);
-  for (size_t w = 0; w < outbox_.size(); ++w) {
-    if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
+  plan(*b, blocks, n, static_cast<uint8_t*>(buf), staged, direct);
+  if (direct) {
+    auto& d = static_cast<DirectBatch&>(*b);
+    d.ops.resize(outbox_[0].size());
+    for (size_t i = 0; i < d.ops.size(); ++i) d.ops[i].e = outbox_[0][i];
+    outbox_[0].clear();
+    {
+      std::lock_guard<std::mutex> gd(direct_mu_);  // counted before close() can look: it waits for these
+      direct_inflight_ += d.ops.size();
+    }
+    g.unlock();  // other submitters plan meanwhile; b (held here) outlives the loop even if all complete
+    issue_direct(*this, d);
+  } else {
+    for (size_t w = 0; w < outbox_.size(); ++w) {
+      if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
+    }
   }
   submit_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t_start).count(),
                       std::memory_order_relaxed);
@@ -210,6 +238,10 @@ EngineStats EngineImpl::stats() const {
     busy_seconds += w->busy_seconds();
     s.worker_cpu_seconds += w->cpu_seconds();
   }
+  s.ops += direct_ops.load(std::memory_order_relaxed);
+  s.bytes += direct_bytes.load(std::memory_order_relaxed);
+  s.short_transfers += direct_short.load(std::memory_order_relaxed);
+  s.caller_submitted_ops = direct_ops.load(std::memory_order_relaxed);
   s.busy_worker_seconds = busy_seconds;
   s.low_latency = low_latency;
   s.submit_seconds = secs(submit_ns);

@@ -1,6 +1,7 @@
 // Engine internals shared by the engine's files (not a public header).
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,7 @@ class EngineImpl {
   EngineOptions opts;
   std::unique_ptr<IoBackend> backend;
   bool spin = true;  // backend->fast_completions(): workers and batch waits poll briefly before sleeping
+  bool direct_io = false;  // backend->direct_submission(): host batches skip the workers (engine/direct.hpp)
   std::unique_ptr<Layout> layout;
   std::unique_ptr<StagingPool> staging;
   std::unique_ptr<CoreController> controller;
@@ -43,7 +45,8 @@ class EngineImpl {
   std::vector<DeviceInfo> devices;  // kept after close(), which releases the backend (fds, locks)
 
  private:
-  void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged);
+  void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged, bool direct);
+  void wait_direct();  // until no caller-submitted request is in flight
   uint32_t pick_worker(uint32_t device, uint32_t active);
 
   std::string backend_name_, backend_description_;
@@ -60,6 +63,14 @@ class EngineImpl {
 
  public:
   std::atomic<uint64_t> submit_ns{0}, signal_ns{0};  // stage counters of EngineStats (callers, batch publication)
+  // The caller-submitted path (engine/direct.cpp): completions, bytes, short transfers; requests in flight.
+  std::atomic<uint64_t> direct_ops{0}, direct_bytes{0}, direct_short{0};
+  void direct_release();  // one caller-submitted request finished (last thing its completion does)
+
+ private:
+  std::mutex direct_mu_;  // guards direct_inflight_, so close() cannot return while a completion still runs
+  std::condition_variable direct_cv_;
+  uint64_t direct_inflight_ = 0;
 };
 
 }  // namespace gpuio::detail
