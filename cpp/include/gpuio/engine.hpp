@@ -120,8 +120,15 @@ class BatchHandle {
   uint64_t seq() const;  // the batch's sequence number
 
  private:
+  friend size_t wait_any(const std::vector<BatchHandle>& handles, int64_t timeout_ms);
   std::shared_ptr<detail::Batch> batch_;
 };
+
+// Block until one of the batches (all of one engine) is done or failed and return its index (the lowest one
+// when several are); wait() on it then gives its result. Lets a caller with several batches in flight refill
+// whichever finishes first instead of waiting for them in order. timeout_ms as in wait(): IoError ETIMEDOUT.
+// std::invalid_argument for an empty list, an empty handle or batches of different engines.
+size_t wait_any(const std::vector<BatchHandle>& handles, int64_t timeout_ms = -1);
 
 class Engine {
  public:

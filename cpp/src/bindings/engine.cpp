@@ -210,6 +210,7 @@ GPUIO_BIND(engine, 10) {
       .def("done", &BatchHandle::done)
       .def("wait", &BatchHandle::wait, nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("seq", &BatchHandle::seq);
+  m.def("wait_any", &wait_any, nb::arg("handles"), nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<Holder>(m, "EngineCore")
       .def("__init__",

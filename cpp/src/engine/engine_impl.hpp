@@ -62,6 +62,8 @@ class EngineImpl {
   std::atomic<uint64_t> batches_{0}, blocks_{0}, bytes_direct_{0}, bytes_staged_{0};
 
  public:
+  // Bumped as each batch ends; wait_any() sleeps on it (a futex) while any_waiters says someone does.
+  std::atomic<uint32_t> batches_ended{0}, any_waiters{0};
   std::atomic<uint64_t> submit_ns{0}, signal_ns{0};  // stage counters of EngineStats (callers, batch publication)
   // The caller-submitted path (engine/direct.cpp): completions, bytes, short transfers; requests in flight.
   std::atomic<uint64_t> direct_ops{0}, direct_bytes{0}, direct_short{0};
