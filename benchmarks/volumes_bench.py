@@ -32,6 +32,9 @@ import time
 import numpy as np
 
 TOOLS = ("gpuio", "basic", "fio")
+# --baseline DIR adds this tool: the gpuio client with DIR (a gpuio checkout's python/ with its _core module) first
+# on PYTHONPATH, interleaved with the others in the same cells: before/after a change in one run.
+BASELINE = "gpuio-base"
 
 
 # -- clients (each runs in its own process: `volumes_bench.py --client JSON`) ------------------------------
@@ -39,6 +42,23 @@ def _offsets(rng, pattern: str, n_req: int, count: int, start: int) -> np.ndarra
     if pattern == "rand":
         return rng.integers(0, n_req, count)
     return (start + np.arange(count)) % n_req
+
+
+class _Offsets:
+    """The request offsets of one client, drawn before the clock starts: slicing a drawn array costs well
+    under a microsecond, where a NumPy draw per batch cost 8 us per 4 KiB request on this box (fio draws in C)."""
+
+    def __init__(self, rng, pattern: str, n_req: int, per: int, start: int, count: int = 1 << 18):
+        self.per, self.count = per, max(per, count - count % per)
+        self.ids = _offsets(rng, pattern, n_req, self.count, start)
+        self.pos = 0
+
+    def next(self) -> np.ndarray:
+        if self.pos + self.per > self.count:  # reused cyclically (2^18 requests: more than a cell issues)
+            self.pos = 0
+        out = self.ids[self.pos:self.pos + self.per]
+        self.pos += self.per
+        return out
 
 
 def client_gpuio(a: dict) -> dict:
@@ -54,27 +74,30 @@ def client_gpuio(a: dict) -> dict:
     rng = np.random.default_rng(a["seed"])
     bufs = [np.full(per * bs, 0x5A, np.uint8) for _ in range(nb)]
     submit = eng.write_async if a["op"] == "write" else eng.read_async
+    offsets = _Offsets(rng, a["pattern"], n_req, per, int(rng.integers(0, n_req)))
     _wait_start(a["start_at"])
     t_end = time.monotonic() + a["seconds"]
     c0, t0 = _cpu(), time.monotonic()
-    pos, ops = rng.integers(0, n_req), 0
+    ops = 0
     inflight, order = [], []
     for i in range(nb):
-        inflight.append(submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i]))
+        inflight.append(submit(offsets.next(), bufs[i]))
         order.append(i)
-        pos += per
+    wait_any = getattr(eng, "wait_any", None)  # absent in a --baseline from before it existed
     while True:
-        # Refill whichever batch finished (completions come out of order across OSDs); block on the oldest
-        # only when none has, so qd requests stay in flight like fio's iodepth.
-        i = next((k for k in order if inflight[k].done()), order[0])
+        # Refill whichever batch finished first (completions come out of order across OSDs), so qd requests
+        # stay in flight like fio's iodepth. Without wait_any: the first found done, else block on the oldest.
+        if wait_any is not None:
+            i = wait_any(inflight)
+        else:
+            i = next((k for k in order if inflight[k].done()), order[0])
         inflight[i].wait()
         ops += per
         if time.monotonic() >= t_end:
             break
-        inflight[i] = submit(_offsets(rng, a["pattern"], n_req, per, pos), bufs[i])
+        inflight[i] = submit(offsets.next(), bufs[i])
         order.remove(i)
         order.append(i)
-        pos += per
     for h in inflight:
         h.wait()
     wall, cpu = time.monotonic() - t0, _cpu() - c0
@@ -99,12 +122,13 @@ def client_basic(a: dict) -> dict:
     dest = np.full(1024 * bs, 0x5A, np.uint8)
     bp = bounce.ctypes.data
     call = lib.rbd.rbd_write if a["op"] == "write" else lib.rbd.rbd_read
+    offsets = _Offsets(rng, a["pattern"], n_req, 64, int(rng.integers(0, n_req)))
     _wait_start(a["start_at"])
     t_end = time.monotonic() + a["seconds"]
     c0, t0 = _cpu(), time.monotonic()
-    pos, ops = int(rng.integers(0, n_req)), 0
+    ops = 0
     while time.monotonic() < t_end:
-        for off in _offsets(rng, a["pattern"], n_req, 64, pos):
+        for off in offsets.next().tolist():
             slot = (ops % 1024) * bs
             if a["op"] == "write":
                 bounce[:] = dest[slot:slot + bs]  # memcpy from the source into the I/O buffer
@@ -114,7 +138,6 @@ def client_basic(a: dict) -> dict:
             if a["op"] == "read":
                 dest[slot:slot + bs] = bounce  # memcpy to the destination
             ops += 1
-        pos += 64
     wall, cpu = time.monotonic() - t0, _cpu() - c0
     lib.close()
     return {"ops": ops, "wall": wall, "cpu": cpu}
@@ -146,11 +169,15 @@ def _daemon_cpu(pids) -> float:
 def run_processes(tool: str, cfg: dict, volumes_for: list[str], cluster) -> dict:
     n = len(volumes_for)
     start_at = time.time() + 3 + 0.5 * n  # every client imported and connected by then
+    env = None
+    if tool == BASELINE:  # the same client code on the baseline's gpuio
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (cfg["baseline"], os.environ.get("PYTHONPATH")) if p))
+        tool = "gpuio"
     procs = []
     for i, v in enumerate(volumes_for):
         a = dict(cfg, volume=v, seed=1000 + i, start_at=start_at, tool=tool)
         procs.append(subprocess.Popen([sys.executable, __file__, "--client", json.dumps(a)],
-                                      stdout=subprocess.PIPE, text=True))
+                                      stdout=subprocess.PIPE, text=True, env=env))
     d0 = None
     while time.time() < start_at:
         time.sleep(0.01)
@@ -218,6 +245,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and cell, interleaved; the median is shown")
     ap.add_argument("--batches", type=int, default=4, help="gpuio: the qd requests in flight as this many batches")
     ap.add_argument("--volume-mib", type=int, default=256, help="size of the shared read volume")
+    ap.add_argument("--baseline", default="", help=f"also run the gpuio client as tool {BASELINE!r} on the gpuio "
+                    "package under this directory (e.g. an older checkout's python/ with its built _core module)")
     ap.add_argument("--json", default="", help="write the rows to this file")
     a = ap.parse_args()
     if a.client:
@@ -233,6 +262,10 @@ def main() -> int:
     for t in tools:
         if t not in TOOLS:
             ap.error(f"--tools: unknown tool {t!r}; known: {', '.join(TOOLS)}")
+    if a.baseline:
+        if not os.path.isdir(os.path.join(a.baseline, "gpuio")):
+            ap.error(f"--baseline: no gpuio package under {a.baseline!r}")
+        tools.insert(tools.index("gpuio") + 1 if "gpuio" in tools else 0, BASELINE)
     rows = []
     with cl.running(a.conf, "gpuio-bench-ceph-", osds=a.osds, size=min(a.replicas, a.osds)) as c:
         who = volumes.Identity(conf=c.conf)
@@ -254,9 +287,9 @@ def main() -> int:
                     for n in clients:
                         vols = [shared] * n if op == "read" else writes[:n]
                         cfg = dict(conf=c.conf, op=op, bs=bs, pattern=pattern, seconds=a.seconds, qd=a.qd,
-                                   batches=a.batches)
+                                   batches=a.batches, baseline=os.path.abspath(a.baseline) if a.baseline else "")
                         row = {"op": op, "bs": bs, "pattern": pattern, "clients": n, "qd": a.qd,
-                               "osds": len(c.osds)}
+                               "osds": len(c.osds), "load": os.getloadavg()[0]}
                         runs = {t: [] for t in tools}
                         for _ in range(a.repeat):  # tools interleaved, so load changes hit each alike
                             for t in tools:
@@ -283,7 +316,14 @@ def _print_row(row: dict, tools) -> None:
         ratios += f"  gpuio/fio {row['gpuio']['iops'] / max(row['fio']['iops'], 1e-9):.2f}"
     if "gpuio" in row and "basic" in row:
         ratios += f"  gpuio/basic {row['gpuio']['iops'] / max(row['basic']['iops'], 1e-9):.2f}"
-    print(f"{row['op']:5s} {row['bs'] // 1024:3d}K {row['pattern']:4s} {row['clients']:2d} clients  {cells}{ratios}",
+    if BASELINE in row:
+        for t in ("fio", "basic"):
+            if t in row:
+                ratios += f"  base/{t} {row[BASELINE]['iops'] / max(row[t]['iops'], 1e-9):.2f}"
+        if "gpuio" in row:
+            ratios += f"  gpuio/base {row['gpuio']['iops'] / max(row[BASELINE]['iops'], 1e-9):.2f}"
+    print(f"{row['op']:5s} {row['bs'] // 1024:3d}K {row['pattern']:4s} {row['clients']:2d} clients "
+          f"(load {row.get('load', 0):.1f})  {cells}{ratios}",
           flush=True)
 
 

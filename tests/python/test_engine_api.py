@@ -277,3 +277,44 @@ def test_engine_left_open_at_exit_is_closed_cleanly(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "submitted" in r.stdout
     assert "terminate" not in r.stderr and "gpuio:" not in r.stderr, r.stderr
+
+
+def test_wait_any_returns_a_finished_batch_and_refuses_bad_lists(tmp_path):
+    paths, contents = make_files(tmp_path, 1, 64 * BS)
+    with gpuio.Engine(paths[0], workers=1) as e, gpuio.Engine(paths[0], workers=1) as other:
+        outs = [aligned_empty(4 * BS) for _ in range(4)]
+        hs = [e.read_async(np.arange(4 * i, 4 * i + 4, dtype=np.int64), outs[i]) for i in range(4)]
+        seen = set()
+        left = list(range(4))
+        while left:  # every batch comes out exactly once, each done when named
+            k = e.wait_any([hs[j] for j in left])
+            assert hs[left[k]].done()
+            seen.add(left.pop(k))
+        assert seen == {0, 1, 2, 3}
+        for i in range(4):
+            assert hs[i].wait() is outs[i]
+            assert np.array_equal(outs[i], contents[0][16 * i * 1024:16 * (i + 1) * 1024])
+        with pytest.raises(ValueError, match="empty list"):
+            e.wait_any([])
+        with pytest.raises(TypeError, match=r"handles\[1\] must be a Handle"):
+            e.wait_any([hs[0], 7])
+        h2 = other.read_async(np.arange(2, dtype=np.int64), aligned_empty(2 * BS))
+        with pytest.raises(ValueError, match="another engine"):
+            e.wait_any([hs[0], h2])
+        h2.wait()
+
+
+def test_wait_any_names_a_failed_batch_and_times_out(tmp_path):
+    paths, _ = make_files(tmp_path, 1, 64 * BS)
+    with gpuio.Engine(paths, backend="fault:uring", fault=dict(seed=3, eio_rate=1.0)) as e:
+        h = e.read_async(np.array([9], np.int64), aligned_empty(BS))
+        assert e.wait_any([h]) == 0  # a failed batch is finished too; its wait() raises
+        with pytest.raises(OSError) as ei:
+            h.wait()
+        assert ei.value.errno == errno.EIO and "block 9" in str(ei.value)
+    with gpuio.Engine(paths, backend="fault:uring", fault=dict(seed=3, latency_rate=1.0, latency_us=400000)) as e:
+        h = e.read_async(np.array([1], np.int64), aligned_empty(BS))
+        with pytest.raises(OSError) as ei:
+            e.wait_any([h], timeout=0.05)
+        assert ei.value.errno == errno.ETIMEDOUT and "none of 1 batches" in str(ei.value)
+        h.wait()

@@ -72,6 +72,32 @@ def test_engine_roundtrip_random_order_and_data_path(ceph_cluster):
         assert "lock=none(read-only)" in eng.stats()["backend"]
 
 
+def test_batches_in_flight_go_caller_to_librbd_and_refill_as_each_ends(ceph_cluster):
+    # host batches skip the engine's workers on rbd: the caller issues, librbd's thread finishes them
+    who = admin(ceph_cluster)
+    v = volumes.create(fresh(), 2 << 20, who=who)
+    with volumes.open(v, "r+", who=who) as eng:
+        n = eng.total_blocks
+        eng.write(np.arange(n), pattern(5, np.arange(n)))
+    with volumes.open(v, "r", who=who, workers=1) as eng:
+        rng = np.random.default_rng(6)
+        ids = [rng.integers(0, n, 8) for _ in range(4)]
+        outs = [np.empty(8 * 4096, np.uint8) for _ in range(4)]
+        hs = [eng.read_async(ids[i], outs[i]) for i in range(4)]
+        for _ in range(40):  # keep 4 batches in flight, refilling whichever ends first
+            k = eng.wait_any(hs)
+            hs[k].wait()
+            assert np.array_equal(outs[k], pattern(5, ids[k]))
+            ids[k] = rng.integers(0, n, 8)
+            hs[k] = eng.read_async(ids[k], outs[k])
+        for k in range(4):
+            hs[k].wait()
+            assert np.array_equal(outs[k], pattern(5, ids[k]))
+        s = eng.stats()
+        assert s["bytes"] == 44 * 8 * 4096 and s["caller_submitted_ops"] == s["ops"] > 0
+        assert s["block_waits"] == 0 and s["data_path"] == "rbd+direct"
+
+
 def test_two_volumes_striped_and_engine_rbd_options(ceph_cluster):
     who = admin(ceph_cluster)
     a, b = volumes.create(fresh(), 1 << 20, who=who), volumes.create(fresh(), 1 << 20, who=who)

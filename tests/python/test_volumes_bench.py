@@ -40,3 +40,30 @@ def test_volumes_gpu_bench_smoke(ceph_cluster, tmp_path):
         assert row["gpuio_host"]["iops"] > 0 and row["basic_host"]["iops"] > 0
         assert row["gpuio_host"]["data_path"].startswith("rbd")
     assert "| 4 KiB rand read | host |" in r.stdout
+
+
+def test_volumes_cpu_smoke(ceph_cluster, tmp_path):
+    """benchmarks/volumes_cpu.py: client CPU per request by thread, for gpuio (caller-submitted) and Basic."""
+    import numpy as np
+
+    from gpuio import volumes
+    from volumes_util import admin, fresh
+
+    who = admin(ceph_cluster)
+    v = volumes.create(fresh(), 4 << 20, who=who)
+    with volumes.open(v, "r+", who=who) as eng:
+        eng.write(np.arange(eng.total_blocks), np.ones(eng.total_blocks * 4096, np.uint8))
+    out = tmp_path / "cpu.jsonl"
+    tools = ["gpuio", "basic"] + (["fio"] if shutil.which("fio") else [])
+    for tool in tools:
+        r = subprocess.run([sys.executable, str(BENCH.parent / "volumes_cpu.py"), "--conf", ceph_cluster.conf,
+                            "--volume", v, "--tool", tool, "--seconds", "0.5", "--json", str(out)],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "us of client CPU per request" in r.stdout and "msgr-worker" in r.stdout, r.stdout
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [x["tool"] for x in rows] == tools
+    assert all(x["iops"] > 0 and x["us_per_op"] > 0 for x in rows)
+    assert "caller" in rows[0]["threads"]
+    assert rows[0]["caller_submitted_ops"] > 0

@@ -69,6 +69,8 @@ struct EngineStats {
   uint64_t queue_full_events = 0;    // prepare() found the ring full
   uint64_t staging_exhausted_events = 0;  // a request waited for a staging slot
   uint64_t short_transfers = 0;      // completions shorter than asked, resubmitted
+  uint64_t caller_submitted_ops = 0;  // of ops: issued by the submitting thread, finished by the backend's
+                                      // library (rbd host batches), no worker involved
   uint64_t worker_adjustments = 0;   // changes made by the core-count controller
   std::string controller;            // its state: "fixed 4", "searching at 2 of 8 (..)", "settled at 6 of 8 (..)"
   uint64_t bytes_direct = 0;         // moved straight between the device and the caller's memory
@@ -132,8 +134,15 @@ class BatchHandle {
   uint64_t seq() const;  // the batch's sequence number
 
  private:
+  friend size_t wait_any(const std::vector<BatchHandle>& handles, int64_t timeout_ms);
   std::shared_ptr<detail::Batch> batch_;
 };
+
+// Block until one of the batches (all of one engine) is done or failed and return its index (the lowest one
+// when several are); wait() on it then gives its result. Lets a caller with several batches in flight refill
+// whichever finishes first instead of waiting for them in order. timeout_ms as in wait(): IoError ETIMEDOUT.
+// std::invalid_argument for an empty list, an empty handle or batches of different engines.
+size_t wait_any(const std::vector<BatchHandle>& handles, int64_t timeout_ms = -1);
 
 class Engine {
  public:

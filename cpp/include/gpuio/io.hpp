@@ -2,7 +2,8 @@
 //   prepare() a request -> submit() the prepared batch -> reap() completions with a budget.
 // An IoQueue has exactly one owner thread and takes no locks on its data path. prepare() returns false
 // when the queue is full instead of blocking. Completions are only ever delivered by reap(), never by
-// callbacks, so the owner decides when to handle them.
+// callbacks, so the owner decides when to handle them. The one exception is IoBackend::submit_direct
+// (backends whose library is thread-safe and calls back on threads of its own: rbd), used without a queue.
 // An IoBackend owns the devices and is shared between threads; it creates one IoQueue per owner thread.
 #pragma once
 #include <cerrno>
@@ -28,6 +29,12 @@ struct IoRequest {
   uint16_t device = 0;     // index into the backend's devices
   IoOp op = IoOp::read;
   int32_t buf_index = -1;  // index of a registered (fixed) buffer holding buf, or -1
+};
+
+// A request handed to IoBackend::submit_direct: done() is called exactly once, on a thread of the backend's
+// library, with the bytes transferred (may be short) or -errno. The request must stay alive until then.
+struct DirectRequest : IoRequest {
+  void (*done)(DirectRequest* self, int64_t res) = nullptr;
 };
 
 struct IoCompletion {
@@ -139,6 +146,13 @@ class IoBackend {
   // false where a completion takes a network round trip (hundreds of microseconds): the engine's threads
   // then sleep at once instead of polling for it, leaving the CPU to the cluster and the other clients.
   virtual bool fast_completions() const { return true; }
+  // true where any thread may call submit_direct() (the library is thread-safe and completes on its own
+  // threads): the engine then issues unstaged host extents from the submitting thread and finishes them in
+  // done(), with no worker thread between the caller and the device (rbd: librbd's AIO calls).
+  virtual bool direct_submission() const { return false; }
+  // Issue one request now, from any thread. 0, or -errno when it never reached the device (done() is then
+  // not called). Only where direct_submission() is true.
+  virtual int submit_direct(DirectRequest*) { return -EOPNOTSUPP; }
 };
 
 // Opens paths with the given backend kind. Throws IoError naming the path on failure, and

@@ -177,6 +177,7 @@ nb::dict stats_dict(const EngineStats& s) {
   d["queue_full_events"] = s.queue_full_events;
   d["staging_exhausted_events"] = s.staging_exhausted_events;
   d["short_transfers"] = s.short_transfers;
+  d["caller_submitted_ops"] = s.caller_submitted_ops;
   d["worker_adjustments"] = s.worker_adjustments;
   d["controller"] = s.controller;
   d["bytes_direct"] = s.bytes_direct;
@@ -235,6 +236,7 @@ GPUIO_BIND(engine, 10) {
       .def("done", &BatchHandle::done)
       .def("wait", &BatchHandle::wait, nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("seq", &BatchHandle::seq);
+  m.def("wait_any", &wait_any, nb::arg("handles"), nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<Holder>(m, "EngineCore")
       .def("__init__",

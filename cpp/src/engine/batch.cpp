@@ -29,6 +29,8 @@ void Batch::extent_finished() {
   // waiter sees the new state or this sees the waiter. A waiter still spinning needs no system call.
   state.store(failed ? kFailed : kDone, std::memory_order_seq_cst);
   if (sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&state);
+  e->batches_ended.fetch_add(1, std::memory_order_seq_cst);  // the same handshake for wait_any()
+  if (e->any_waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&e->batches_ended);
   e->signal_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                          std::memory_order_relaxed);
 }
@@ -80,6 +82,37 @@ void BatchHandle::wait(int64_t timeout_ms) const {
     batch_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     detail::futex_wait(&batch_->state, detail::kRunning, std::min<int64_t>(left, 100000000));
     batch_->sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+size_t wait_any(const std::vector<BatchHandle>& hs, int64_t timeout_ms) {
+  if (hs.empty()) throw std::invalid_argument("wait_any() on an empty list of batches");
+  detail::EngineImpl* e = nullptr;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    if (!hs[i].batch_) throw std::invalid_argument("wait_any(): handle " + std::to_string(i) + " is empty");
+    if (e && hs[i].batch_->engine != e) {
+      throw std::invalid_argument("wait_any(): handle " + std::to_string(i) + " belongs to another engine than handle 0");
+    }
+    e = hs[i].batch_->engine;
+  }
+  if (timeout_ms < 0) timeout_ms = hs[0].batch_->io_timeout_ms;
+  auto deadline = detail::Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    uint32_t seen = e->batches_ended.load(std::memory_order_seq_cst);
+    for (size_t i = 0; i < hs.size(); ++i) {
+      if (hs[i].batch_->state.load(std::memory_order_acquire) != detail::kRunning) return i;
+    }
+    auto now = detail::Clock::now();
+    if (now >= deadline) {
+      throw IoError(ETIMEDOUT, "none of " + std::to_string(hs.size()) + " batches complete after " +
+                                   std::to_string(timeout_ms) + " ms (device stalled?); their buffers stay in use");
+    }
+    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now).count();
+    // Counted before sleeping, then futex_wait re-reads the word: a batch ending after the scan above either
+    // changed the word (no sleep) or sees this waiter and wakes it.
+    e->any_waiters.fetch_add(1, std::memory_order_seq_cst);
+    detail::futex_wait(&e->batches_ended, seen, std::min<int64_t>(left, 100000000));
+    e->any_waiters.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 

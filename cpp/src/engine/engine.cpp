@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <string>
 
+#include "engine/direct.hpp"
 #include "engine/engine_impl.hpp"
 #include "gpuio/status.hpp"
 
@@ -30,6 +31,7 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
   }
   backend_name_ = backend->name();
   spin = backend->fast_completions();
+  direct_io = backend->direct_submission();
   layout = std::make_unique<Layout>(sizes, bs, o.stripe_bytes);
   uint32_t n = static_cast<uint32_t>(backend->device_count());
   cpu_set_t set;
@@ -69,10 +71,21 @@ void EngineImpl::close() {
     if (closed_.exchange(true) && !backend) return;
   }
   for (auto& w : workers) w->stop();  // after the batches in flight ended
+  wait_direct();
   if (backend) {
     backend_description_ = backend->describe();
     backend.reset();  // closes the devices and drops their locks now, not when Python collects us
   }
+}
+
+void EngineImpl::direct_release() {
+  std::lock_guard<std::mutex> g(direct_mu_);
+  if (--direct_inflight_ == 0) direct_cv_.notify_all();
+}
+
+void EngineImpl::wait_direct() {
+  std::unique_lock<std::mutex> g(direct_mu_);
+  direct_cv_.wait(g, [&] { return direct_inflight_ == 0; });
 }
 
 void EngineImpl::sync() {
@@ -88,7 +101,7 @@ uint32_t EngineImpl::pick_worker(uint32_t device, uint32_t active) {
 }
 
 uint32_t EngineImpl::plan_range(Batch& b, const int64_t* blocks, size_t lo, size_t hi, uint8_t* mem, bool staged,
-                                OrderedChunk* chunk) {
+                                OrderedChunk* chunk, bool direct) {
   const uint32_t bs = opts.block_size;
   const uint64_t run_max =
       (staged && !chunk ? std::min(opts.io_bytes_max, opts.staging_slot_bytes) : opts.io_bytes_max) / bs;
@@ -115,7 +128,7 @@ uint32_t EngineImpl::plan_range(Batch& b, const int64_t* blocks, size_t lo, size
     e.staged = staged || e.len < small;
     e.chunk = chunk;
     if (e.staged) staged_bytes += e.len;
-    outbox_[pick_worker(loc.device, active)].push_back(e);
+    outbox_[direct ? 0 : pick_worker(loc.device, active)].push_back(e);
     ++extents;
     i += run;
   }
@@ -124,12 +137,12 @@ uint32_t EngineImpl::plan_range(Batch& b, const int64_t* blocks, size_t lo, size
   return extents;
 }
 
-void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged) {
+void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged, bool direct) {
   const uint32_t bs = opts.block_size;
   const bool device_read = b.kind == MemKind::device && b.op == IoOp::read;
   if (!device_read || staging->ordered_bytes() == 0 || uint64_t{n} * bs < limits::ordered_min_bytes) {
     if (device_read) slot_blocks_.fetch_add(n, std::memory_order_relaxed);
-    b.remaining.store(plan_range(b, blocks, 0, n, mem, staged, nullptr), std::memory_order_release);
+    b.remaining.store(plan_range(b, blocks, 0, n, mem, staged, nullptr, direct), std::memory_order_release);
     return;
   }
   // Batch-ordered staging (engine/ordered.hpp), window by window; a window the area cannot hold now goes the
@@ -144,7 +157,7 @@ void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, b
     if (region == nullptr) {
       ordered_fallbacks_.fetch_add(1, std::memory_order_relaxed);
       slot_blocks_.fetch_add(hi - lo, std::memory_order_relaxed);
-      count += plan_range(b, blocks, lo, hi, mem, staged, nullptr);
+      count += plan_range(b, blocks, lo, hi, mem, staged, nullptr, false);
       continue;
     }
     auto w = std::make_unique<OrderedWindow>();
@@ -170,7 +183,7 @@ void EngineImpl::plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, b
     }
     for (uint32_t c = 0; c < chunks; ++c) {
       const size_t clo = lo + c * chunk_blocks, chi = std::min(hi, clo + chunk_blocks);
-      plan_range(b, blocks, clo, chi, mem, true, &w->chunks[c]);
+      plan_range(b, blocks, clo, chi, mem, true, &w->chunks[c], false);
     }
     count += chunks;  // a chunk finishes (once) for all of its extents
     ordered_blocks_.fetch_add(hi - lo, std::memory_order_relaxed);
@@ -197,7 +210,10 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   GPUIO_EXPECT(kind == MemKind::host || mover.load(std::memory_order_acquire) != nullptr,
                "device memory needs the CUDA layer attached to this engine (gpuio.gpu); none is");
   check_blocks(blocks, n);  // all before any I/O starts: a bad batch touches nothing
-  auto b = std::make_shared<Batch>();
+  // Host batches on a backend that takes requests from any thread skip the workers (engine/direct.hpp).
+  const bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
+  const bool direct = direct_io && !staged && direct_align == 0;
+  std::shared_ptr<Batch> b = direct ? std::make_shared<DirectBatch>() : std::make_shared<Batch>();
   b->seq = next_seq_.fetch_add(1);
   b->blocks = n;
   b->op = op;
@@ -209,9 +225,8 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
     b->state.store(kDone);
     return BatchHandle(b);
   }
-  bool staged = kind == MemKind::device || (direct_align != 0 && reinterpret_cast<uintptr_t>(buf) % direct_align != 0);
   const auto t_start = Clock::now();
-  std::lock_guard<std::mutex> g(submit_mu_);
+  std::unique_lock<std::mutex> g(submit_mu_);
   GPUIO_EXPECT(!closed_.load(), "engine is closed");
   {
     std::lock_guard<std::mutex> g(timing_mu_);
@@ -222,9 +237,22 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
   batches_.fetch_add(1, std::memory_order_relaxed);
   blocks_.fetch_add(n, std::memory_order_relaxed);
   b->self = b;
-  plan(*b, blocks, n, static_cast<uint8_t*>(buf), staged);
-  for (size_t w = 0; w < outbox_.size(); ++w) {
-    if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
+  plan(*b, blocks, n, static_cast<uint8_t*>(buf), staged, direct);
+  if (direct) {
+    auto& d = static_cast<DirectBatch&>(*b);
+    d.ops.resize(outbox_[0].size());
+    for (size_t i = 0; i < d.ops.size(); ++i) d.ops[i].e = outbox_[0][i];
+    outbox_[0].clear();
+    {
+      std::lock_guard<std::mutex> gd(direct_mu_);  // counted before close() can look: it waits for these
+      direct_inflight_ += d.ops.size();
+    }
+    g.unlock();  // other submitters plan meanwhile; b (held here) outlives the loop even if all complete
+    issue_direct(*this, d);
+  } else {
+    for (size_t w = 0; w < outbox_.size(); ++w) {
+      if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
+    }
   }
   submit_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t_start).count(),
                       std::memory_order_relaxed);
@@ -270,6 +298,10 @@ EngineStats EngineImpl::stats() const {
     busy_seconds += w->busy_seconds();
     s.worker_cpu_seconds += w->cpu_seconds();
   }
+  s.ops += direct_ops.load(std::memory_order_relaxed);
+  s.bytes += direct_bytes.load(std::memory_order_relaxed);
+  s.short_transfers += direct_short.load(std::memory_order_relaxed);
+  s.caller_submitted_ops = direct_ops.load(std::memory_order_relaxed);
   s.busy_worker_seconds = busy_seconds;
   s.low_latency = low_latency;
   s.submit_seconds = secs(submit_ns);

@@ -1,6 +1,7 @@
 // Engine internals shared by the engine's files (not a public header).
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,7 @@ class EngineImpl {
   EngineOptions opts;
   std::unique_ptr<IoBackend> backend;
   bool spin = true;  // backend->fast_completions(): workers and batch waits poll briefly before sleeping
+  bool direct_io = false;  // backend->direct_submission(): host batches skip the workers (engine/direct.hpp)
   std::unique_ptr<Layout> layout;
   std::unique_ptr<StagingPool> staging;
   std::unique_ptr<CoreController> controller;
@@ -43,11 +45,13 @@ class EngineImpl {
   std::vector<DeviceInfo> devices;  // kept after close(), which releases the backend (fds, locks)
 
  private:
-  void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged);
+  // direct: the caller submits the batch's extents itself (outbox 0, IoBackend::submit_direct; host batches on rbd)
+  void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged, bool direct);
   // Extents of blocks [lo, hi) into the outboxes; chunk: batch-ordered staging (then always staged). Returns
   // how many.
   uint32_t plan_range(Batch& b, const int64_t* blocks, size_t lo, size_t hi, uint8_t* mem, bool staged,
-                      OrderedChunk* chunk);
+                      OrderedChunk* chunk, bool direct);
+  void wait_direct();  // until no caller-submitted request is in flight
   uint32_t pick_worker(uint32_t device, uint32_t active);
 
   std::string backend_name_, backend_description_;
@@ -64,7 +68,17 @@ class EngineImpl {
   std::atomic<uint64_t> ordered_blocks_{0}, slot_blocks_{0}, ordered_fallbacks_{0};  // device reads by staging path
 
  public:
+  // Bumped as each batch ends; wait_any() sleeps on it (a futex) while any_waiters says someone does.
+  std::atomic<uint32_t> batches_ended{0}, any_waiters{0};
   std::atomic<uint64_t> submit_ns{0}, signal_ns{0};  // stage counters of EngineStats (callers, batch publication)
+  // The caller-submitted path (engine/direct.cpp): completions, bytes, short transfers; requests in flight.
+  std::atomic<uint64_t> direct_ops{0}, direct_bytes{0}, direct_short{0};
+  void direct_release();  // one caller-submitted request finished (last thing its completion does)
+
+ private:
+  std::mutex direct_mu_;  // guards direct_inflight_, so close() cannot return while a completion still runs
+  std::condition_variable direct_cv_;
+  uint64_t direct_inflight_ = 0;
 };
 
 }  // namespace gpuio::detail

@@ -3,11 +3,15 @@
 // appends the finished slot to the queue's done list (one mutex, a condition variable only when the owner
 // sleeps), and reap() hands those to the worker like io_uring CQEs. The data moves straight between the
 // OSDs' messages and the caller's (or the staging pool's) memory: no alignment, no bounce buffer.
+// librbd's AIO calls are thread-safe and complete on librbd's threads, so the backend also takes requests
+// from any thread (submit_direct): the engine issues a host batch's extents from the caller's thread and
+// librbd's completion thread finishes them, with no engine worker in between (see IoBackend).
 // A writable engine takes each volume's exclusive lock (the single-writer lease, see RbdOptions); readers
 // open the image read-only and take no lock.
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +27,18 @@ namespace gpuio::detail {
 namespace {
 
 class RbdQueue;
+
+// librbd reports a read's bytes and 0 for a completed write.
+int64_t result_of(int64_t rc, IoOp op, uint32_t len) {
+  return rc < 0 ? rc : op == IoOp::write ? len : std::min<int64_t>(rc, len);
+}
+
+void on_direct_complete(rbd_completion_t c, void* arg) {
+  auto* r = static_cast<DirectRequest*>(arg);
+  int64_t rc = rbd_aio_get_return_value(c);
+  rbd_aio_release(c);
+  r->done(r, result_of(rc, r->op, r->len));
+}
 
 struct Slot {
   RbdQueue* queue = nullptr;
@@ -110,10 +126,7 @@ class RbdQueue final : public IoQueue {
         rbd_aio_release(s.completion);
         s.completion = nullptr;
       }
-      // librbd reports a read's bytes and 0 for a completed write.
-      int32_t res = s.res < 0 ? static_cast<int32_t>(s.res)
-                              : static_cast<int32_t>(s.op == IoOp::write ? s.len : std::min<int64_t>(s.res, s.len));
-      out[n++] = {s.user_data, res};
+      out[n++] = {s.user_data, static_cast<int32_t>(result_of(s.res, s.op, s.len))};
       free_.push_back(i);
       --inflight_;
     }
@@ -173,6 +186,17 @@ class RbdBackend final : public IoBackend {
   const DeviceInfo& device(size_t i) const override { return infos_[i]; }
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>&) override {
     return std::make_unique<RbdQueue>(images_, depth);
+  }
+  bool direct_submission() const override { return true; }
+  int submit_direct(DirectRequest* r) override {
+    rbd_completion_t c = nullptr;
+    int rc = rbd_aio_create_completion(r, &on_direct_complete, &c);
+    if (rc < 0) return rc;
+    char* buf = static_cast<char*>(r->buf);
+    rbd_image_t img = images_[r->device];
+    rc = r->op == IoOp::read ? rbd_aio_read(img, r->offset, r->len, buf, c) : rbd_aio_write(img, r->offset, r->len, buf, c);
+    if (rc < 0) rbd_aio_release(c);
+    return rc < 0 ? rc : 0;
   }
   void sync() override {
     for (size_t i = 0; i < images_.size(); ++i) {
