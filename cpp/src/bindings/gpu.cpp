@@ -33,6 +33,22 @@ struct Runtime : GpuRuntime {
   uint32_t block_size;
 };
 
+// One-block GPU-initiated reads of ids into dst (CUDA memory of 64 slots of 4 KiB, reused round-robin): each
+// read's round trip in ns (GPU clock) and, with publish, the publish step's.
+static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<int64_t>& ids, nb::handle dst,
+                                  std::vector<int64_t>* publish) {
+  bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
+  size_t want = std::min<size_t>(ids.size(), 64) * 4096;
+  if (d.nbytes < want)
+    throw std::invalid_argument("dst holds " + std::to_string(d.nbytes) + " bytes, expected at least " +
+                                std::to_string(want) + " (min(len(ids), 64) slots of 4096)");
+  std::vector<int64_t> ns;
+  QueueRef q = r.queue(queue);
+  nb::gil_scoped_release unlocked;
+  gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, publish);
+  return ns;
+}
+
 GpuOptions gpu_options(nb::dict given) {
   nb::dict d = copy_dict(given);
   GpuOptions o;
@@ -164,32 +180,14 @@ GPUIO_BIND(gpu, 20) {
       // ids: a list (copied to the GPU by the probe); dst: CUDA memory of 64 slots of 4 KiB the reads land in.
       .def("latency_probe_parts",  // (round trip ns, publish ns) per read
            [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
-             bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
-             size_t want = std::min<size_t>(ids.size(), 64) * 4096;
-             if (d.nbytes < want)
-               throw std::invalid_argument("dst holds " + std::to_string(d.nbytes) + " bytes, expected at least " +
-                                           std::to_string(want) + " (min(len(ids), 64) slots of 4096)");
-             std::vector<int64_t> ns, pub;
-             QueueRef q = r.queue(queue);
-             {
-               nb::gil_scoped_release unlocked;
-               gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, &pub);
-             }
+             std::vector<int64_t> pub;
+             std::vector<int64_t> ns = probe(r, queue, ids, dst, &pub);
              return std::make_pair(ns, pub);
            },
            nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
       .def("latency_probe",
            [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
-             bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
-             size_t want = std::min<size_t>(ids.size(), 64) * 4096;
-             if (d.nbytes < want)
-               throw std::invalid_argument("dst holds " + std::to_string(d.nbytes) + " bytes, expected at least " +
-                                           std::to_string(want) + " (min(len(ids), 64) slots of 4096)");
-             std::vector<int64_t> ns;
-             QueueRef q = r.queue(queue);
-             nb::gil_scoped_release unlocked;
-             gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns);
-             return ns;
+             return probe(r, queue, ids, dst, nullptr);
            },
            nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
       .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); })
