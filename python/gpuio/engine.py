@@ -203,17 +203,17 @@ class Engine:
         fast = (type(blocks) is np.ndarray and type(buf) is np.ndarray and blocks.dtype == _INT64
                 and blocks.ndim == 1 and blocks.flags.c_contiguous)
         ids, data = (blocks if fast else block_ids(blocks)), data_array(buf)
-        if cuda_device(ids) >= 0 or cuda_device(data) >= 0:
-            return self._gpu_submit(op, ids, data, buf)
+        dev = cuda_device(data)
+        if dev < 0:
+            dev = cuda_device(ids)
+        if dev >= 0:  # CUDA memory on either side: the GPU path, on that GPU (the data's where both are)
+            return self.gpu.submit(op, ids, data, buf, dev)
         h = Handle(self._core.submit(op, ids, data), buf)
         with self._inflight_lock:  # submitters in several threads: check-then-pop must not interleave
             while self._inflight and self._inflight[0].done():
                 self._inflight.popleft()
             self._inflight.append(h)
         return h
-
-    def _gpu_submit(self, op, ids, data, buf):
-        return self.gpu.submit(op, ids, data, buf)
 
     # -- the CUDA layer -------------------------------------------------------------------------------------
     @property

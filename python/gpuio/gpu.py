@@ -227,14 +227,14 @@ class GpuPath:
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
         self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
 
-    def submit(self, op: int, ids: Any, data: Any, buf: Any):
-        """Engine's entry for a request that touches CUDA memory (ids or data on a GPU): queue it on torch's
-        current stream of that GPU and return its StreamHandle. The binding checks ids and data (dtype,
-        contiguity, byte count, one GPU); the handle keeps them alive until the stream has passed the request."""
+    def submit(self, op: int, ids: Any, data: Any, buf: Any, device: int):
+        """Engine's entry for a request that touches CUDA memory (ids or data on GPU `device`, which the engine
+        found): queue it on torch's current stream of that GPU and return its StreamHandle. The binding checks
+        ids and data (dtype, contiguity, byte count, one GPU); the handle keeps them alive until the stream has
+        passed the request."""
         import torch
 
-        dev = _buffers.cuda_device(data)
-        stream = torch.cuda.current_stream(dev if dev >= 0 else _buffers.cuda_device(ids))
+        stream = torch.cuda.current_stream(device)
         before = self._rt.stream_submit(stream.cuda_stream, op, ids, data)
         event = torch.cuda.Event()
         event.record(stream)
@@ -252,11 +252,11 @@ class GpuPath:
         of 64 slots of 4 KiB, reused round-robin). parts=True: (round trips, publish times): the publish alone
         (ring slot, request over PCIe, doorbell); the rest of each round trip is the control plane's pickup, the
         engine and the data's copy."""
-        ids = [int(i) for i in ids]
+        ids, dst = [int(i) for i in ids], _buffers.data_array(dst)
         if parts:
-            ns, pub = self._rt.latency_probe_parts(queue, ids, _buffers.data_array(dst))
+            ns, pub = self._rt.latency_probe_parts(queue, ids, dst)
             return list(ns), list(pub)
-        return list(self._rt.latency_probe(queue, ids, _buffers.data_array(dst)))
+        return list(self._rt.latency_probe(queue, ids, dst))
 
     def stats(self, base: dict) -> dict:
         """The GPU path's counters, given the engine's own stats (base) to name the data path."""
