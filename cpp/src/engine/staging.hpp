@@ -1,8 +1,9 @@
 // The fixed staging pool: one allocation at start, cut into equal slices (one per worker) of equal slots,
 // followed by the ordered area (batch-ordered staging of device-memory reads, limits::ordered_*): units of
 // `unit` bytes handed out first-fit as contiguous regions under a mutex (a few calls per batch, none per block).
-// A worker owns its slice (no locks). Each worker ring registers its slice as fixed buffer 0 and the ordered
-// area as fixed buffer 1; the CUDA layer registers the whole mapping as mapped pinned memory.
+// A worker owns its slice (no locks). Each worker ring registers its slice as fixed buffer 0; reads into the
+// ordered area are plain ones (registering it would pin it in every engine); the CUDA layer registers the whole
+// mapping as mapped pinned memory.
 #pragma once
 #include <atomic>
 #include <cstddef>

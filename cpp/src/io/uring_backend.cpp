@@ -54,14 +54,9 @@ class UringQueue final : public IoQueue {
     if (!fixed.empty()) {
       std::vector<iovec> iov;
       for (const FixedBuffer& f : fixed) iov.push_back({f.base, f.bytes});
-      // Registration can fail under RLIMIT_MEMLOCK (or a buffer over io_uring's 1 GiB); plain reads still work,
-      // so fall back and say so: first without the buffers after the first (the engine's ordered staging area),
-      // then without any.
-      for (size_t k = iov.size(); k > 0 && fixed_count_ == 0; k = k > 1 ? 1 : 0) {
-        rc = io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(k));
-        if (rc == 0) fixed_count_ = static_cast<int32_t>(k);
-      }
-      fixed_ok_ = fixed_count_ > 0;
+      rc = io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size()));
+      // Registration can fail under RLIMIT_MEMLOCK; plain reads still work, so fall back and say so.
+      fixed_ok_ = rc == 0;
     }
   }
   ~UringQueue() override { io_uring_queue_exit(&ring_); }
@@ -70,7 +65,7 @@ class UringQueue final : public IoQueue {
     if (inflight_ >= depth_) return false;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (!sqe) return false;
-    bool fixed = r.buf_index >= 0 && r.buf_index < fixed_count_;
+    bool fixed = fixed_ok_ && r.buf_index >= 0;
     if (r.op == IoOp::read) {
       if (fixed)
         io_uring_prep_read_fixed(sqe, r.device, r.buf, r.len, r.offset, r.buf_index);
@@ -152,7 +147,6 @@ class UringQueue final : public IoQueue {
   uint32_t inflight_ = 0;
   uint32_t prepared_ = 0;
   bool fixed_ok_ = false;
-  int32_t fixed_count_ = 0;    // buffers registered (the first fixed_count_ of those given)
   bool defer_ = false;         // SINGLE_ISSUER | DEFER_TASKRUN took
   bool events_fresh_ = false;  // the last enter already ran the deferred completion work
 };
