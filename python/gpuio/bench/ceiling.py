@@ -170,16 +170,7 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
             submit(pool[k], k).wait()
         settle = _settle(e, submit, pool, inflight, settle_s) if settle_s > 0 else None
         s0, c0, q0, t0 = e._core.stats(), _cpu_seconds(), _runq_wait_seconds(), time.perf_counter()
-        done, k, pending = 0, 0, []
-        while time.perf_counter() - t0 < seconds or not done:
-            if len(pending) == inflight:
-                pending.pop(0).wait()
-                done += batch
-            pending.append(submit(pool[k % len(pool)], k % inflight))
-            k += 1
-        for h in pending:
-            h.wait()
-            done += batch
+        done = batch * _outstanding(submit, pool, inflight, lambda d: time.perf_counter() - t0 < seconds or not d)
         wall = time.perf_counter() - t0
         c1, q1, s1 = _cpu_seconds(), _runq_wait_seconds(), e._core.stats()
         if torch is not None:
@@ -208,19 +199,28 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         e.close()
 
 
-def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
-    """Keep `inflight` batches outstanding until the controller says it settled (stats()["controller"]) or
-    limit_s passed; returns how long it took, the adjustments made and whether it settled."""
-    a0, t0, k, pending = e._core.stats()["worker_adjustments"], time.perf_counter(), 0, []
-    state = e._core.stats()["controller"]
-    while time.perf_counter() - t0 < limit_s and not state.startswith("settled"):
+def _outstanding(submit, pool, inflight: int, more) -> int:
+    """Keep `inflight` batches of `pool` outstanding (submit(ids, slot)) while more(batches completed) says so,
+    then wait for the rest; returns the batches completed."""
+    done, k, pending = 0, 0, []
+    while more(done):
         if len(pending) == inflight:
             pending.pop(0).wait()
-            state = e._core.stats()["controller"]
+            done += 1
         pending.append(submit(pool[k % len(pool)], k % inflight))
         k += 1
     for h in pending:
         h.wait()
+        done += 1
+    return done
+
+
+def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
+    """Keep `inflight` batches outstanding until the controller says it settled (stats()["controller"]) or
+    limit_s passed; returns how long it took, the adjustments made and whether it settled."""
+    a0, t0 = e._core.stats()["worker_adjustments"], time.perf_counter()
+    _outstanding(submit, pool, inflight, lambda d: time.perf_counter() - t0 < limit_s
+                 and not e._core.stats()["controller"].startswith("settled"))
     s = e._core.stats()
     return dict(seconds=time.perf_counter() - t0, settled=s["controller"].startswith("settled"),
                 adjustments=s["worker_adjustments"] - a0, state=s["controller"])
