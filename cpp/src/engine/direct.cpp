@@ -35,12 +35,7 @@ void direct_complete(DirectRequest* r, int64_t res) {
       err = -rc;
     }
   }
-  if (err != 0) {
-    uint32_t bs = engine->opts.block_size;
-    uint64_t k = d.done_bytes / bs;  // blocks fully done before the failure
-    b->record_failure({d.e.first_index + k, d.e.first_block + static_cast<int64_t>(k), d.e.device,
-                       d.e.offset + k * bs, err});
-  }
+  if (err != 0) d.e.fail(d.done_bytes, engine->opts.block_size, err);
   b->extent_finished();  // may free the batch (and d): touch neither after this
   engine->direct_release();
 }

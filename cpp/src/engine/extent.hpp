@@ -19,6 +19,14 @@ struct Extent {
   IoOp op = IoOp::read;
   bool staged = false;       // goes through a staging slot (unaligned or non-host memory)
   OrderedChunk* chunk = nullptr;  // batch-ordered staging: lands at chunk->host + (mem - chunk->dst), no slot
+
+  // The extent failed with err after done_bytes had landed: the batch's failure names the first block not
+  // fully done (its index in the batch, its id, device and offset).
+  void fail(uint32_t done_bytes, uint32_t block_size, int err) const {
+    const uint64_t k = done_bytes / block_size;
+    batch->record_failure(
+        {first_index + k, first_block + static_cast<int64_t>(k), device, offset + k * block_size, err});
+  }
 };
 
 }  // namespace gpuio::detail

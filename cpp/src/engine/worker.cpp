@@ -129,7 +129,7 @@ bool Worker::prepare_pending() {
       if (e.op == IoOp::write && e.batch->kind == MemKind::device) {
         int rc = engine_.mover.load(std::memory_order_acquire)->stage_in(id_, stage, e.mem, e.len);
         if (rc != 0) {  // the GPU copy failed: the extent fails without touching the device
-          e.batch->record_failure({e.first_index, e.first_block, e.device, e.offset, -rc});
+          e.fail(0, engine_.opts.block_size, -rc);
           Batch* b = e.batch;
           pending_.pop_front();
           b->extent_finished();
@@ -156,7 +156,7 @@ void Worker::finish(uint32_t slot, int err) {
     if (err != 0) {
       // The batch fails naming this block; the chunk's other blocks still land. The failed part arrives as
       // zeros (not a previous batch's bytes left in the region).
-      record(f, err);
+      f.e.fail(f.done, engine_.opts.block_size, err);
       const uint32_t good = f.done / engine_.opts.block_size * engine_.opts.block_size;  // whole blocks read
       std::memset(f.e.chunk->host + (f.e.mem - f.e.chunk->dst) + good, 0, f.e.len - good);
     }
@@ -232,16 +232,8 @@ bool Worker::poll_copies() {
   return false;
 }
 
-void Worker::record(const Inflight& f, int err) {
-  uint32_t bs = engine_.opts.block_size;
-  uint64_t k = f.done / bs;  // blocks fully done before the failure
-  Location loc{f.e.device, f.e.offset + k * bs};
-  f.e.batch->record_failure({f.e.first_index + k, f.e.first_block + static_cast<int64_t>(k), loc.device,
-                             loc.offset, err});
-}
-
 void Worker::complete(Inflight& f, int err) {
-  if (err != 0) record(f, err);
+  if (err != 0) f.e.fail(f.done, engine_.opts.block_size, err);
   if (f.staging >= 0) free_staging_.push_back(static_cast<uint32_t>(f.staging));
   Batch* b = f.e.batch;
   b->extent_finished();

@@ -65,7 +65,6 @@ class Worker {
   void handle(const IoCompletion& c);
   void finish(uint32_t slot, int err);
   void complete(Inflight& f, int err);  // the extent is done (or failed): staging back, batch told
-  void record(const Inflight& f, int err);  // the extent's failure, at its first block not transferred
   void landed(OrderedChunk* c, uint32_t len);  // batch-ordered: an extent's bytes are in host
   void chunk_copied(OrderedChunk* c, int err);  // ... and the chunk's copy is done (or abandoned)
   void queue_copy(void* dst, const void* src, uint32_t len);
