@@ -140,7 +140,8 @@ if ((rc)); then  # name the cause: the CLI's own error, a Python stack (faulthan
   note "cluster up FAILED: exit $rc$( ((rc > 128)) && echo " (signal $((rc - 128)))")"
   cat "$out/ceph-up.log"
   for f in $cdir/log/*.log; do echo "--- $f"; grep -v "mon.a@\|^e1\|compat" "$f" | tail -8; done
-  # Which import order crashes (librados + libceph-common loaded after NumPy?), and in which library's init.
+  # Import orders (the std::locale copy once in _core bound whichever library loaded libstdc++ first), and the
+  # last library inits before a crash.
   echo "--- probes (exit code :: code):"
   for code in "import gpuio._core" "import numpy; import gpuio._core" "import gpuio._core; import numpy" \
               "import torch; import gpuio._core" "import typer; import gpuio._core"; do
