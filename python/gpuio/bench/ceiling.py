@@ -175,7 +175,7 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         c1, q1, s1 = _cpu_seconds(), _runq_wait_seconds(), e._core.stats()
         if torch is not None:
             torch.cuda.synchronize()
-        d = {k2: s1[k2] - s0[k2] for k2 in s1 if isinstance(s1[k2], (int, float)) and not isinstance(s1[k2], bool)}
+        d = _delta(s0, s1)
         gstats = e.stats() if dest == "gpu" else {}  # the engine's stats include its GPU path's
         copy_mode = gstats.get("copy_mode", "")
         r = dict(kind=kind, devices=n, workers=workers, staging=staging if dest == "gpu" else "-",
@@ -366,7 +366,7 @@ def latency(path: str, reads: int, rounds: int, log, gpu: bool) -> dict:
                     e.read(one, out)
                     res[name].append(time.perf_counter_ns() - t0)
                 s1 = e.stats()
-                d = {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], (int, float)) and not isinstance(s1[k], bool)}
+                d = _delta(s0, s1)
                 stages.setdefault(name, []).append(_stage_us(d, d["ops"]))
                 modes[name] = f"{s1['latency_mode']} [{s1['low_latency']}]"
         if gpu:
@@ -397,6 +397,7 @@ STREAM_PARTS = ("check", "engine", "wait", "copy", "release")  # GpuStats stream
 
 
 def _delta(s0: dict, s1: dict) -> dict:
+    """The numeric counters of a stats() dict, s1 - s0."""
     return {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], (int, float)) and not isinstance(s1[k], bool)}
 
 
