@@ -61,4 +61,8 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except ValueError as e:  # a bad option value (run() names it): one line, exit 2
+        print(f"engine_ceiling.py: {e}", file=sys.stderr)
+        sys.exit(2)
