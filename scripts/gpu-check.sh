@@ -5,6 +5,7 @@
 # Carried inputs (git-ignored, named in the device tool's `carry`): .carry/*.deb (liburing2, liburing-dev:
 # the GPU machine has no liburing-dev), .carry/iobench.c (the raw reference, ../shared/tools), .whl/ (KvikIO).
 # Environment: GPUIO_DATA (data file; default: a file in this checkout), GPUIO_DATA_GIB (default 8).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the machines keep NVLink multicast off (KINDS.md): keep it so in every child
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
