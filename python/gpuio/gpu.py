@@ -195,6 +195,25 @@ class StreamHandle:
         return self._event
 
 
+def mapped_view(host: Any, device: Any):
+    """A CUDA tensor on `device` that aliases the pinned host tensor `host` (same shape and dtype): kernels on
+    that GPU read it in place over PCIe, as GIDS's constant CPU buffer is read. None where that is not possible
+    (no CUDA layer, no GPU, or host not pinned): the caller copies instead. The view keeps host alive."""
+    import torch
+
+    core = _core()
+    dev = torch.device(device)
+    if (not core.cuda_built or dev.type != "cuda" or not torch.cuda.is_available() or not host.is_pinned()
+            or not host.is_contiguous()):
+        return None
+    try:
+        raw = core.gpu_mapped_view(host.view(-1).view(torch.uint8), dev.index if dev.index is not None
+                                   else torch.cuda.current_device())
+    except ValueError:
+        return None
+    return torch.from_dlpack(raw).view(host.dtype).view(host.shape)
+
+
 class GpuPath:
     """The CUDA layer of one gpuio.Engine, owned by it: engine.gpu (default options, created on first GPU
     use) or engine.attach_gpu(**options). The runtime holds the engine's C++ object alive (keep-alive)."""
@@ -277,5 +296,6 @@ class GpuPath:
         self._rt.close()
 
 
-__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "cuda_built", "empty", "gds_status", "pread_memcpy_baseline", "probe",
+__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "cuda_built", "empty", "gds_status", "mapped_view",
+           "pread_memcpy_baseline", "probe",
            "stream_wait_selftest"]

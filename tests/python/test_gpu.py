@@ -254,3 +254,52 @@ def test_bounce_option_is_checked(datafile):
     with gpuio.Engine(path, workers=1) as eng:
         with pytest.raises(ValueError, match="bounce_bytes=4096 must be >="):
             eng.attach_gpu(bounce_bytes=4096)
+
+
+@needs_gpu
+def test_host_buffer_rows_gathered_in_place_by_the_gpu():
+    """The constant host buffer's rows reach the GPU through a CUDA view of the pinned buffer (a gather kernel
+    reading over PCIe), equal to the CPU gather; the view is a view (no copy of the buffer), unpinned memory is
+    refused (None, so the CPU gathers), and a second thread launching CUDA work meanwhile changes nothing."""
+    import threading
+
+    from gpuio.cache.host_buffer import HostBuffer
+    from gpuio.gpu import mapped_view
+
+    class Table:  # the row-table contract HostBuffer fills itself from
+        def __init__(self, t):
+            self.t, self.shape, self.torch_dtype = t, tuple(t.shape), t.dtype
+
+        def gather(self, idx):
+            return self.t[idx]
+
+    g = torch.Generator().manual_seed(7)
+    table = torch.randn(5000, 96, generator=g).to(torch.float16)
+    held = torch.randperm(5000, generator=g)[:3000].sort().values
+    hb = HostBuffer(Table(table), held, 5000, "cuda")
+    assert hb.data.is_pinned()
+    view = mapped_view(hb.data, "cuda")
+    assert view is not None and view.is_cuda and view.data_ptr() != 0 and view.shape == hb.data.shape
+    hb.data[17, 3] = 1.5  # a view: the host write is what the GPU reads
+    assert float(view[17, 3].item()) == 1.5
+    assert mapped_view(torch.zeros(8), "cuda") is None  # not pinned: refused, not wrong
+
+    stop = threading.Event()
+
+    def other_cuda_work():
+        x = torch.randn(256, 256, device="cuda")
+        while not stop.is_set():
+            x = (x @ x).tanh_()
+            torch.cuda.synchronize()
+
+    t = threading.Thread(target=other_cuda_work)
+    t.start()
+    try:
+        for trial in range(20):
+            slots = torch.randint(0, 3000, (4096,), generator=g)
+            got = hb.read(slots.cuda(), "cuda")
+            assert got.is_cuda and torch.equal(got.cpu(), hb.data[slots]), f"trial {trial}"
+    finally:
+        stop.set()
+        t.join()
+    assert torch.equal(hb.read(torch.tensor([0, 2999]), "cpu"), hb.data[[0, 2999]])

@@ -180,6 +180,10 @@ struct DeviceReport {
   int sm_count = 0;
 };
 DeviceReport probe_devices();
+// The device address of pinned host memory (cudaHostAlloc or cudaHostRegister'ed, mapped: with unified addressing
+// every pinned allocation is), for kernels that read it in place over PCIe. std::invalid_argument when host is not
+// pinned memory CUDA knows.
+void* host_device_pointer(void* host);
 // Bounded self-test: does cuStreamWaitValue32 on a host-mapped word release when the CPU writes it?
 // Returns "works", "never released" or "error: ...". May leave a stuck stream behind: run it in a
 // separate process (gpuio.gpu does).

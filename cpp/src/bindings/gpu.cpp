@@ -120,6 +120,17 @@ GPUIO_BIND(gpu, 20) {
     d["sm_count"] = r.sm_count;
     return d;
   });
+  m.def("gpu_mapped_view",
+        [](nb::handle host, int device) {
+          bindings::Data d = bindings::data_arg(host, "host", true, bindings::Mem::host);
+          void* dev = gpu::host_device_pointer(d.ptr);
+          // owner = host: the view keeps the pinned allocation alive
+          return nb::ndarray<uint8_t, nb::ndim<1>, nb::device::cuda>(dev, {d.nbytes}, host, {}, nb::dtype<uint8_t>(),
+                                                                      nb::device::cuda::value, device);
+        },
+        nb::arg("host"), nb::arg("device"),
+        "A uint8 view (DLPack, CUDA device `device`) of pinned host memory `host`, for kernels on that device to "
+        "read in place over PCIe; it keeps `host` alive. ValueError if host is not pinned.");
   m.def("gpu_stream_wait_selftest", &gpu::stream_wait_selftest, nb::arg("timeout_ms"),
         nb::call_guard<nb::gil_scoped_release>());
   m.def("gpu_pread_memcpy",

@@ -234,6 +234,18 @@ DeviceReport probe_devices() {
   return r;
 }
 
+void* host_device_pointer(void* host) {
+  void* device = nullptr;
+  cudaError_t e = cudaHostGetDevicePointer(&device, host, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it so the next CUDA call does not report it
+    throw std::invalid_argument("host memory at " + std::to_string(reinterpret_cast<uintptr_t>(host)) +
+                                " is not pinned memory CUDA maps (cudaHostGetDevicePointer: " +
+                                detail::cuda_error_text(e) + ")");
+  }
+  return device;
+}
+
 }  // namespace gpu
 
 }  // namespace gpuio
