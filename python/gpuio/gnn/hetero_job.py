@@ -328,7 +328,8 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             # at once, so a run stopped by an outer timeout still shows the backends it finished
             say(f"done {r['label']}: {r['steps']} steps in {r['run_s']:.2f} s ({r['step_ms']:.1f} ms/step"
                 f"{', capped' if r['capped'] else ''}), test accuracy {r.get('test_acc', float('nan')):.3f}")
-            mine = {k: r[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes", "structure_bytes")}
+            mine = {k: r[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes", "structure_bytes",
+                                      "sample_s", "feature_s")}
             if world > 1:  # every rank's figures, for the aggregate throughput rank 0 prints
                 import torch.distributed as dist
                 r["ranks"] = [None] * world
@@ -388,7 +389,12 @@ def print_report(results: list[dict], say=print) -> None:
         seeds = sum(q["steps"] for q in ranks) * r["batch_size"]
         read = sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
         wait = sum(q["stall_s"] for q in ranks) / max(sum(q["run_s"] for q in ranks), 1e-9)
-        regime = ("loading-bound: the trainers wait on storage" if wait > 0.5 else
+        sample = sum(q.get("sample_s", 0.0) for q in ranks)
+        feature = sum(q.get("feature_s", 0.0) for q in ranks)
+        # the producer's larger share names what the trainers wait on (both are spent in the producer thread)
+        bound = ("sampling (CPU)" if sample > feature else
+                 "feature reads" if r["backend"] == "gpuio" else "feature page faults")
+        regime = (f"loading-bound: the trainers wait on {bound}" if wait > 0.5 else
                   "compute-bound: loading keeps up")
         say(f"{name}: {len(ranks)} rank(s): {seeds / wall:,.0f} seeds/s ({seeds:,} seeds in {wall:.2f} s, slowest "
             f"rank); storage read {read / wall / 1e6:,.1f} MB/s over all ranks "
