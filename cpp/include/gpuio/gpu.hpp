@@ -38,6 +38,8 @@ constexpr uint32_t stream_cells_max = 1u << 16;      // stream-ordered calls in 
 constexpr uint32_t copy_events_max = 4096;           // staging->GPU copy groups in flight per worker
 constexpr uint32_t bounce_slots = 16;                // stream path: the bounce pool's slots; a request is
                                                      // cut into slot-sized chunks, this many in flight
+constexpr uint32_t stream_group_chunks = bounce_slots / 2;  // chunks of one request started before the stream
+                                                     // waits for the first (the rest of the slots serve others)
 constexpr uint64_t bounce_bytes_min = 1u << 20;
 static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
 }  // namespace gpu_limits

@@ -92,6 +92,19 @@ BounceRegion BouncePool::reserve(uint32_t wait_ms, bool* waited) {
     g.lock();
     reclaim_locked();
   }
+  return take_locked();
+}
+
+bool BouncePool::try_reserve(BounceRegion* out) {
+  std::lock_guard<std::mutex> g(mu_);
+  GPUIO_EXPECT(data_ != nullptr, "GPU runtime is closed");
+  reclaim_locked();
+  if (free_.empty()) return false;
+  *out = take_locked();
+  return true;
+}
+
+BounceRegion BouncePool::take_locked() {
   int slot = free_.back();
   free_.pop_back();
   BounceRegion r;

@@ -38,6 +38,8 @@ class BouncePool {
   // A free slot; reclaims slots whose release event passed, waiting up to wait_ms (sets *waited). Throws
   // IoError(ETIMEDOUT) naming the pool when none comes free in time.
   BounceRegion reserve(uint32_t wait_ms, bool* waited);
+  // A free slot now (after reclaiming passed releases), or false: never waits.
+  bool try_reserve(BounceRegion* out);
   // The caller enqueued the slot's last use on `stream`: record the release event there.
   void release_after(const BounceRegion& r, cudaStream_t stream);
   // The slot was reserved but nothing was enqueued (an error before any use): free it now.
@@ -49,6 +51,7 @@ class BouncePool {
 
  private:
   void reclaim_locked();
+  BounceRegion take_locked();  // pops a free slot (free_ not empty)
 
   mutable std::mutex mu_;
   uint32_t block_bytes_ = 0;

@@ -78,9 +78,18 @@ struct GpuRuntime::Impl {
   bool take_requests(uint32_t q);  // true if it took any
   bool finish_requests(uint32_t q);
   bool finish_host();  // host-submitted stream chunks
-  // One chunk of a stream request (stream_submit.cpp).
-  void stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n, void* mem,
-                    MemKind kind, const detail::BounceRegion& r, bool capturing);
+  // One chunk of a stream request (stream_submit.cpp): start puts it under way (engine or publish kernel),
+  // finish enqueues the stream's wait for it and the copy back, then the slot's release.
+  struct Chunk {
+    detail::BounceRegion r;
+    uint32_t* cell_dev = nullptr;
+    void* mem = nullptr;
+    size_t bytes = 0;
+    bool copy_back = false;  // read into GPU memory: bounce -> mem after the wait
+  };
+  Chunk stream_start(cudaStream_t s, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n, void* mem,
+                     MemKind kind, const detail::BounceRegion& r, bool capturing);
+  void stream_finish(cudaStream_t s, const Chunk& c);
   void fail(uint32_t q, InFlight& f);
   void shutdown();
 };
