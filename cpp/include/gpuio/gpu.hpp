@@ -114,6 +114,32 @@ struct GpuStats {
   std::string last_error;       // message of the last failed GPU request
 };
 
+// Completion of one stream-ordered call: a CUDA event taken from its runtime's pool and recorded on the caller's
+// stream after the call's last operation (so it completes once the stream has passed the call), back in the pool
+// when this object is destroyed; the pool outlives the runtime while any StreamDone lives. It replaces a per-call
+// torch.cuda.Event (created, recorded and destroyed per call from Python: microseconds on a one-block read).
+class StreamDone {
+ public:
+  struct Pool;  // runtime_impl.hpp
+  StreamDone(std::shared_ptr<Pool> pool, void* event, uint32_t before);
+  ~StreamDone();
+  StreamDone(const StreamDone&) = delete;
+  StreamDone& operator=(const StreamDone&) = delete;
+
+  uint32_t before() const { return before_; }  // the runtime's failures() before the call
+  bool query() const;  // the stream has passed the call; std::runtime_error on a CUDA error
+  // Polls until the stream has passed the call (2 ms of polls yielding the CPU between them, then naps growing
+  // to 1 ms), at most timeout_s; false on timeout. Never blocks in the driver, so no wait can hang the caller.
+  bool wait(double timeout_s) const;
+  // `stream` (a cudaStream_t of any device) waits for the call: work enqueued there afterwards runs after it.
+  void order(void* stream) const;
+
+ private:
+  std::shared_ptr<Pool> pool_;
+  void* event_;  // cudaEvent_t
+  uint32_t before_;
+};
+
 class GpuRuntime {
  public:
   // Attaches to engine (which must outlive the runtime): registers its staging pool with CUDA, installs the
@@ -134,8 +160,9 @@ class GpuRuntime {
   // start at once (outside CUDA-graph capture). Cut into bounce-sized chunks; may wait (bounded, GIL-free
   // in the bindings) for bounce space. Returns the number of failures seen before the call, to compare
   // with failures() after the stream passed it.
+  // done (optional): receives the call's completion event, recorded on `stream` after the call.
   uint32_t stream_submit(void* stream, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n, void* mem,
-                         MemKind kind);
+                         MemKind kind, std::unique_ptr<StreamDone>* done = nullptr);
   uint32_t failures() const;
   std::string last_error() const;
 

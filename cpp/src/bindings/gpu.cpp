@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -134,6 +135,17 @@ GPUIO_BIND(gpu, 20) {
         "Seconds `threads` host threads take to pread each block of ids (int64, host) from path and "
         "cudaMemcpy it into dst (CUDA memory of len(ids) * block_bytes bytes): the naive baseline.");
 
+  // A stream-ordered call's completion (gpuio.gpu.StreamHandle holds it): a pooled CUDA event recorded on the
+  // caller's stream after the call. wait releases the GIL; order takes a cudaStream_t as an int (torch's
+  // Stream.cuda_stream), like stream_submit.
+  nb::class_<StreamDone>(m, "StreamDone")
+      .def_prop_ro("before", &StreamDone::before, "the runtime's failures() before the call")
+      .def("query", &StreamDone::query, "True once the stream has passed the call")
+      .def("wait", &StreamDone::wait, nb::arg("timeout_s"), nb::call_guard<nb::gil_scoped_release>(),
+           "Poll until the stream has passed the call, at most timeout_s seconds; False on timeout")
+      .def("order", [](const StreamDone& d, uintptr_t stream) { d.order(reinterpret_cast<void*>(stream)); },
+           nb::arg("stream"), "Make `stream` (a cudaStream_t) wait for the call");
+
   nb::class_<Runtime>(m, "GpuRuntime")
       .def("__init__",
            [](Runtime* self, bindings::EngineHolder& engine, nb::dict options) {
@@ -145,9 +157,10 @@ GPUIO_BIND(gpu, 20) {
       // stream stays an address: it is a cudaStream_t that torch hands out as an int (torch.cuda.Stream.cuda_stream),
       // there is no array behind it. ids: int64 ids in host memory (handed to the engine now) or CUDA memory
       // (read when the stream reaches the request); data: host or CUDA memory of len(ids) * block_size bytes,
-      // on the ids' GPU when both are CUDA memory. The caller (gpuio.gpu.StreamHandle) keeps both alive until
-      // the stream has passed the request. GIL released while a submit waits for bounce space, which frees as
-      // the streams move on.
+      // on the ids' GPU when both are CUDA memory (a DLPack capsule of either is taken as the array it holds:
+      // gpuio.gpu passes torch.utils.dlpack.to_dlpack(t), microseconds cheaper than Tensor.__dlpack__). The
+      // caller (gpuio.gpu.StreamHandle) keeps both alive until the stream has passed the request. GIL released
+      // while a submit waits for bounce space, which frees as the streams move on. Returns the call's StreamDone.
       .def("stream_submit",
            [](Runtime& r, uintptr_t stream, int op, nb::handle ids, nb::handle data) {
              bool read = op == 0;
@@ -161,9 +174,14 @@ GPUIO_BIND(gpu, 20) {
              if (i.cuda() && d.cuda() && i.array.device_id() != d.device_id)
                throw std::invalid_argument("blocks are on cuda:" + std::to_string(i.array.device_id()) +
                                            " but " + name + " is on cuda:" + std::to_string(d.device_id));
-             nb::gil_scoped_release unlocked;
-             return r.stream_submit(reinterpret_cast<void*>(stream), read ? gpu_read : gpu_write, i.data(), i.cuda(),
-                                    static_cast<uint32_t>(i.size()), d.ptr, d.cuda() ? MemKind::device : MemKind::host);
+             std::unique_ptr<StreamDone> done;
+             {
+               nb::gil_scoped_release unlocked;
+               r.stream_submit(reinterpret_cast<void*>(stream), read ? gpu_read : gpu_write, i.data(), i.cuda(),
+                               static_cast<uint32_t>(i.size()), d.ptr, d.cuda() ? MemKind::device : MemKind::host,
+                               &done);
+             }
+             return done;
            },
            nb::arg("stream"), nb::arg("op"), nb::arg("blocks"), nb::arg("data"))
       .def("failures", [](const Runtime& r) { return r.failures(); })

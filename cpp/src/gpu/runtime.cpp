@@ -92,6 +92,8 @@ void GpuRuntime::Impl::start() {
                            cudaHostAllocDefault));
   GPUIO_CUDA(cudaStreamCreateWithFlags(&control_stream, cudaStreamNonBlocking));
   bounce.init(opts.bounce_bytes, engine.options().block_size);
+  done_pool = std::make_shared<StreamDone::Pool>(device);
+  done_pool->fill(64);  // more are made on demand (handles kept alive by the caller)
   GPUIO_CUDA(cudaDeviceSynchronize());
   qstate.resize(nq);
   engine.set_device_mover(mover.get());

@@ -15,6 +15,22 @@
 
 namespace gpuio {
 
+// StreamDone's event pool: events (timing off) of one device, reused; shared by the runtime and every live
+// StreamDone, so a handle outliving its runtime still returns its event safely.
+struct StreamDone::Pool {
+  explicit Pool(int dev) : device(dev) {}
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  cudaEvent_t take();  // a pooled event, or a new one created on `device` (the caller's device is kept)
+  void give(cudaEvent_t e);
+  void fill(size_t n);  // creates n events up front (start(), with `device` current)
+
+  const int device;
+  std::mutex mu;
+  std::vector<cudaEvent_t> free;  // guarded by mu
+};
+
 struct GpuRuntime::Impl {
   Engine& engine;
   GpuOptions opts;
@@ -37,6 +53,7 @@ struct GpuRuntime::Impl {
   int64_t* ids_pinned = nullptr;   // control plane: ids copied from GPU requests
   cudaStream_t control_stream = nullptr;
   detail::BouncePool bounce;       // stream path (gpu.hpp: no GPU wait may need a host CUDA call)
+  std::shared_ptr<StreamDone::Pool> done_pool;  // stream path: the calls' completion events
 
   // Control plane.
   struct InFlight {

@@ -79,8 +79,22 @@ void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids
   stream_chunks.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+// The call's completion event, recorded on s after everything the call enqueued there.
+std::unique_ptr<StreamDone> record_done(const std::shared_ptr<StreamDone::Pool>& pool, cudaStream_t s,
+                                        uint32_t before) {
+  cudaEvent_t e = pool->take();
+  cudaError_t err = cudaEventRecord(e, s);
+  if (err != cudaSuccess) {
+    pool->give(e);
+    throw std::runtime_error("cudaEventRecord (the stream call's completion) failed: " + detail::cuda_error_text(err));
+  }
+  return std::make_unique<StreamDone>(pool, e, before);
+}
+}  // namespace
+
 uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n,
-                                   void* mem, MemKind kind) {
+                                   void* mem, MemKind kind, std::unique_ptr<StreamDone>* done) {
   Impl& m = *impl_;
   GPUIO_EXPECT(!m.closed, "GPU runtime is closed");
   GPUIO_EXPECT(n <= gpu_limits::request_blocks_max, "a stream-ordered request of " + std::to_string(n) +
@@ -89,8 +103,11 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
   const int64_t t_call = now_ns();
   const uint32_t before = m.failures.load(std::memory_order_acquire);
   m.stream_requests.fetch_add(1, std::memory_order_relaxed);
-  if (n == 0) return before;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (n == 0) {
+    if (done) *done = record_done(m.done_pool, s, before);
+    return before;
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GPUIO_CUDA(cudaStreamIsCapturing(s, &capture));
   const bool capturing = capture == cudaStreamCaptureStatusActive;
@@ -115,6 +132,7 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
     m.bounce.release_after(r, s);
     add_ns(m.stream_release_ns, t_rel, now_ns());
   }
+  if (done) *done = record_done(m.done_pool, s, before);  // counted in the call, not in a part
   add_ns(m.stream_call_ns, t_call, now_ns());
   return before;
 }
