@@ -254,3 +254,63 @@ def test_bounce_option_is_checked(datafile):
     with gpuio.Engine(path, workers=1) as eng:
         with pytest.raises(ValueError, match="bounce_bytes=4096 must be >="):
             eng.attach_gpu(bounce_bytes=4096)
+
+
+@needs_gpu
+def test_one_block_handle_event_orders_other_streams(datafile):
+    """The latency path (one block, host ids): the handle's completion event is recorded in C++; .event (a
+    torch.cuda.Event made on first use) is not complete while the stream is held before the request, and
+    another stream that waits on it sees the data."""
+    path, data = datafile
+    with _engine(path) as eng:
+        out = gpuio.empty((1, BS), device="cuda")
+        eng.read([7], out)  # attach + warm up; a one-element list takes the ids fast path
+        assert np.array_equal(out.cpu().numpy(), data[[7]])
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(int(5e8))  # the stream reaches the request only after this kernel
+            h = eng.read_async(np.array([42], dtype=np.int64), out)
+        ev = h.event
+        assert isinstance(ev, torch.cuda.Event) and h.event is ev
+        assert not ev.query() and not h.done()
+        other = torch.cuda.Stream()
+        other.wait_event(ev)
+        with torch.cuda.stream(other):
+            got = out.clone()
+        assert h.wait(timeout=30) is out and h.done() and ev.query()
+        other.synchronize()
+        assert np.array_equal(got.cpu().numpy(), data[[42]])
+
+
+@needs_gpu
+def test_many_handles_alive_and_handles_outliving_the_engine(datafile):
+    """More handles alive than the completion-event pool holds (it grows), all correct; a handle dropped after
+    its engine closed returns its event safely."""
+    path, data = datafile
+    eng = _engine(path)
+    ids = np.random.default_rng(3).integers(0, 2048, 150)
+    outs = [gpuio.empty((1, BS), device="cuda") for _ in ids]
+    hs = [eng.read_async(np.array([b], dtype=np.int64), o) for b, o in zip(ids, outs)]
+    for h in hs:
+        h.wait()
+    for b, o in zip(ids, outs):
+        assert np.array_equal(o.cpu().numpy(), data[[b]])
+    last = hs[-1]
+    del hs
+    eng.close()
+    assert last.done()
+    del last
+
+
+@needs_gpu
+def test_refused_tensors_are_named_like_before(datafile):
+    """Tensors reach the binding as DLPack capsules; a refused one still gets the one-line reason naming it."""
+    path, _ = datafile
+    with _engine(path) as eng:
+        wide = gpuio.empty((2, 2 * BS), device="cuda")
+        with pytest.raises(ValueError, match="out must be contiguous"):
+            eng.read(torch.tensor([1, 2], device="cuda"), wide[:, :BS])
+        with pytest.raises(ValueError, match="expected 4096"):
+            eng.read(np.array([1], dtype=np.int64), wide)
+        with pytest.raises(IndexError, match="999999"):
+            eng.read(np.array([999999], dtype=np.int64), gpuio.empty((1, BS), device="cuda"))

@@ -65,7 +65,7 @@ def run_child(*args: str, env=None, timeout: float = TIMEOUT_S):
         return None, f"{out}\n--- native stacks ---\n{stacks}"
 
 
-@pytest.mark.parametrize("path", ["store", "stream"])
+@pytest.mark.parametrize("path", ["store", "stream", "event"])
 @pytest.mark.parametrize("wait", ["kernel", "wait_value"])
 def test_background_reads_beside_main_thread_cuda_work(wait, path):
     if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
