@@ -572,6 +572,9 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
             make_latency_file(path, 16 << 20 if own else 256 << 20)
             try:
                 res["latency"] = latency(path, latency_reads, latency_rounds, log, has_cuda)
+                from gpuio.bench import latency_parts  # the stream call's Python, piece by piece: old vs new way
+
+                res["latency_parts"] = latency_parts.run(path, log, has_cuda, number=latency_reads * 10)
             finally:
                 if own:
                     os.unlink(path)

@@ -101,6 +101,24 @@ def print_rows(rows: list[dict], log=print) -> None:
     log(f"latency part {'total saved per one-block host-ids call (export in import)':58s} {total:6.2f} us")
 
 
+def run(path: str, log=print, gpu: bool = True, number: int = 20000) -> list[dict]:
+    """pieces() with a one-worker engine on `path` (its GPU path attached when gpu and CUDA allow), printed."""
+    from gpuio.engine import Engine
+
+    eng = Engine(path, workers=1, writable=False)
+    try:
+        if gpu:
+            try:
+                eng.attach_gpu()
+            except Exception as e:  # noqa: BLE001 - the CPU rows still mean something
+                log(f"latency part GPU rows skipped: {type(e).__name__}: {e}")
+        rows = pieces(number, eng)
+    finally:
+        eng.close()
+    print_rows(rows, log)
+    return rows
+
+
 if __name__ == "__main__":
     import os
     import tempfile
@@ -108,20 +126,9 @@ if __name__ == "__main__":
     from gpuio.engine import Engine
     from gpuio.gpu import cuda_built
 
-    eng = None
+    f = os.path.join(tempfile.gettempdir(), f"gpuio-parts-{os.getpid()}.bin")
+    Engine.create_file(f, 1 << 20)
     try:
-        import torch
-
-        if cuda_built() and torch.cuda.is_available():
-            path = os.path.join(tempfile.gettempdir(), f"gpuio-parts-{os.getpid()}.bin")
-            Engine.create_file(path, 1 << 20)
-            eng = Engine(path, workers=1)
-            eng.gpu  # noqa: B018 - attach
-            os.unlink(path)
-    except Exception as e:  # noqa: BLE001 - CPU rows still mean something
-        print(f"(GPU rows skipped: {type(e).__name__}: {e})")
-    try:
-        print_rows(pieces(engine=eng))
+        run(f, gpu=cuda_built())
     finally:
-        if eng is not None:
-            eng.close()
+        os.unlink(f)
