@@ -270,16 +270,17 @@ class GpuPath:
         """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""
         return tuple(self._rt.queue_address(i))
 
-    def latency_probe(self, ids, dst: Any, queue: int = 0, parts: bool = False):
+    def latency_probe(self, ids, dst: Any, queue: int = 0, parts: bool = False, landed: bool = False):
         """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (CUDA memory
         of 64 slots of 4 KiB, reused round-robin). parts=True: (round trips, publish times): the publish alone
         (ring slot, request over PCIe, doorbell); the rest of each round trip is the control plane's pickup, the
-        engine and the data's copy."""
+        engine and the data's copy. landed=True: each read lands in host-mapped memory and the probing thread
+        block copies it to dst itself (DeviceQueue::prefetch_landed), instead of the engine's staging->GPU copy."""
         ids, dst = [int(i) for i in ids], _buffers.data_array(dst)
         if parts:
-            ns, pub = self._rt.latency_probe_parts(queue, ids, dst)
+            ns, pub = self._rt.latency_probe_parts(queue, ids, dst, landed)
             return list(ns), list(pub)
-        return list(self._rt.latency_probe(queue, ids, dst))
+        return list(self._rt.latency_probe(queue, ids, dst, landed))
 
     def stats(self, base: dict) -> dict:
         """The GPU path's counters, given the engine's own stats (base) to name the data path."""

@@ -205,6 +205,16 @@ def test_gpu_initiated_latency_probe(datafile):
         ns = eng.gpu.latency_probe(ids, dst)
         assert len(ns) == 64 and all(t > 0 for t in ns)
         assert np.array_equal(dst.cpu().numpy(), data[200:264])
+        # landed (issue 14): the reads land in host-mapped memory and the requesting block copies them itself;
+        # 130 reads wrap the 64 slots twice, so a stale landing slot would show in the last 64
+        copies = eng.stats()["gpu_copies"]
+        ids = list(range(300, 430))
+        ns, pub = eng.gpu.latency_probe(ids, dst, parts=True, landed=True)
+        assert len(ns) == 130 and all(t > 0 for t in ns) and all(0 < p < t for p, t in zip(pub, ns))
+        got = dst.cpu().numpy()
+        for i in range(66, 130):
+            assert np.array_equal(got[i % 64], data[ids[i]]), f"read {i} (block {ids[i]})"
+        assert eng.stats()["gpu_copies"] == copies  # no staging->GPU copy by the engine
 
 
 @needs_gpu

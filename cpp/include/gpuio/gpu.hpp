@@ -218,8 +218,10 @@ double pread_memcpy_baseline(const std::string& path, const int64_t* ids, size_t
 // Latency probe: a kernel issues `iters` one-block reads through queue q (prefetch + prefetch_synchronize),
 // each of ids[i], into dst; fills ns[i] with each round trip as the GPU's global timer saw it.
 // publish_ns (optional): each read's publish alone (GPU clock), the rest of ns[i] is the control plane + data.
+// landed: each read lands in host-mapped memory and the probing block copies it to dst itself
+// (DeviceQueue::prefetch_landed: no staging->GPU copy by the engine).
 void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
-                   std::vector<int64_t>* publish_ns = nullptr);
+                   std::vector<int64_t>* publish_ns = nullptr, bool landed = false);
 }  // namespace gpu
 
 }  // namespace gpuio

@@ -37,7 +37,10 @@ struct Runtime : GpuRuntime {
 // One-block GPU-initiated reads of ids into dst (CUDA memory of 64 slots of 4 KiB, reused round-robin): each
 // read's round trip in ns (GPU clock) and, with publish, the publish step's.
 static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<int64_t>& ids, nb::handle dst,
-                                  std::vector<int64_t>* publish) {
+                                  std::vector<int64_t>* publish, bool landed) {
+  if (r.block_size != 4096)
+    throw std::invalid_argument("the latency probe reads 4096-byte blocks; this engine's block_size is " +
+                                std::to_string(r.block_size));
   bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
   size_t want = std::min<size_t>(ids.size(), 64) * 4096;
   if (d.nbytes < want)
@@ -46,7 +49,7 @@ static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<
   std::vector<int64_t> ns;
   QueueRef q = r.queue(queue);
   nb::gil_scoped_release unlocked;
-  gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, publish);
+  gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, publish, landed);
   return ns;
 }
 
@@ -196,18 +199,19 @@ GPUIO_BIND(gpu, 20) {
                                            q.index};
            })
       // ids: a list (copied to the GPU by the probe); dst: CUDA memory of 64 slots of 4 KiB the reads land in.
+      // landed: the reads land in host-mapped memory and the probing block copies them (prefetch_landed).
       .def("latency_probe_parts",  // (round trip ns, publish ns) per read
-           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
+           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst, bool landed) {
              std::vector<int64_t> pub;
-             std::vector<int64_t> ns = probe(r, queue, ids, dst, &pub);
+             std::vector<int64_t> ns = probe(r, queue, ids, dst, &pub, landed);
              return std::make_pair(ns, pub);
            },
-           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
+           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"), nb::arg("landed") = false)
       .def("latency_probe",
-           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
-             return probe(r, queue, ids, dst, nullptr);
+           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst, bool landed) {
+             return probe(r, queue, ids, dst, nullptr, landed);
            },
-           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
+           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"), nb::arg("landed") = false)
       .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); })
       .def("close", [](Runtime& r) { r.close(); }, nb::call_guard<nb::gil_scoped_release>());
 #else

@@ -455,15 +455,17 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
     # The device API, once per staging->GPU copy method: the one-block copy is most of what it adds to the device
     # (copy=17.3 us of 53.2 on the H100, 2026-11-23, by cudaMemcpyBatchAsync + event); the cheapest one is named.
     dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
-    for copy in ("batch", "percopy", "kernel"):
+    # landed: the read lands in host-mapped memory and the requesting block copies it (prefetch_landed): no copy
+    for copy in ("batch", "percopy", "kernel", "landed"):
         e = Engine(path, workers=1, writable=False)
-        g = e.attach_gpu(copy=copy, stream_wait=waits[0])
+        g = e.attach_gpu(copy="batch" if copy == "landed" else copy, stream_wait=waits[0])
+        landed = copy == "landed"
         try:
             # warm: the engine worker's first GPU copy creates its CUDA stream, events and descriptors (ms), which
             # the 2026-11-23 run counted in "handle" (59 us per op over 900 reads)
-            g.latency_probe(rng.integers(0, nblocks, 20).tolist(), dst)
+            g.latency_probe(rng.integers(0, nblocks, 20).tolist(), dst, landed=landed)
             s0 = e._core.stats()
-            ns, pub = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst, parts=True)
+            ns, pub = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst, parts=True, landed=landed)
             d = _delta(s0, e._core.stats())
             name = "gpu-initiated (device API)" + ("" if copy == "batch" else f" copy={copy}")
             st = _stage_us(d, d["ops"])
