@@ -23,6 +23,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 from . import _buffers
@@ -39,6 +40,7 @@ DEFAULTS: dict = dict(
                           # reports itself first); then OSError(ETIMEDOUT) naming the request
 )
 STREAM_WAITS = ("auto", "kernel", "wait_value")
+_WAIT_SLICE_S = 0.1  # StreamHandle.wait returns to Python (signals, Ctrl-C) at least this often
 _PY_ONLY = ("wait_timeout_s",)  # options the Python layer keeps to itself
 
 _selftest: str | None = None
@@ -168,7 +170,7 @@ class StreamHandle:
         limit = self._gpu.options["wait_timeout_s"] if timeout is None else float(timeout)
         if limit <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
-        if not self._done.wait(limit):
+        if not self._wait(limit):
             s = self._gpu._rt.stats()
             what = (f"stream-ordered {'read' if self._op == 0 else 'write'} of {len(self._keep)} blocks (call "
                     f"{self._call} of this engine, stream {self._stream:#x})")
@@ -178,6 +180,18 @@ class StreamHandle:
                           f"last error {s['gpu_last_error']!r})")
         self._check()
         return self._result
+
+    def _wait(self, limit: float) -> bool:
+        # Slices of at most _WAIT_SLICE_S: the GIL-free C++ wait returns to Python between them, so Ctrl-C (and
+        # any signal handler) still gets through a long wait; a one-block read ends within the first slice.
+        done = self._done
+        if done.wait(min(limit, _WAIT_SLICE_S)):
+            return True
+        end = time.monotonic() + limit - _WAIT_SLICE_S
+        while (left := end - time.monotonic()) > 0:
+            if done.wait(min(left, _WAIT_SLICE_S)):
+                return True
+        return False
 
     @property
     def event(self):
