@@ -237,7 +237,7 @@ class Engine:
 
     def attach_gpu(self, **options: Any) -> "GpuPath":
         """Create this engine's GPU path with non-default GPU options (gpuio.gpu.DEFAULTS: queues, copy,
-        stream_wait, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and return it.
+        stream_wait, stream_copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and return it.
         ValueError if the engine already has one (pass options before the first GPU request)."""
         if self._gpu is not None:
             raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")

@@ -324,3 +324,38 @@ def test_refused_tensors_are_named_like_before(datafile):
             eng.read(np.array([1], dtype=np.int64), wide)
         with pytest.raises(IndexError, match="999999"):
             eng.read(np.array([999999], dtype=np.int64), gpuio.empty((1, BS), device="cuda"))
+
+
+@needs_gpu
+@pytest.mark.parametrize("wait", ["kernel", "wait_value"])
+def test_stream_copy_kernel_lands_every_byte(datafile, wait):
+    """stream_copy=kernel (issue 14's latency option): chunks up to 64 KiB reach GPU memory by one warp reading
+    the host-mapped bounce slot (fused with the wait kernel in stream_wait=kernel), larger ones by copy engine;
+    host and GPU ids, an odd destination offset (the byte-wise copy), every byte written."""
+    path, data = datafile
+    if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
+        pytest.skip(f"cuStreamWaitValue32 self-test: {gpuio.gpu.stream_wait_selftest()}")
+    rng = np.random.default_rng(21)
+    with _engine(path, stream_wait=wait, stream_copy="kernel") as eng:
+        for n in (1, 1, 7, 16, 17, 300):
+            for cuda_ids in (False, True):
+                ids = rng.integers(0, len(data), size=n, dtype=np.int64)
+                out = gpuio.empty((n, BS), device="cuda")
+                out.fill_(0xEE)
+                h = eng.read_async(torch.from_numpy(ids).cuda() if cuda_ids else ids, out)
+                assert h.wait() is out
+                assert np.array_equal(out.cpu().numpy(), data[ids]), f"n={n} cuda_ids={cuda_ids}"
+        raw = gpuio.empty(BS + 1, device="cuda")
+        raw.fill_(0xEE)
+        eng.read([33], raw[1:])  # 1 byte off 16-byte alignment
+        torch.cuda.synchronize()
+        assert np.array_equal(raw[1:].cpu().numpy(), data[33]) and int(raw[0]) == 0xEE
+        assert eng.stats()["stream_copy"] == "kernel"
+
+
+@needs_gpu
+def test_stream_copy_option_is_checked(datafile):
+    path, _ = datafile
+    with gpuio.Engine(path, workers=1) as eng:
+        with pytest.raises(ValueError, match="stream_copy='fast' is not one of engine, kernel"):
+            eng.attach_gpu(stream_copy="fast")

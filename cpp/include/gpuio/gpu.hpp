@@ -39,6 +39,7 @@ constexpr uint32_t copy_events_max = 4096;           // staging->GPU copy groups
 constexpr uint32_t bounce_slots = 16;                // stream path: the bounce pool's slots; a request is
                                                      // cut into slot-sized chunks, this many in flight
 constexpr uint64_t bounce_bytes_min = 1u << 20;
+constexpr uint32_t stream_kernel_copy_max = 64u << 10;  // stream_copy=kernel: larger chunks use the copy engine
 static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
 }  // namespace gpu_limits
 
@@ -87,12 +88,18 @@ struct GpuOptions {
   uint64_t bounce_bytes = 64ull << 20;  // stream path: pinned bounce pool (reads land here, then one copy
                                         // per chunk on the caller's stream); >= bounce_bytes_min
   uint32_t bounce_wait_ms = 60000;   // a submit waits at most this long for bounce space, then ETIMEDOUT
+  // stream path, bounce -> GPU memory for reads: engine (cudaMemcpyAsync on the caller's stream: copy engine,
+  // 0 SMs) | kernel (opt-in, issue 14's latency path: chunks of at most gpu_limits::stream_kernel_copy_max
+  // bytes are copied by one warp reading the host-mapped bounce slot; in stream_wait=kernel that warp is the
+  // wait kernel itself, so a one-block read enqueues one kernel instead of a wait kernel and a copy)
+  std::string stream_copy = "engine";
 };
 
 struct GpuStats {
   std::string copy_mode;        // staging->GPU copy method that runs
   std::string copy_choice;      // how it was chosen, with the measured times
   std::string stream_wait;      // kernel | wait_value
+  std::string stream_copy;      // engine | kernel (GpuOptions::stream_copy)
   std::string device_name;
   uint64_t gpu_requests = 0;    // requests taken from GPU rings (device API + stream path)
   uint64_t gpu_failures = 0;

@@ -63,6 +63,7 @@ GpuOptions gpu_options(nb::dict given) {
   o.poll_spin_us = take<uint32_t>(d, "poll_spin_us", o.poll_spin_us);
   o.bounce_bytes = take<uint64_t>(d, "bounce_bytes", o.bounce_bytes);
   o.bounce_wait_ms = take<uint32_t>(d, "bounce_wait_ms", o.bounce_wait_ms);
+  o.stream_copy = take<std::string>(d, "stream_copy", o.stream_copy);
   reject_unknown(d, "GPU");
   return o;
 }
@@ -72,6 +73,7 @@ nb::dict stats_dict(const GpuStats& s) {
   d["copy_mode"] = s.copy_mode;
   d["copy_choice"] = s.copy_choice;
   d["stream_wait"] = s.stream_wait;
+  d["stream_copy"] = s.stream_copy;
   d["gpu_device"] = s.device_name;
   d["gpu_requests"] = s.gpu_requests;
   d["gpu_failures"] = s.gpu_failures;
@@ -109,6 +111,7 @@ GPUIO_BIND(gpu, 20) {
           d["poll_spin_us"] = o.poll_spin_us;
           d["bounce_bytes"] = o.bounce_bytes;
           d["bounce_wait_ms"] = o.bounce_wait_ms;
+          d["stream_copy"] = o.stream_copy;
           return d;
         },
         "Default of every GPU option (from GpuOptions), for gpuio.gpu.DEFAULTS.");

@@ -111,6 +111,9 @@ cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* 
                            uint32_t n, void* mem, MemKind kind, uint32_t* cell_dev);
 // "kernel" wait mode: a one-thread kernel that returns once *cell_dev == 1.
 cudaError_t launch_wait_cell(cudaStream_t s, const uint32_t* cell_dev);
+// stream_copy=kernel: one warp copies bytes from src (host-mapped bounce data) to dst, first waiting for
+// *cell_dev == 1 when cell_dev is not null (the fused wait of stream_wait=kernel).
+cudaError_t launch_wait_copy(cudaStream_t s, const uint32_t* cell_dev, const void* src, void* dst, size_t bytes);
 }  // namespace detail
 
 }  // namespace gpuio

@@ -61,6 +61,17 @@ void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids
   }
   const int64_t t1 = now_ns();  // the request is under way (engine or ring)
   add_ns(stream_engine_ns, t0, t1);
+  // stream_copy=kernel, a small read into GPU memory: one warp copies the slot (the bounce data is host-mapped;
+  // r.data is its device address too, under UVA); with the kernel wait that warp also waits (one launch).
+  const bool warp_copy = op == gpu_read && kind == MemKind::device && opts.stream_copy == "kernel" &&
+                         bytes <= gpu_limits::stream_kernel_copy_max;
+  if (warp_copy && opts.stream_wait != "wait_value") {
+    GPUIO_CUDA(detail::launch_wait_copy(s, cell_dev, r.data, mem, bytes));
+    const int64_t t2 = now_ns();
+    add_ns(stream_wait_ns, t1, t2);  // wait and copy are one launch: counted as the wait
+    stream_chunks.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (opts.stream_wait == "wait_value") {
     using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
     CUresult w = reinterpret_cast<WaitFn>(wait_value_fn)(reinterpret_cast<CUstream>(s),
@@ -72,7 +83,9 @@ void GpuRuntime::Impl::stream_chunk(cudaStream_t s, GpuOp op, const int64_t* ids
   }
   const int64_t t2 = now_ns();
   add_ns(stream_wait_ns, t1, t2);
-  if (op == gpu_read && kind == MemKind::device) {
+  if (warp_copy) {
+    GPUIO_CUDA(detail::launch_wait_copy(s, nullptr, r.data, mem, bytes));
+  } else if (op == gpu_read && kind == MemKind::device) {
     GPUIO_CUDA(cudaMemcpyAsync(mem, r.data, bytes, cudaMemcpyHostToDevice, s));
   }
   add_ns(stream_copy_ns, t2, now_ns());

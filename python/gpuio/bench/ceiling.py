@@ -414,13 +414,14 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
     out = {}
     waits = ["wait_value", "kernel"] if stream_wait_selftest() == "works" else ["kernel"]
     one = torch.empty((1, BS), dtype=torch.uint8, device="cuda")
-    for wait in waits:
+    # stream_copy=kernel (opt-in): chunks <= 64 KiB go bounce -> GPU by one warp (fused with the kernel wait)
+    for wait, scopy in [(w, "engine") for w in waits] + [(w, "kernel") for w in waits]:
         e = Engine(path, workers=1, writable=False)
-        g = e.attach_gpu(copy="batch", stream_wait=wait)
+        g = e.attach_gpu(copy="batch", stream_wait=wait, stream_copy=scopy)
         try:
             for where in ("device ids", "host ids"):
-                if where == "device ids" and wait != waits[0]:
-                    continue  # the wait modes are compared on host ids (the shorter path)
+                if where == "device ids" and (wait != waits[0] or scopy != "engine"):
+                    continue  # the wait and copy modes are compared on host ids (the shorter path)
                 mk = (lambda b: torch.tensor([int(b)], device="cuda")) if where == "device ids" else \
                     (lambda b: np.array([b], dtype=np.int64))
                 for b in rng.integers(0, nblocks, 20):  # warm: bounce slots, events, the engine's worker
@@ -442,7 +443,7 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
                     span_ms.append(ev0.elapsed_time(ev1))
                 d, gd = _delta(s0, e._core.stats()), _delta(g0, dict(g._rt.stats()))
                 calls = max(1, gd.get("gpu_stream_requests", 0))
-                name = f"gpu stream-ordered, {where} ({wait})"
+                name = f"gpu stream-ordered, {where} ({wait}{', stream_copy=kernel' if scopy == 'kernel' else ''})"
                 st = _stage_us(d, d["ops"])
                 call_us = gd.get("gpu_stream_call_seconds", 0) / calls * 1e6
                 st.update(host_submit_call=statistics.median(sub_ns) / 1e3, stream_call=call_us,
