@@ -245,8 +245,14 @@ class GpuPath:
         self._raw_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
 
     def _export(self, x: Any) -> Any:
-        """A plain torch tensor as a DLPack capsule for the binding (everything else as given)."""
-        return self._to_dlpack(x) if type(x) is self._tensor else x
+        """A plain torch tensor as a DLPack capsule for the binding (everything else, and a tensor DLPack cannot
+        carry (sparse, conjugate), as given: the binding then names what is wrong with it)."""
+        if type(x) is not self._tensor:
+            return x
+        try:
+            return self._to_dlpack(x)
+        except Exception:  # noqa: BLE001 - the binding's own refusal is the message
+            return x
 
     def submit(self, op: int, ids: Any, data: Any, buf: Any, device: int):
         """Engine's entry for a request that touches CUDA memory (ids or data on GPU `device`, which the engine

@@ -359,3 +359,12 @@ def test_stream_copy_option_is_checked(datafile):
     with gpuio.Engine(path, workers=1) as eng:
         with pytest.raises(ValueError, match="stream_copy='fast' is not one of engine, kernel"):
             eng.attach_gpu(stream_copy="fast")
+
+
+@needs_gpu
+def test_tensors_dlpack_cannot_carry_are_refused_by_name(datafile):
+    path, _ = datafile
+    with _engine(path) as eng:
+        sparse = torch.zeros((1, BS), device="cuda").to_sparse()
+        with pytest.raises((TypeError, ValueError), match="out"):
+            eng.read(np.array([1], dtype=np.int64), sparse)

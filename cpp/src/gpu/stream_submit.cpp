@@ -6,6 +6,9 @@
 //        (GPU ids copied into the slot's host-mapped ids); the poller submits it to the engine;
 //   then on the stream: wait for the cell (kernel or cuStreamWaitValue32) and [read into GPU memory: copy
 //   slot data -> mem]; the slot is released after that (an event on the stream).
+// With stream_copy=kernel a read chunk of <= 64 KiB into GPU memory is copied by one warp from the host-mapped
+// slot instead (fused with the wait in stream_wait=kernel). The call ends by recording its completion event
+// (StreamDone, pooled) on the stream.
 // Every CUDA call here is made by the submitting thread before any wait it enqueues; the engine and the
 // poller make none for these requests, so a context-synchronising call anywhere can always finish.
 #include <cuda.h>
