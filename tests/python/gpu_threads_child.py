@@ -50,6 +50,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--wait", default="auto", choices=["auto", "kernel", "wait_value"])
     p.add_argument("--path", default="store", choices=["store", "stream", "event"])
+    p.add_argument("--stream-copy", default="engine", choices=["engine", "kernel"])
     p.add_argument("--main", default="all", choices=["lazy", "free", "sync", "all", "none"])
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--timeout", type=float, default=60.0, help="faulthandler dump and exit after this")
@@ -60,7 +61,7 @@ def main() -> int:
     ref = np.arange(ROWS * COLS, dtype=np.float32).reshape(ROWS, COLS)
     tf = gpuio.TensorFile.create(path, (ROWS, COLS), "float32", workers=2)
     tf.scatter(np.arange(ROWS), ref)
-    tf.engine.attach_gpu(stream_wait=a.wait)
+    tf.engine.attach_gpu(stream_wait=a.wait, stream_copy=a.stream_copy)
     if a.path == "store":
         fs = gpuio.FeatureStore(tf, gpu_cache_bytes=1 << 20, device="cuda", accumulate=False)
 
