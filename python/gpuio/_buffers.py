@@ -33,8 +33,10 @@ def is_tensor(x: Any) -> bool:
 
 def cuda_device(x: Any) -> int:
     """The CUDA device index x lives on, or -1 for host memory (and for whatever is no array at all)."""
+    if type(x) is np.ndarray:
+        return -1
     if is_tensor(x):
-        return x.device.index if x.is_cuda else -1
+        return x.get_device() if x.is_cuda else -1  # an int, where x.device makes a torch.device object
     dev = getattr(x, "__dlpack_device__", None)
     if dev is None or isinstance(x, np.ndarray):
         return -1

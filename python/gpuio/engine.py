@@ -34,6 +34,7 @@ except ImportError as e:  # pragma: no cover - a source checkout without the com
 # The defaults of every Engine keyword, as C++ sets them (EngineOptions). Read-only by convention.
 DEFAULTS: dict = _core_module.engine_defaults()
 _INT64 = np.dtype(np.int64)
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def check_option(name: str, value: int) -> None:
@@ -197,14 +198,23 @@ class Engine:
         if self._core.closed:
             raise ValueError("engine is closed")
         # The binding checks both (dtype, shape, contiguity, memory, byte count) and names what is wrong
-        # ("out" for a read, "src" for a write). 1-D contiguous int64 NumPy ids with NumPy data skip block_ids()'
-        # generic checks (tens of microseconds per batch on a loaded box): the engine range-checks every id
-        # before any I/O (IndexError naming the first bad one).
-        fast = (type(blocks) is np.ndarray and type(buf) is np.ndarray and blocks.dtype == _INT64
-                and blocks.ndim == 1 and blocks.flags.c_contiguous)
-        ids, data = (blocks if fast else block_ids(blocks)), data_array(buf)
-        dev = cuda_device(data)
-        if dev < 0:
+        # ("out" for a read, "src" for a write). 1-D contiguous int64 NumPy ids, and a one-element list of a
+        # non-negative int, skip block_ids()' generic checks (4-8 us per call: most of a one-block read's Python
+        # time on a loaded box): the engine range-checks every id before any I/O (IndexError naming the first
+        # bad one).
+        tb = type(blocks)
+        if tb is np.ndarray and blocks.dtype == _INT64 and blocks.ndim == 1 and blocks.flags.c_contiguous:
+            ids = blocks
+        elif tb is list and len(blocks) == 1 and type(blocks[0]) is int and 0 <= blocks[0] <= _INT64_MAX:
+            ids = np.array(blocks, dtype=_INT64)
+        else:
+            ids = block_ids(blocks)
+        if type(buf) is np.ndarray:
+            data, dev = buf, -1
+        else:
+            data = data_array(buf)
+            dev = cuda_device(data)
+        if dev < 0 and type(ids) is not np.ndarray:
             dev = cuda_device(ids)
         if dev >= 0:  # CUDA memory on either side: the GPU path, on that GPU (the data's where both are)
             return self.gpu.submit(op, ids, data, buf, dev)
@@ -227,7 +237,7 @@ class Engine:
 
     def attach_gpu(self, **options: Any) -> "GpuPath":
         """Create this engine's GPU path with non-default GPU options (gpuio.gpu.DEFAULTS: queues, copy,
-        stream_wait, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and return it.
+        stream_wait, stream_copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and return it.
         ValueError if the engine already has one (pass options before the first GPU request)."""
         if self._gpu is not None:
             raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")

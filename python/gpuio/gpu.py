@@ -40,6 +40,7 @@ DEFAULTS: dict = dict(
                           # reports itself first); then OSError(ETIMEDOUT) naming the request
 )
 STREAM_WAITS = ("auto", "kernel", "wait_value")
+_WAIT_SLICE_S = 0.1  # StreamHandle.wait returns to Python (signals, Ctrl-C) at least this often
 _PY_ONLY = ("wait_timeout_s",)  # options the Python layer keeps to itself
 
 _selftest: str | None = None
@@ -136,17 +137,19 @@ def empty(shape: Any, dtype: Any = None, device: Any = "cuda"):
 
 
 class StreamHandle:
-    """A stream-ordered request: an event recorded on the stream after the request's wait. done() polls,
-    wait() blocks (bounded) and raises the request's error (OSError/IndexError naming the block)."""
+    """A stream-ordered request: a completion event recorded on the stream after the request (in C++, from a
+    pool: _core.StreamDone). done() polls, wait() blocks (bounded) and raises the request's error
+    (OSError/IndexError naming the block); .event is a torch.cuda.Event other streams can wait on."""
 
-    __slots__ = ("_gpu", "_event", "_before", "_result", "_keep", "_what")
+    # No per-call tuple or torch objects: on a one-block read every microsecond here is latency.
+    __slots__ = ("_gpu", "_done", "_result", "_keep", "_op", "_call", "_stream", "_device", "_event")
 
-    def __init__(self, gpu: "GpuPath", event, before: int, result, keep, what: tuple[int, int, int, int]):
-        self._gpu, self._event, self._before, self._result, self._keep = gpu, event, before, result, keep
-        self._what = what
+    def __init__(self, gpu: "GpuPath", done, result, keep, op: int, call: int, stream: int, device: int):
+        self._gpu, self._done, self._result, self._keep = gpu, done, result, keep
+        self._op, self._call, self._stream, self._device, self._event = op, call, stream, device, None
 
     def _check(self) -> None:
-        if self._gpu._rt.failures() != self._before:
+        if self._gpu._rt.failures() != self._done.before:
             msg = self._gpu._rt.last_error()
             if "out of range" in msg:
                 raise IndexError(msg)
@@ -154,7 +157,7 @@ class StreamHandle:
 
     def done(self) -> bool:
         """True once the stream has passed the request (raises the request's error then)."""
-        if not self._event.query():
+        if not self._done.query():
             return False
         self._check()
         return True
@@ -162,36 +165,41 @@ class StreamHandle:
     def wait(self, timeout: float | None = None):
         """Block the host until the stream passed this request, at most timeout seconds (None: the GPU
         option wait_timeout_s), then raise OSError(ETIMEDOUT) naming the request. Returns the destination.
-        The event is polled rather than synchronized on, so no wait can hang the caller."""
+        The event is polled (in C++, GIL released: 2 ms of polls, then naps growing to 1 ms) rather than
+        synchronized on, so no wait can hang the caller."""
         limit = self._gpu.options["wait_timeout_s"] if timeout is None else float(timeout)
         if limit <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
-        t0 = time.monotonic()
-        spin_until, deadline, nap = t0 + 0.002, t0 + limit, 20e-6
-        while not self._event.query():
-            now = time.monotonic()
-            if now >= deadline:
-                s = self._gpu._rt.stats()
-                op, n, call, stream = self._what
-                what = (f"stream-ordered {'read' if op == 0 else 'write'} of {n} blocks (call {call} of this engine, "
-                        f"stream {stream:#x})")
-                raise OSError(errno.ETIMEDOUT,
-                              f"{what} not complete after {limit:g} s (the stream is stuck at or before it; "
-                              f"GPU requests taken so far {s['gpu_requests']}, failures {s['gpu_failures']}, "
-                              f"last error {s['gpu_last_error']!r})")
-            # First 2 ms: poll, dropping the GIL between polls (sleep(0)) so threads launching GPU work are
-            # not held up; then naps growing to 1 ms.
-            if now < spin_until:
-                time.sleep(0)
-            else:
-                time.sleep(nap)
-                nap = min(nap * 2, 1e-3)
+        if not self._wait(limit):
+            s = self._gpu._rt.stats()
+            what = (f"stream-ordered {'read' if self._op == 0 else 'write'} of {len(self._keep)} blocks (call "
+                    f"{self._call} of this engine, stream {self._stream:#x})")
+            raise OSError(errno.ETIMEDOUT,
+                          f"{what} not complete after {limit:g} s (the stream is stuck at or before it; "
+                          f"GPU requests taken so far {s['gpu_requests']}, failures {s['gpu_failures']}, "
+                          f"last error {s['gpu_last_error']!r})")
         self._check()
         return self._result
 
+    def _wait(self, limit: float) -> bool:
+        # Slices of at most _WAIT_SLICE_S: the GIL-free C++ wait returns to Python between them, so Ctrl-C (and
+        # any signal handler) still gets through a long wait; a one-block read ends within the first slice.
+        done = self._done
+        if done.wait(min(limit, _WAIT_SLICE_S)):
+            return True
+        end = time.monotonic() + limit - _WAIT_SLICE_S
+        while (left := end - time.monotonic()) > 0:
+            if done.wait(min(left, _WAIT_SLICE_S)):
+                return True
+        return False
+
     @property
     def event(self):
-        """The torch.cuda.Event recorded after the request; other streams can wait on it."""
+        """A torch.cuda.Event that completes once the stream has passed the request; other streams can wait on
+        it. Made on first use (most callers only wait()): recorded on a side stream of this GPU path that waits
+        for the request's own event."""
+        if self._event is None:
+            self._event = self._gpu._torch_event_after(self._done, self._device)
         return self._event
 
 
@@ -245,37 +253,73 @@ class GpuPath:
         if opts["stream_wait"] == "auto":
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
         self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
+        self._side_streams: dict = {}  # device -> torch.cuda.Stream for StreamHandle.event
+        self._tensor = torch.Tensor
+        from torch.utils.dlpack import to_dlpack
+
+        self._to_dlpack = to_dlpack
+        # torch's current stream of a device as a cudaStream_t int, without making a torch.cuda.Stream object
+        # (the private binding torch.compile's generated code uses; the public call where a build lacks it)
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._raw_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
+
+    def _export(self, x: Any) -> Any:
+        """A plain torch tensor as a DLPack capsule for the binding (everything else, and a tensor DLPack cannot
+        carry (sparse, conjugate), as given: the binding then names what is wrong with it)."""
+        if type(x) is not self._tensor:
+            return x
+        try:
+            return self._to_dlpack(x)
+        except Exception:  # noqa: BLE001 - the binding's own refusal is the message
+            return x
 
     def submit(self, op: int, ids: Any, data: Any, buf: Any, device: int):
         """Engine's entry for a request that touches CUDA memory (ids or data on GPU `device`, which the engine
         found): queue it on torch's current stream of that GPU and return its StreamHandle. The binding checks
         ids and data (dtype, contiguity, byte count, one GPU); the handle keeps them alive until the stream has
-        passed the request."""
+        passed the request. On a one-block read's critical path: no torch Stream or Event objects are made, and
+        tensors reach the binding as DLPack capsules (torch.utils.dlpack.to_dlpack: C, where Tensor.__dlpack__
+        runs Python checks; 6 us per tensor on a CPU box)."""
+        stream = self._raw_stream(device)
+        try:
+            done = self._rt.stream_submit(stream, op, self._export(ids), self._export(data))
+        except (TypeError, ValueError):
+            # Refused before any work was queued: the arrays themselves give the one-line reason naming the
+            # argument (a capsule cannot say which tensor it came from).
+            done = self._rt.stream_submit(stream, op, ids, data)
+        self._submitted += 1
+        return StreamHandle(self, done, buf, ids, op, self._submitted, stream, device)
+
+    def _torch_event_after(self, done, device: int):
+        """A torch.cuda.Event completing once `done` (a _core.StreamDone) has: recorded on this path's side
+        stream of `device` after it waits for done. Events from the same side stream complete in order: one
+        asked for later may also wait for requests submitted before it was asked for (never a cycle: a wait
+        only ever names work already submitted)."""
         import torch
 
-        stream = torch.cuda.current_stream(device)
-        before = self._rt.stream_submit(stream.cuda_stream, op, ids, data)
+        side = self._side_streams.get(device)
+        if side is None:
+            side = self._side_streams.setdefault(device, torch.cuda.Stream(device=device))
+        done.order(side.cuda_stream)
         event = torch.cuda.Event()
-        event.record(stream)
-        self._submitted += 1
-        # (op, blocks, call number, stream): the timeout message is formatted only when it is raised (the call is
-        # on a one-block read's critical path: every microsecond here is latency)
-        return StreamHandle(self, event, before, buf, (ids, data), (op, len(ids), self._submitted, stream.cuda_stream))
+        event.record(side)
+        return event
 
     def queue(self, i: int) -> tuple[int, int, int]:
         """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""
         return tuple(self._rt.queue_address(i))
 
-    def latency_probe(self, ids, dst: Any, queue: int = 0, parts: bool = False):
+    def latency_probe(self, ids, dst: Any, queue: int = 0, parts: bool = False, landed: bool = False):
         """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (CUDA memory
         of 64 slots of 4 KiB, reused round-robin). parts=True: (round trips, publish times): the publish alone
         (ring slot, request over PCIe, doorbell); the rest of each round trip is the control plane's pickup, the
-        engine and the data's copy."""
+        engine and the data's copy. landed=True: each read lands in host-mapped memory and the probing thread
+        block copies it to dst itself (DeviceQueue::prefetch_landed), instead of the engine's staging->GPU copy."""
         ids, dst = [int(i) for i in ids], _buffers.data_array(dst)
         if parts:
-            ns, pub = self._rt.latency_probe_parts(queue, ids, dst)
+            ns, pub = self._rt.latency_probe_parts(queue, ids, dst, landed)
             return list(ns), list(pub)
-        return list(self._rt.latency_probe(queue, ids, dst))
+        return list(self._rt.latency_probe(queue, ids, dst, landed))
 
     def stats(self, base: dict) -> dict:
         """The GPU path's counters, given the engine's own stats (base) to name the data path."""

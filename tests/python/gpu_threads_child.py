@@ -9,6 +9,7 @@ launches (cuBLAS, new PyTorch kernels) then load modules lazily while the loader
 
 --path store: gpuio.FeatureStore over a TensorFile (host row ids, the loader's path);
 --path stream: Engine.read with block ids already on the GPU (the stream-ordered path, GPU-resident ids).
+--path event: one-block Engine.read_async with host ids, consumed on another stream through handle.event.
 --main lazy|free|sync|all: what the main thread does (first launches of new kernels / torch.cuda.empty_cache,
 whose cudaFree synchronises the device / torch.cuda.synchronize / all three).
 Prints one line "ok reads=N main_iters=M checked=K" and exits 0, or exits 1 naming the wrong value.
@@ -48,7 +49,8 @@ def main_thread_work(kind: str, it: int) -> None:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--wait", default="auto", choices=["auto", "kernel", "wait_value"])
-    p.add_argument("--path", default="store", choices=["store", "stream"])
+    p.add_argument("--path", default="store", choices=["store", "stream", "event"])
+    p.add_argument("--stream-copy", default="engine", choices=["engine", "kernel"])
     p.add_argument("--main", default="all", choices=["lazy", "free", "sync", "all", "none"])
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--timeout", type=float, default=60.0, help="faulthandler dump and exit after this")
@@ -59,7 +61,7 @@ def main() -> int:
     ref = np.arange(ROWS * COLS, dtype=np.float32).reshape(ROWS, COLS)
     tf = gpuio.TensorFile.create(path, (ROWS, COLS), "float32", workers=2)
     tf.scatter(np.arange(ROWS), ref)
-    tf.engine.attach_gpu(stream_wait=a.wait)
+    tf.engine.attach_gpu(stream_wait=a.wait, stream_copy=a.stream_copy)
     if a.path == "store":
         fs = gpuio.FeatureStore(tf, gpu_cache_bytes=1 << 20, device="cuda", accumulate=False)
 
@@ -72,9 +74,21 @@ def main() -> int:
         def read(ids):
             blocks = np.unique(ids // blocks_per_row)
             out = torch.empty((blocks.size, tf.block_size // 4), dtype=torch.float32, device="cuda")
-            tf.engine.read(torch.from_numpy(blocks + base).cuda(), out)
-            torch.cuda.current_stream().synchronize()
-            return out, ref.reshape(-1, tf.block_size // 4)[blocks]
+            if a.path == "stream":
+                tf.engine.read(torch.from_numpy(blocks + base).cuda(), out)
+                torch.cuda.current_stream().synchronize()
+                return out, ref.reshape(-1, tf.block_size // 4)[blocks]
+            # event: one block, host ids (the latency path); another stream consumes it through handle.event
+            # (made on demand from the C++ completion event) while this thread polls wait() GIL-free
+            one = out[:1]
+            h = tf.engine.read_async(blocks[:1] + base, one)
+            side = torch.cuda.Stream()
+            side.wait_event(h.event)
+            with torch.cuda.stream(side):
+                got = one.clone()
+            assert h.wait() is one and h.done()
+            side.synchronize()
+            return got, ref.reshape(-1, tf.block_size // 4)[blocks[:1]]
 
     errors, counts, started, stop = [], dict(reads=0, main=0), threading.Event(), threading.Event()
 

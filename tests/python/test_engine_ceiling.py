@@ -54,6 +54,11 @@ def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
     assert all(v["p50_us"] > 0 and v["p99_us"] >= v["p50_us"] for v in lat.values())
     if not res["cuda"]:
         assert res["skipped"]["gpu"] and "SKIP destination gpu" in out
+    # the stream call's Python, piece by piece (old way vs new): CPU pieces everywhere, GPU ones with CUDA
+    parts = {r["name"].split(":")[0]: r for r in res["latency_parts"]}
+    want = {"ids", "export", "import", "device", "handle"} | ({"stream", "event", "poll"} if res["cuda"] else set())
+    assert want <= set(parts) and all(r["old_us"] > 0 and r["new_us"] > 0 for r in parts.values())
+    assert "latency part total saved" in out
 
 
 def test_sim_null_device_moves_no_data_and_completes():

@@ -205,6 +205,16 @@ def test_gpu_initiated_latency_probe(datafile):
         ns = eng.gpu.latency_probe(ids, dst)
         assert len(ns) == 64 and all(t > 0 for t in ns)
         assert np.array_equal(dst.cpu().numpy(), data[200:264])
+        # landed (issue 14): the reads land in host-mapped memory and the requesting block copies them itself;
+        # 130 reads wrap the 64 slots twice, so a stale landing slot would show in the last 64
+        copies = eng.stats()["gpu_copies"]
+        ids = list(range(300, 430))
+        ns, pub = eng.gpu.latency_probe(ids, dst, parts=True, landed=True)
+        assert len(ns) == 130 and all(t > 0 for t in ns) and all(0 < p < t for p, t in zip(pub, ns))
+        got = dst.cpu().numpy()
+        for i in range(66, 130):
+            assert np.array_equal(got[i % 64], data[ids[i]]), f"read {i} (block {ids[i]})"
+        assert eng.stats()["gpu_copies"] == copies  # no staging->GPU copy by the engine
 
 
 @needs_gpu
@@ -303,3 +313,107 @@ def test_host_buffer_rows_gathered_in_place_by_the_gpu():
         stop.set()
         t.join()
     assert torch.equal(hb.read(torch.tensor([0, 2999]), "cpu"), hb.data[[0, 2999]])
+
+
+@needs_gpu
+def test_one_block_handle_event_orders_other_streams(datafile):
+    """The latency path (one block, host ids): the handle's completion event is recorded in C++; .event (a
+    torch.cuda.Event made on first use) is not complete while the stream is held before the request, and
+    another stream that waits on it sees the data."""
+    path, data = datafile
+    with _engine(path) as eng:
+        out = gpuio.empty((1, BS), device="cuda")
+        eng.read([7], out)  # attach + warm up; a one-element list takes the ids fast path
+        assert np.array_equal(out.cpu().numpy(), data[[7]])
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(int(5e8))  # the stream reaches the request only after this kernel
+            h = eng.read_async(np.array([42], dtype=np.int64), out)
+        ev = h.event
+        assert isinstance(ev, torch.cuda.Event) and h.event is ev
+        assert not ev.query() and not h.done()
+        other = torch.cuda.Stream()
+        other.wait_event(ev)
+        with torch.cuda.stream(other):
+            got = out.clone()
+        assert h.wait(timeout=30) is out and h.done() and ev.query()
+        other.synchronize()
+        assert np.array_equal(got.cpu().numpy(), data[[42]])
+
+
+@needs_gpu
+def test_many_handles_alive_and_handles_outliving_the_engine(datafile):
+    """More handles alive than the completion-event pool holds (it grows), all correct; a handle dropped after
+    its engine closed returns its event safely."""
+    path, data = datafile
+    eng = _engine(path)
+    ids = np.random.default_rng(3).integers(0, 2048, 150)
+    outs = [gpuio.empty((1, BS), device="cuda") for _ in ids]
+    hs = [eng.read_async(np.array([b], dtype=np.int64), o) for b, o in zip(ids, outs)]
+    for h in hs:
+        h.wait()
+    for b, o in zip(ids, outs):
+        assert np.array_equal(o.cpu().numpy(), data[[b]])
+    last = hs[-1]
+    del hs
+    eng.close()
+    assert last.done()
+    del last
+
+
+@needs_gpu
+def test_refused_tensors_are_named_like_before(datafile):
+    """Tensors reach the binding as DLPack capsules; a refused one still gets the one-line reason naming it."""
+    path, _ = datafile
+    with _engine(path) as eng:
+        wide = gpuio.empty((2, 2 * BS), device="cuda")
+        with pytest.raises(ValueError, match="out must be contiguous"):
+            eng.read(torch.tensor([1, 2], device="cuda"), wide[:, :BS])
+        with pytest.raises(ValueError, match="expected 4096"):
+            eng.read(np.array([1], dtype=np.int64), wide)
+        with pytest.raises(IndexError, match="999999"):
+            eng.read(np.array([999999], dtype=np.int64), gpuio.empty((1, BS), device="cuda"))
+
+
+@needs_gpu
+@pytest.mark.parametrize("wait", ["kernel", "wait_value"])
+def test_stream_copy_kernel_lands_every_byte(datafile, wait):
+    """stream_copy=kernel (issue 14's latency option): chunks up to 64 KiB reach GPU memory by one warp reading
+    the host-mapped bounce slot (fused with the wait kernel in stream_wait=kernel), larger ones by copy engine;
+    host and GPU ids, an odd destination offset (the byte-wise copy), every byte written."""
+    path, data = datafile
+    if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
+        pytest.skip(f"cuStreamWaitValue32 self-test: {gpuio.gpu.stream_wait_selftest()}")
+    rng = np.random.default_rng(21)
+    with _engine(path, stream_wait=wait, stream_copy="kernel") as eng:
+        for n in (1, 1, 7, 16, 17, 300):
+            for cuda_ids in (False, True):
+                ids = rng.integers(0, len(data), size=n, dtype=np.int64)
+                out = gpuio.empty((n, BS), device="cuda")
+                out.fill_(0xEE)
+                h = eng.read_async(torch.from_numpy(ids).cuda() if cuda_ids else ids, out)
+                assert h.wait() is out
+                assert np.array_equal(out.cpu().numpy(), data[ids]), f"n={n} cuda_ids={cuda_ids}"
+        raw = gpuio.empty(BS + 1, device="cuda")
+        raw.fill_(0xEE)
+        eng.read([33], raw[1:])  # 1 byte off 16-byte alignment
+        torch.cuda.synchronize()
+        assert np.array_equal(raw[1:].cpu().numpy(), data[33]) and int(raw[0]) == 0xEE
+        assert eng.stats()["stream_copy"] == "kernel"
+
+
+@needs_gpu
+def test_stream_copy_option_is_checked(datafile):
+    path, _ = datafile
+    with gpuio.Engine(path, workers=1) as eng:
+        with pytest.raises(ValueError, match="stream_copy='fast' is not one of engine, kernel"):
+            eng.attach_gpu(stream_copy="fast")
+
+
+@needs_gpu
+def test_tensors_dlpack_cannot_carry_are_refused_by_name(datafile):
+    path, _ = datafile
+    with _engine(path) as eng:
+        sparse = torch.zeros((1, BS), device="cuda").to_sparse()
+        with pytest.raises((TypeError, ValueError), match="out"):
+            eng.read(np.array([1], dtype=np.int64), sparse)

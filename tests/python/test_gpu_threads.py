@@ -65,7 +65,7 @@ def run_child(*args: str, env=None, timeout: float = TIMEOUT_S):
         return None, f"{out}\n--- native stacks ---\n{stacks}"
 
 
-@pytest.mark.parametrize("path", ["store", "stream"])
+@pytest.mark.parametrize("path", ["store", "stream", "event"])
 @pytest.mark.parametrize("wait", ["kernel", "wait_value"])
 def test_background_reads_beside_main_thread_cuda_work(wait, path):
     if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
@@ -76,3 +76,16 @@ def test_background_reads_beside_main_thread_cuda_work(wait, path):
     assert rc == 0 and "ok reads=" in out, out[-4000:]
     reads = int(out.split("ok reads=")[1].split()[0])
     assert reads > 0, out
+
+
+@pytest.mark.parametrize("wait", ["kernel", "wait_value"])
+def test_one_block_reads_by_warp_copy_beside_main_thread_cuda_work(wait):
+    """stream_copy=kernel: the fused wait+copy kernel spins like the wait kernel; the main thread's lazy loads,
+    cudaFree and synchronise must not deadlock with it (issue 10's rule, issue 14's option)."""
+    if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
+        pytest.skip(f"cuStreamWaitValue32 self-test: {gpuio.gpu.stream_wait_selftest()}")
+    rc, out = run_child("--wait", wait, "--path", "event", "--stream-copy", "kernel", "--main", "all", "--seconds", "4")
+    print(out)
+    assert rc is not None, f"hang: the child did not finish in {TIMEOUT_S:g} s (wait={wait})\n{out[-6000:]}"
+    assert rc == 0 and "ok reads=" in out, out[-4000:]
+    assert int(out.split("ok reads=")[1].split()[0]) > 0, out

@@ -93,6 +93,25 @@ class DeviceQueue {
   }
   __device__ int write_back_synchronize() { return synchronize(); }
 
+  // Latency variant for small reads (issue 14; opt-in): the engine reads the blocks into `landing`, pinned
+  // host-mapped memory of `bytes` (= n * block_size) that this thread block owns (cudaHostAlloc with
+  // cudaHostAllocMapped: the same address on host and device under UVA), so the engine queues no
+  // staging->GPU copy; prefetch_synchronize then waits and the block's own threads copy landing -> dst over
+  // PCIe (a 4 KiB block is 256 16-byte loads: no copy-engine launch, event or worker poll on the round trip).
+  // One landed request at a time per DeviceQueue; the landing area is free again once prefetch_synchronize
+  // returned (this block reuses it in program order, so no release flag is needed).
+  __device__ void prefetch_landed(const int64_t* blocks, uint32_t n, void* dst, void* landing, uint32_t bytes) {
+    __syncthreads();
+    if (leader()) {
+      if (pending_ == 0) failures_before_ = detail::load_acquire_sys(&q_.shared->failures);
+      last_ = detail::publish(q_, gpu_read, blocks, n, landing, /*host*/ 0, nullptr);
+      ++pending_;
+    }
+    land_dst_ = dst;  // every thread: they all copy in synchronize()
+    land_src_ = landing;
+    land_bytes_ = bytes;
+  }
+
   // Single-thread variants, for code that already elected a leader (no __syncthreads inside).
   __device__ void submit_one_thread(uint32_t op, const int64_t* blocks, uint32_t n, void* mem) {
     if (pending_ == 0) failures_before_ = detail::load_acquire_sys(&q_.shared->failures);
@@ -117,10 +136,34 @@ class DeviceQueue {
     __shared__ int err;
     if (leader()) err = synchronize_one_thread();
     __syncthreads();  // leader's acquire + barrier: every thread sees the data
+    if (land_bytes_ != 0) {
+      if (err == 0) copy_landed();
+      land_bytes_ = 0;
+      __syncthreads();  // dst complete for every thread; the landing area may be reused
+    }
     return err;
   }
 
+  // landing (host-mapped) -> dst by every thread of the block; 16-byte accesses when both are aligned.
+  __device__ void copy_landed() {
+    const uint32_t t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const uint32_t step = blockDim.x * blockDim.y * blockDim.z;
+    if (((reinterpret_cast<uintptr_t>(land_src_) | reinterpret_cast<uintptr_t>(land_dst_) | land_bytes_) & 15) == 0) {
+      const uint4* s = static_cast<const uint4*>(land_src_);
+      uint4* d = static_cast<uint4*>(land_dst_);
+      // __ldcv: fetched again, never from a cache line of this area's previous use (the CPU rewrote it)
+      for (uint32_t i = t; i < land_bytes_ / 16; i += step) d[i] = __ldcv(s + i);
+    } else {
+      const volatile uint8_t* s = static_cast<const volatile uint8_t*>(land_src_);
+      uint8_t* d = static_cast<uint8_t*>(land_dst_);
+      for (uint32_t i = t; i < land_bytes_; i += step) d[i] = s[i];
+    }
+  }
+
   QueueRef q_;
+  void* land_dst_ = nullptr;
+  const void* land_src_ = nullptr;
+  uint32_t land_bytes_ = 0;
   uint32_t last_ = 0;
   uint32_t pending_ = 0;
   uint32_t failures_before_ = 0;

@@ -41,6 +41,7 @@ constexpr uint32_t bounce_slots = 16;                // stream path: the bounce 
 constexpr uint32_t stream_group_chunks = bounce_slots / 2;  // chunks of one request started before the stream
                                                      // waits for the first (the rest of the slots serve others)
 constexpr uint64_t bounce_bytes_min = 1u << 20;
+constexpr uint32_t stream_kernel_copy_max = 64u << 10;  // stream_copy=kernel: larger chunks use the copy engine
 static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
 }  // namespace gpu_limits
 
@@ -89,12 +90,18 @@ struct GpuOptions {
   uint64_t bounce_bytes = 64ull << 20;  // stream path: pinned bounce pool (reads land here, then one copy
                                         // per chunk on the caller's stream); >= bounce_bytes_min
   uint32_t bounce_wait_ms = 60000;   // a submit waits at most this long for bounce space, then ETIMEDOUT
+  // stream path, bounce -> GPU memory for reads: engine (cudaMemcpyAsync on the caller's stream: copy engine,
+  // 0 SMs) | kernel (opt-in, issue 14's latency path: chunks of at most gpu_limits::stream_kernel_copy_max
+  // bytes are copied by one warp reading the host-mapped bounce slot; in stream_wait=kernel that warp is the
+  // wait kernel itself, so a one-block read enqueues one kernel instead of a wait kernel and a copy)
+  std::string stream_copy = "engine";
 };
 
 struct GpuStats {
   std::string copy_mode;        // staging->GPU copy method that runs
   std::string copy_choice;      // how it was chosen, with the measured times
   std::string stream_wait;      // kernel | wait_value
+  std::string stream_copy;      // engine | kernel (GpuOptions::stream_copy)
   std::string device_name;
   uint64_t gpu_requests = 0;    // requests taken from GPU rings (device API + stream path)
   uint64_t gpu_failures = 0;
@@ -114,6 +121,32 @@ struct GpuStats {
   double stream_copy_seconds = 0, stream_release_seconds = 0;
   double poller_cpu_seconds = 0;
   std::string last_error;       // message of the last failed GPU request
+};
+
+// Completion of one stream-ordered call: a CUDA event taken from its runtime's pool and recorded on the caller's
+// stream after the call's last operation (so it completes once the stream has passed the call), back in the pool
+// when this object is destroyed; the pool outlives the runtime while any StreamDone lives. It replaces a per-call
+// torch.cuda.Event (created, recorded and destroyed per call from Python: microseconds on a one-block read).
+class StreamDone {
+ public:
+  struct Pool;  // runtime_impl.hpp
+  StreamDone(std::shared_ptr<Pool> pool, void* event, uint32_t before);
+  ~StreamDone();
+  StreamDone(const StreamDone&) = delete;
+  StreamDone& operator=(const StreamDone&) = delete;
+
+  uint32_t before() const { return before_; }  // the runtime's failures() before the call
+  bool query() const;  // the stream has passed the call; std::runtime_error on a CUDA error
+  // Polls until the stream has passed the call (2 ms of polls yielding the CPU between them, then naps growing
+  // to 1 ms), at most timeout_s; false on timeout. Never blocks in the driver, so no wait can hang the caller.
+  bool wait(double timeout_s) const;
+  // `stream` (a cudaStream_t of any device) waits for the call: work enqueued there afterwards runs after it.
+  void order(void* stream) const;
+
+ private:
+  std::shared_ptr<Pool> pool_;
+  void* event_;  // cudaEvent_t
+  uint32_t before_;
 };
 
 class GpuRuntime {
@@ -136,8 +169,9 @@ class GpuRuntime {
   // start at once (outside CUDA-graph capture). Cut into bounce-sized chunks; may wait (bounded, GIL-free
   // in the bindings) for bounce space. Returns the number of failures seen before the call, to compare
   // with failures() after the stream passed it.
+  // done (optional): receives the call's completion event, recorded on `stream` after the call.
   uint32_t stream_submit(void* stream, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n, void* mem,
-                         MemKind kind);
+                         MemKind kind, std::unique_ptr<StreamDone>* done = nullptr);
   uint32_t failures() const;
   std::string last_error() const;
 
@@ -197,8 +231,10 @@ double pread_memcpy_baseline(const std::string& path, const int64_t* ids, size_t
 // Latency probe: a kernel issues `iters` one-block reads through queue q (prefetch + prefetch_synchronize),
 // each of ids[i], into dst; fills ns[i] with each round trip as the GPU's global timer saw it.
 // publish_ns (optional): each read's publish alone (GPU clock), the rest of ns[i] is the control plane + data.
+// landed: each read lands in host-mapped memory and the probing block copies it to dst itself
+// (DeviceQueue::prefetch_landed: no staging->GPU copy by the engine).
 void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
-                   std::vector<int64_t>* publish_ns = nullptr);
+                   std::vector<int64_t>* publish_ns = nullptr, bool landed = false);
 }  // namespace gpu
 
 }  // namespace gpuio

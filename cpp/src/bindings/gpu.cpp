@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -36,7 +37,10 @@ struct Runtime : GpuRuntime {
 // One-block GPU-initiated reads of ids into dst (CUDA memory of 64 slots of 4 KiB, reused round-robin): each
 // read's round trip in ns (GPU clock) and, with publish, the publish step's.
 static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<int64_t>& ids, nb::handle dst,
-                                  std::vector<int64_t>* publish) {
+                                  std::vector<int64_t>* publish, bool landed) {
+  if (r.block_size != 4096)
+    throw std::invalid_argument("the latency probe reads 4096-byte blocks; this engine's block_size is " +
+                                std::to_string(r.block_size));
   bindings::Data d = bindings::data_arg(dst, "dst", true, bindings::Mem::cuda);
   size_t want = std::min<size_t>(ids.size(), 64) * 4096;
   if (d.nbytes < want)
@@ -45,7 +49,7 @@ static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<
   std::vector<int64_t> ns;
   QueueRef q = r.queue(queue);
   nb::gil_scoped_release unlocked;
-  gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, publish);
+  gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, publish, landed);
   return ns;
 }
 
@@ -59,6 +63,7 @@ GpuOptions gpu_options(nb::dict given) {
   o.poll_spin_us = take<uint32_t>(d, "poll_spin_us", o.poll_spin_us);
   o.bounce_bytes = take<uint64_t>(d, "bounce_bytes", o.bounce_bytes);
   o.bounce_wait_ms = take<uint32_t>(d, "bounce_wait_ms", o.bounce_wait_ms);
+  o.stream_copy = take<std::string>(d, "stream_copy", o.stream_copy);
   reject_unknown(d, "GPU");
   return o;
 }
@@ -68,6 +73,7 @@ nb::dict stats_dict(const GpuStats& s) {
   d["copy_mode"] = s.copy_mode;
   d["copy_choice"] = s.copy_choice;
   d["stream_wait"] = s.stream_wait;
+  d["stream_copy"] = s.stream_copy;
   d["gpu_device"] = s.device_name;
   d["gpu_requests"] = s.gpu_requests;
   d["gpu_failures"] = s.gpu_failures;
@@ -105,6 +111,7 @@ GPUIO_BIND(gpu, 20) {
           d["poll_spin_us"] = o.poll_spin_us;
           d["bounce_bytes"] = o.bounce_bytes;
           d["bounce_wait_ms"] = o.bounce_wait_ms;
+          d["stream_copy"] = o.stream_copy;
           return d;
         },
         "Default of every GPU option (from GpuOptions), for gpuio.gpu.DEFAULTS.");
@@ -145,6 +152,17 @@ GPUIO_BIND(gpu, 20) {
         "Seconds `threads` host threads take to pread each block of ids (int64, host) from path and "
         "cudaMemcpy it into dst (CUDA memory of len(ids) * block_bytes bytes): the naive baseline.");
 
+  // A stream-ordered call's completion (gpuio.gpu.StreamHandle holds it): a pooled CUDA event recorded on the
+  // caller's stream after the call. wait releases the GIL; order takes a cudaStream_t as an int (torch's
+  // Stream.cuda_stream), like stream_submit.
+  nb::class_<StreamDone>(m, "StreamDone")
+      .def_prop_ro("before", &StreamDone::before, "the runtime's failures() before the call")
+      .def("query", &StreamDone::query, "True once the stream has passed the call")
+      .def("wait", &StreamDone::wait, nb::arg("timeout_s"), nb::call_guard<nb::gil_scoped_release>(),
+           "Poll until the stream has passed the call, at most timeout_s seconds; False on timeout")
+      .def("order", [](const StreamDone& d, uintptr_t stream) { d.order(reinterpret_cast<void*>(stream)); },
+           nb::arg("stream"), "Make `stream` (a cudaStream_t) wait for the call");
+
   nb::class_<Runtime>(m, "GpuRuntime")
       .def("__init__",
            [](Runtime* self, bindings::EngineHolder& engine, nb::dict options) {
@@ -156,9 +174,10 @@ GPUIO_BIND(gpu, 20) {
       // stream stays an address: it is a cudaStream_t that torch hands out as an int (torch.cuda.Stream.cuda_stream),
       // there is no array behind it. ids: int64 ids in host memory (handed to the engine now) or CUDA memory
       // (read when the stream reaches the request); data: host or CUDA memory of len(ids) * block_size bytes,
-      // on the ids' GPU when both are CUDA memory. The caller (gpuio.gpu.StreamHandle) keeps both alive until
-      // the stream has passed the request. GIL released while a submit waits for bounce space, which frees as
-      // the streams move on.
+      // on the ids' GPU when both are CUDA memory (a DLPack capsule of either is taken as the array it holds:
+      // gpuio.gpu passes torch.utils.dlpack.to_dlpack(t), microseconds cheaper than Tensor.__dlpack__). The
+      // caller (gpuio.gpu.StreamHandle) keeps both alive until the stream has passed the request. GIL released
+      // while a submit waits for bounce space, which frees as the streams move on. Returns the call's StreamDone.
       .def("stream_submit",
            [](Runtime& r, uintptr_t stream, int op, nb::handle ids, nb::handle data) {
              bool read = op == 0;
@@ -172,9 +191,14 @@ GPUIO_BIND(gpu, 20) {
              if (i.cuda() && d.cuda() && i.array.device_id() != d.device_id)
                throw std::invalid_argument("blocks are on cuda:" + std::to_string(i.array.device_id()) +
                                            " but " + name + " is on cuda:" + std::to_string(d.device_id));
-             nb::gil_scoped_release unlocked;
-             return r.stream_submit(reinterpret_cast<void*>(stream), read ? gpu_read : gpu_write, i.data(), i.cuda(),
-                                    static_cast<uint32_t>(i.size()), d.ptr, d.cuda() ? MemKind::device : MemKind::host);
+             std::unique_ptr<StreamDone> done;
+             {
+               nb::gil_scoped_release unlocked;
+               r.stream_submit(reinterpret_cast<void*>(stream), read ? gpu_read : gpu_write, i.data(), i.cuda(),
+                               static_cast<uint32_t>(i.size()), d.ptr, d.cuda() ? MemKind::device : MemKind::host,
+                               &done);
+             }
+             return done;
            },
            nb::arg("stream"), nb::arg("op"), nb::arg("blocks"), nb::arg("data"))
       .def("failures", [](const Runtime& r) { return r.failures(); })
@@ -189,18 +213,19 @@ GPUIO_BIND(gpu, 20) {
                                            q.index};
            })
       // ids: a list (copied to the GPU by the probe); dst: CUDA memory of 64 slots of 4 KiB the reads land in.
+      // landed: the reads land in host-mapped memory and the probing block copies them (prefetch_landed).
       .def("latency_probe_parts",  // (round trip ns, publish ns) per read
-           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
+           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst, bool landed) {
              std::vector<int64_t> pub;
-             std::vector<int64_t> ns = probe(r, queue, ids, dst, &pub);
+             std::vector<int64_t> ns = probe(r, queue, ids, dst, &pub, landed);
              return std::make_pair(ns, pub);
            },
-           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
+           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"), nb::arg("landed") = false)
       .def("latency_probe",
-           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst) {
-             return probe(r, queue, ids, dst, nullptr);
+           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst, bool landed) {
+             return probe(r, queue, ids, dst, nullptr, landed);
            },
-           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"))
+           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"), nb::arg("landed") = false)
       .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); })
       .def("close", [](Runtime& r) { r.close(); }, nb::call_guard<nb::gil_scoped_release>());
 #else

@@ -24,12 +24,19 @@ __device__ __forceinline__ uint64_t global_ns() {
 
 // ns[i]: the whole round trip of read i; ns[iters + i]: its publish alone (slot wait, request fields and ids over
 // PCIe into the host-mapped ring, the system fence, the doorbell), so the rest is the control plane's and the data's.
+// landing (optional): host-mapped memory of 64 slots; the reads land there and the block copies them to dst
+// (DeviceQueue::prefetch_landed) instead of the engine's staging->GPU copy.
 __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, uint8_t* dst, uint32_t block_bytes,
-                               int64_t* ns, int* err) {
+                               uint8_t* landing, int64_t* ns, int* err) {
   DeviceQueue dq(q);
   for (uint32_t i = 0; i < iters; ++i) {
     uint64_t t0 = global_ns();
-    dq.prefetch(ids + i, 1, dst + static_cast<size_t>(i % 64) * block_bytes);
+    const size_t slot = static_cast<size_t>(i % 64) * block_bytes;
+    if (landing) {
+      dq.prefetch_landed(ids + i, 1, dst + slot, landing + slot, block_bytes);
+    } else {
+      dq.prefetch(ids + i, 1, dst + slot);
+    }
     uint64_t tp = global_ns();
     int e = dq.prefetch_synchronize();
     uint64_t t1 = global_ns();
@@ -44,7 +51,9 @@ __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, u
 }  // namespace
 
 void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
-                   std::vector<int64_t>* publish_ns) {
+                   std::vector<int64_t>* publish_ns, bool landed) {
+  uint8_t* landing = nullptr;  // host-mapped: under UVA the same address on both sides
+  if (landed) GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&landing), 64 * 4096, cudaHostAllocMapped));
   int64_t* ids = nullptr;
   int64_t* out = nullptr;
   int* err = nullptr;
@@ -56,7 +65,7 @@ void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* ds
   cudaStream_t s;
   GPUIO_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   // block_bytes is not known here: 4 KiB slots of dst, 64 of them, reused round-robin.
-  latency_kernel<<<1, 32, 0, s>>>(q, ids, iters, static_cast<uint8_t*>(dst_device), 4096, out, err);
+  latency_kernel<<<1, 32, 0, s>>>(q, ids, iters, static_cast<uint8_t*>(dst_device), 4096, landing, out, err);
   GPUIO_CUDA(cudaGetLastError());
   GPUIO_CUDA(cudaStreamSynchronize(s));
   ns.resize(2 * size_t{iters});
@@ -69,6 +78,7 @@ void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* ds
   cudaFree(ids);
   cudaFree(out);
   cudaFree(err);
+  if (landing) cudaFreeHost(landing);
   if (e) throw IoError(e, "latency probe: a GPU-initiated read failed: " + detail::errno_name(e));
 }
 

@@ -29,6 +29,8 @@ void GpuRuntime::Impl::start() {
     if (!wait_value_fn) throw std::runtime_error("stream_wait='wait_value' but the driver has no cuStreamWaitValue32");
   }
   if (opts.copy != "auto") detail::parse_copy_mode(opts.copy);  // names a bad value before any CUDA work
+  GPUIO_EXPECT(opts.stream_copy == "engine" || opts.stream_copy == "kernel",
+               "stream_copy='" + opts.stream_copy + "' is not one of engine, kernel");
   GPUIO_EXPECT(opts.bounce_bytes >= gpu_limits::bounce_bytes_min,
                "bounce_bytes=" + std::to_string(opts.bounce_bytes) + " must be >= " +
                    std::to_string(gpu_limits::bounce_bytes_min));
@@ -92,6 +94,8 @@ void GpuRuntime::Impl::start() {
                            cudaHostAllocDefault));
   GPUIO_CUDA(cudaStreamCreateWithFlags(&control_stream, cudaStreamNonBlocking));
   bounce.init(opts.bounce_bytes, engine.options().block_size);
+  done_pool = std::make_shared<StreamDone::Pool>(device);
+  done_pool->fill(64);  // more are made on demand (handles kept alive by the caller)
   GPUIO_CUDA(cudaDeviceSynchronize());
   qstate.resize(nq);
   engine.set_device_mover(mover.get());
@@ -175,6 +179,7 @@ GpuStats GpuRuntime::stats() const {
   s.copy_mode = m.mover ? detail::copy_mode_name(m.mover->mode()) : "closed";
   s.copy_choice = m.copy_choice;
   s.stream_wait = m.opts.stream_wait;
+  s.stream_copy = m.opts.stream_copy;
   s.device_name = m.device_name;
   s.gpu_requests = m.requests.load();
   s.gpu_failures = m.failures.load();

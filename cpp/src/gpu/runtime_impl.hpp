@@ -15,6 +15,22 @@
 
 namespace gpuio {
 
+// StreamDone's event pool: events (timing off) of one device, reused; shared by the runtime and every live
+// StreamDone, so a handle outliving its runtime still returns its event safely.
+struct StreamDone::Pool {
+  explicit Pool(int dev) : device(dev) {}
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  cudaEvent_t take();  // a pooled event, or a new one created on `device` (the caller's device is kept)
+  void give(cudaEvent_t e);
+  void fill(size_t n);  // creates n events up front (start(), with `device` current)
+
+  const int device;
+  std::mutex mu;
+  std::vector<cudaEvent_t> free;  // guarded by mu
+};
+
 struct GpuRuntime::Impl {
   Engine& engine;
   GpuOptions opts;
@@ -37,6 +53,7 @@ struct GpuRuntime::Impl {
   int64_t* ids_pinned = nullptr;   // control plane: ids copied from GPU requests
   cudaStream_t control_stream = nullptr;
   detail::BouncePool bounce;       // stream path (gpu.hpp: no GPU wait may need a host CUDA call)
+  std::shared_ptr<StreamDone::Pool> done_pool;  // stream path: the calls' completion events
 
   // Control plane.
   struct InFlight {
@@ -86,6 +103,7 @@ struct GpuRuntime::Impl {
     void* mem = nullptr;
     size_t bytes = 0;
     bool copy_back = false;  // read into GPU memory: bounce -> mem after the wait
+    bool warp_copy = false;  // ... by one warp (stream_copy=kernel, a small chunk), not the copy engine
   };
   Chunk stream_start(cudaStream_t s, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n, void* mem,
                      MemKind kind, const detail::BounceRegion& r, bool capturing);
@@ -103,6 +121,9 @@ cudaError_t launch_publish(cudaStream_t s, QueueRef q, GpuOp op, const int64_t* 
                            uint32_t n, void* mem, MemKind kind, uint32_t* cell_dev);
 // "kernel" wait mode: a one-thread kernel that returns once *cell_dev == 1.
 cudaError_t launch_wait_cell(cudaStream_t s, const uint32_t* cell_dev);
+// stream_copy=kernel: one warp copies bytes from src (host-mapped bounce data) to dst, first waiting for
+// *cell_dev == 1 when cell_dev is not null (the fused wait of stream_wait=kernel).
+cudaError_t launch_wait_copy(cudaStream_t s, const uint32_t* cell_dev, const void* src, void* dst, size_t bytes);
 }  // namespace detail
 
 }  // namespace gpuio

@@ -7,6 +7,9 @@
 //        (GPU ids copied into the slot's host-mapped ids); the poller submits it to the engine;
 //   then on the stream: wait for the cell (kernel or cuStreamWaitValue32) and [read into GPU memory: copy
 //   slot data -> mem]; the slot is released after that (an event on the stream).
+// With stream_copy=kernel a read chunk of <= 64 KiB into GPU memory is copied by one warp from the host-mapped
+// slot instead (fused with the wait in stream_wait=kernel). The call ends by recording its completion event
+// (StreamDone, pooled) on the stream.
 // Every CUDA call here is made by the submitting thread before any wait it enqueues; the engine and the
 // poller make none for these requests, so a context-synchronising call anywhere can always finish.
 #include <cuda.h>
@@ -47,6 +50,7 @@ GpuRuntime::Impl::Chunk GpuRuntime::Impl::stream_start(cudaStream_t s, GpuOp op,
   c.mem = mem;
   c.bytes = bytes;
   c.copy_back = op == gpu_read && kind == MemKind::device;
+  c.warp_copy = c.copy_back && opts.stream_copy == "kernel" && bytes <= gpu_limits::stream_kernel_copy_max;
   if (!ids_on_device) std::memcpy(r.ids, ids, sizeof(int64_t) * n);
   if (op == gpu_read && !ids_on_device && !capturing) {
     __atomic_store_n(cell_host, 0u, __ATOMIC_RELEASE);
@@ -72,6 +76,14 @@ GpuRuntime::Impl::Chunk GpuRuntime::Impl::stream_start(cudaStream_t s, GpuOp op,
 
 void GpuRuntime::Impl::stream_finish(cudaStream_t s, const Chunk& c) {
   const int64_t t1 = now_ns();
+  // stream_copy=kernel, a small read into GPU memory: one warp copies the slot (the bounce data is host-mapped;
+  // r.data is its device address too, under UVA); with the kernel wait that warp also waits (one launch).
+  if (c.warp_copy && opts.stream_wait != "wait_value") {
+    GPUIO_CUDA(detail::launch_wait_copy(s, c.cell_dev, c.r.data, c.mem, c.bytes));
+    add_ns(stream_wait_ns, t1, now_ns());  // wait and copy are one launch: counted as the wait
+    stream_chunks.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (opts.stream_wait == "wait_value") {
     using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
     CUresult w = reinterpret_cast<WaitFn>(wait_value_fn)(reinterpret_cast<CUstream>(s),
@@ -83,13 +95,31 @@ void GpuRuntime::Impl::stream_finish(cudaStream_t s, const Chunk& c) {
   }
   const int64_t t2 = now_ns();
   add_ns(stream_wait_ns, t1, t2);
-  if (c.copy_back) GPUIO_CUDA(cudaMemcpyAsync(c.mem, c.r.data, c.bytes, cudaMemcpyHostToDevice, s));
+  if (c.warp_copy) {
+    GPUIO_CUDA(detail::launch_wait_copy(s, nullptr, c.r.data, c.mem, c.bytes));
+  } else if (c.copy_back) {
+    GPUIO_CUDA(cudaMemcpyAsync(c.mem, c.r.data, c.bytes, cudaMemcpyHostToDevice, s));
+  }
   add_ns(stream_copy_ns, t2, now_ns());
   stream_chunks.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+// The call's completion event, recorded on s after everything the call enqueued there.
+std::unique_ptr<StreamDone> record_done(const std::shared_ptr<StreamDone::Pool>& pool, cudaStream_t s,
+                                        uint32_t before) {
+  cudaEvent_t e = pool->take();
+  cudaError_t err = cudaEventRecord(e, s);
+  if (err != cudaSuccess) {
+    pool->give(e);
+    throw std::runtime_error("cudaEventRecord (the stream call's completion) failed: " + detail::cuda_error_text(err));
+  }
+  return std::make_unique<StreamDone>(pool, e, before);
+}
+}  // namespace
+
 uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, bool ids_on_device, uint32_t n,
-                                   void* mem, MemKind kind) {
+                                   void* mem, MemKind kind, std::unique_ptr<StreamDone>* done) {
   Impl& m = *impl_;
   GPUIO_EXPECT(!m.closed, "GPU runtime is closed");
   GPUIO_EXPECT(n <= gpu_limits::request_blocks_max, "a stream-ordered request of " + std::to_string(n) +
@@ -98,8 +128,11 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
   const int64_t t_call = now_ns();
   const uint32_t before = m.failures.load(std::memory_order_acquire);
   m.stream_requests.fetch_add(1, std::memory_order_relaxed);
-  if (n == 0) return before;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (n == 0) {
+    if (done) *done = record_done(m.done_pool, s, before);
+    return before;
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GPUIO_CUDA(cudaStreamIsCapturing(s, &capture));
   const bool capturing = capture == cudaStreamCaptureStatusActive;
@@ -153,6 +186,7 @@ uint32_t GpuRuntime::stream_submit(void* stream, GpuOp op, const int64_t* ids, b
     if (started == gpu_limits::stream_group_chunks) finish_group();
   }
   finish_group();
+  if (done) *done = record_done(m.done_pool, s, before);  // counted in the call, not in a part
   add_ns(m.stream_call_ns, t_call, now_ns());
   return before;
 }

@@ -414,13 +414,14 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
     out = {}
     waits = ["wait_value", "kernel"] if stream_wait_selftest() == "works" else ["kernel"]
     one = torch.empty((1, BS), dtype=torch.uint8, device="cuda")
-    for wait in waits:
+    # stream_copy=kernel (opt-in): chunks <= 64 KiB go bounce -> GPU by one warp (fused with the kernel wait)
+    for wait, scopy in [(w, "engine") for w in waits] + [(w, "kernel") for w in waits]:
         e = Engine(path, workers=1, writable=False)
-        g = e.attach_gpu(copy="batch", stream_wait=wait)
+        g = e.attach_gpu(copy="batch", stream_wait=wait, stream_copy=scopy)
         try:
             for where in ("device ids", "host ids"):
-                if where == "device ids" and wait != waits[0]:
-                    continue  # the wait modes are compared on host ids (the shorter path)
+                if where == "device ids" and (wait != waits[0] or scopy != "engine"):
+                    continue  # the wait and copy modes are compared on host ids (the shorter path)
                 mk = (lambda b: torch.tensor([int(b)], device="cuda")) if where == "device ids" else \
                     (lambda b: np.array([b], dtype=np.int64))
                 for b in rng.integers(0, nblocks, 20):  # warm: bounce slots, events, the engine's worker
@@ -442,7 +443,7 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
                     span_ms.append(ev0.elapsed_time(ev1))
                 d, gd = _delta(s0, e._core.stats()), _delta(g0, dict(g._rt.stats()))
                 calls = max(1, gd.get("gpu_stream_requests", 0))
-                name = f"gpu stream-ordered, {where} ({wait})"
+                name = f"gpu stream-ordered, {where} ({wait}{', stream_copy=kernel' if scopy == 'kernel' else ''})"
                 st = _stage_us(d, d["ops"])
                 call_us = gd.get("gpu_stream_call_seconds", 0) / calls * 1e6
                 st.update(host_submit_call=statistics.median(sub_ns) / 1e3, stream_call=call_us,
@@ -455,15 +456,17 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
     # The device API, once per staging->GPU copy method: the one-block copy is most of what it adds to the device
     # (copy=17.3 us of 53.2 on the H100, 2026-11-23, by cudaMemcpyBatchAsync + event); the cheapest one is named.
     dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
-    for copy in ("batch", "percopy", "kernel"):
+    # landed: the read lands in host-mapped memory and the requesting block copies it (prefetch_landed): no copy
+    for copy in ("batch", "percopy", "kernel", "landed"):
         e = Engine(path, workers=1, writable=False)
-        g = e.attach_gpu(copy=copy, stream_wait=waits[0])
+        g = e.attach_gpu(copy="batch" if copy == "landed" else copy, stream_wait=waits[0])
+        landed = copy == "landed"
         try:
             # warm: the engine worker's first GPU copy creates its CUDA stream, events and descriptors (ms), which
             # the 2026-11-23 run counted in "handle" (59 us per op over 900 reads)
-            g.latency_probe(rng.integers(0, nblocks, 20).tolist(), dst)
+            g.latency_probe(rng.integers(0, nblocks, 20).tolist(), dst, landed=landed)
             s0 = e._core.stats()
-            ns, pub = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst, parts=True)
+            ns, pub = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst, parts=True, landed=landed)
             d = _delta(s0, e._core.stats())
             name = "gpu-initiated (device API)" + ("" if copy == "batch" else f" copy={copy}")
             st = _stage_us(d, d["ops"])
@@ -572,6 +575,9 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
             make_latency_file(path, 16 << 20 if own else 256 << 20)
             try:
                 res["latency"] = latency(path, latency_reads, latency_rounds, log, has_cuda)
+                from gpuio.bench import latency_parts  # the stream call's Python, piece by piece: old vs new way
+
+                res["latency_parts"] = latency_parts.run(path, log, has_cuda, number=latency_reads * 10)
             finally:
                 if own:
                     os.unlink(path)
