@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from gpuio.bench.ceiling_controller import SETTLE_FACTOR, _search, controller_run, controller_table  # noqa: F401
+from gpuio.bench.ceiling_controller import SETTLE_FACTOR, _search, controller_result, controller_table  # noqa: F401
 
 BS = 4096
 KINDS = ("null", "sim", "paced", "shm-uring", "shm-posix")
@@ -272,6 +272,14 @@ def _copies(r: dict) -> str:
         return ""
     fb = f" fallbacks={r['ordered_fallbacks']}" if r["ordered_fallbacks"] else ""
     return f" staging={r['staging_mode']} copies/op={r['copies_per_op']:.3f} KiB/copy={r['copy_kib']:.0f}{fb}"
+
+
+def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered",
+                   inflight: int = 2) -> dict:
+    """The engine with workers=0, run until its controller settled, then measured: ceiling_controller.controller_result."""
+    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, inflight, copy=copy, staging=staging,
+                settle_s=SETTLE_FACTOR * seconds)
+    return controller_result(c, hand, kind, dest, _dest(c), n, log)
 
 
 def sim_cost(devs: Devices, seconds: float, batch: int, qd: int) -> dict:

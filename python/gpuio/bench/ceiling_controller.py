@@ -13,23 +13,18 @@ def _search(state: str) -> str:
     return state.rpartition("search ")[2].rstrip(")")
 
 
-def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered",
-                   inflight: int = 2) -> dict:
+def controller_result(c: dict, hand: list[dict], kind: str, dest: str, dest_label: str, n: int, log) -> dict:
     """The engine's own worker count (workers=0: the controller hill-climbs on measured rates, engine/controller.hpp)
-    next to the best hand-picked count for the same N. The engine first runs until its controller settled (at most
-    SETTLE_FACTOR x seconds; the search is reported: time, adjustments), then is measured for `seconds` like
-    the hand-picked counts. ratio: its IOPS / the best hand-picked IOPS; grid_ratio: the grid's IOPS at the chosen
+    next to the best hand-picked count for the same N. c: the engine measured (gpuio.bench.ceiling.measure with
+    settle_s = SETTLE_FACTOR x seconds: first run until its controller settled, then measured for `seconds` like the
+    hand-picked counts). ratio: its IOPS / the best hand-picked IOPS; grid_ratio: the grid's IOPS at the chosen
     count / the best (the choice judged on the same measurements, free of this run's noise). stable: settled
     before and after the measured interval, in the same search, with no worker-count move inside it (else the
     ratio measured a search, and the line says so)."""
-    from gpuio.bench.ceiling import _dest, measure  # the grid's own measurement (ceiling imports this module)
-
     best = max(hand, key=lambda r: r["iops"])
-    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, inflight, copy=copy, staging=staging,
-                settle_s=SETTLE_FACTOR * seconds)
     at_chosen = next((r for r in hand if r["workers"] == c["workers_active"]), None)
     st = c["settle"]
-    x = dict(kind=kind, dest=dest, dest_label=_dest(c), devices=n, chosen=c["workers_active"],
+    x = dict(kind=kind, dest=dest, dest_label=dest_label, devices=n, chosen=c["workers_active"],
              threads=c["worker_threads"], iops=c["iops"], best_workers=best["workers"], best_iops=best["iops"],
              ratio=c["iops"] / best["iops"], grid_ratio=at_chosen["iops"] / best["iops"] if at_chosen else None,
              settle_s=st["seconds"], settled=st["settled"], adjustments=st["adjustments"], state=c["controller"],
