@@ -52,7 +52,7 @@ def controller_table(ctl: list[dict], log) -> None:
         gr = "-" if x["grid_ratio"] is None else f"{x['grid_ratio']:.2f}"
         log(f"| {x['kind']} | {x['dest_label']} | {x['devices']} | {x['chosen']} of {x['threads']} | "
             f"{x['iops'] / 1e6:.3f} | {x['best_workers']} | {x['best_iops'] / 1e6:.3f} | {x['ratio']:.2f} | {gr} | "
-            f"{'settled' if x['stable'] else 'searching: ' + x['state']} |")
+            f"{'settled' if x['stable'] else 'NOT settled throughout: ' + x['state']} |")
     if ctl:
         worst = min(ctl, key=lambda x: x["ratio"])
         log(f"JUDGED controller: worst ratio {worst['ratio']:.2f} ({worst['kind']} {worst['dest_label']} "
