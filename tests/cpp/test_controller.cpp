@@ -12,6 +12,7 @@
 
 using gpuio::detail::CoreController;
 using gpuio::detail::RateClimb;
+using gpuio::detail::spread_worker;
 
 namespace {
 
@@ -120,7 +121,7 @@ TEST(RateClimb, NoisyRatesStayWithinTenPercentOfTheBest) {
     for (uint64_t seed = 1; seed <= 50; ++seed) {
       Outcome o = climb(curves[i], 1, 8, 2, Noise{seed, 0.04});
       ASSERT_GT(o.windows, 0) << "curve " << i << " seed " << seed;
-      EXPECT_LE(o.windows, 10);
+      EXPECT_LE(o.windows, 14) << "ladder, bisection, confirm_windows of the best and the choice";
       EXPECT_GE(curves[i][o.chosen], 0.9 * best_of(curves[i], 1, 8)) << "curve " << i << " seed " << seed;
     }
   }
@@ -221,4 +222,157 @@ TEST(CoreControllerRated, ComputeBoundCallerGetsCoresBack) {
   }
   EXPECT_EQ(c.active(), 1u);
   EXPECT_NE(c.state().find("searching"), std::string::npos) << c.state();
+}
+
+// Every worker count spreads the load evenly: over `active` turns of every device each worker gets exactly
+// `devices` extents; a count that divides the devices (or that they divide) keeps each device on whole workers of its
+// own (no sharing), and any count shares a device among at most ceil(active/devices)+1 workers.
+TEST(SpreadWorker, EveryCountGetsAnEvenShare) {
+  for (uint32_t n = 1; n <= 16; ++n) {
+    for (uint32_t w = 1; w <= 16; ++w) {
+      std::vector<uint32_t> load(w, 0);
+      for (uint32_t d = 0; d < n; ++d) {
+        std::set<uint32_t> serving;
+        for (uint32_t t = 0; t < 3 * w; ++t) {  // three rounds: the turn wraps
+          uint32_t k = spread_worker(d, n, w, t);
+          ASSERT_LT(k, w) << "n " << n << " w " << w;
+          ++load[k];
+          serving.insert(k);
+        }
+        EXPECT_LE(serving.size(), (w + n - 1) / n + 1) << "n " << n << " w " << w << " d " << d;
+        if (n % w == 0) EXPECT_EQ(serving.size(), 1u) << "n " << n << " w " << w << " d " << d;
+        if (w % n == 0) EXPECT_EQ(serving.size(), w / n) << "n " << n << " w " << w << " d " << d;
+      }
+      for (uint32_t k = 0; k < w; ++k) EXPECT_EQ(load[k], 3 * n) << "n " << n << " w " << w << " worker " << k;
+    }
+  }
+  // The case that ran at half rate: 8 devices on 6 workers was 2,2,1,1,1,1 devices a worker; now 8/6 each.
+  std::vector<double> share(6, 0.0);
+  for (uint32_t d = 0; d < 8; ++d)
+    for (uint32_t t = 0; t < 6; ++t) share[spread_worker(d, 8, 6, t)] += 1.0 / 6;
+  for (double x : share) EXPECT_NEAR(x, 8.0 / 6, 1e-9);
+}
+
+namespace {
+
+// Settle on `curve` (no noise), then feed `windows` more windows from rate_at(window, count). Returns the climb.
+template <class Rate>
+RateClimb settled_then(const std::vector<double>& curve, uint32_t hi, uint32_t start, int windows, Rate rate_at,
+                       uint32_t* at_out) {
+  RateClimb c(1, hi, start, kGain);
+  uint32_t at = start;
+  for (int w = 0; w < 40 && !c.settled(); ++w) at = c.observe(at, curve[at]);
+  EXPECT_TRUE(c.settled());
+  for (int w = 0; w < windows; ++w) at = c.observe(at, rate_at(w, at));
+  *at_out = at;
+  return c;
+}
+
+}  // namespace
+
+TEST(RateClimb, NoisyButSteadyRatesDoNotSearchAgain) {
+  // Steady workload, noisy windows: +-20 % uniform, and every 7th window a stall at 0.4 x (a window that caught a
+  // page-cache miss or a descheduled worker), and a slow 15 % rise over the run (the settled rate follows it).
+  std::vector<double> curve = {0, 100, 190, 270, 330, 300, 280, 260, 240};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Noise noise{seed, 0.2};
+    const int n = RateClimb::forget_windows - 1;
+    uint32_t at = 0;
+    RateClimb c = settled_then(curve, 8, 2, n, [&](int w, uint32_t k) {
+      double slow = 1 + 0.15 * w / n;
+      return curve[k] * slow * (w % 7 == 3 ? 0.4 : 1 + noise());
+    }, &at);
+    EXPECT_EQ(c.searches(), 1u) << "seed " << seed << ": noise read as a workload change";
+    EXPECT_TRUE(c.settled());
+    EXPECT_EQ(at, 4u);
+  }
+}
+
+TEST(RateClimb, AStepChangeSearchesAgainAndFindsTheNewBest) {
+  std::vector<double> before = {0, 100, 190, 270, 330, 300, 280, 260, 240};
+  // Down: the count's rate halves and fewer workers are now best (another process took the cores).
+  std::vector<double> down = {0, 150, 140, 120, 110, 100, 90, 80, 70};
+  // Up: the devices got faster and now scale to all workers.
+  std::vector<double> up = {0, 200, 400, 600, 800, 1000, 1200, 1400, 1600};
+  for (const auto* after : {&down, &up}) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      Noise noise{seed, 0.05};  // the noise the choice tests allow (a 10 % bar cannot tell 7 of 8 from 8 in +-10 %)
+      uint32_t at = 0;
+      const int changed_at = 50;
+      RateClimb c = settled_then(before, 8, 2, 120, [&](int w, uint32_t k) {
+        const std::vector<double>& cur = w < changed_at ? before : *after;
+        return cur[k] * (1 + noise());
+      }, &at);
+      EXPECT_GE(c.searches(), 2u) << "seed " << seed << ": a real change must search again";
+      EXPECT_TRUE(c.settled()) << "seed " << seed;
+      EXPECT_GE((*after)[at], 0.9 * best_of(*after, 1, 8)) << "seed " << seed << " chose " << at;
+    }
+  }
+  // Within drift_windows of the change it searches again (not only at forget_windows).
+  RateClimb c(1, 8, 1, kGain);
+  uint32_t at = 1;
+  for (int w = 0; w < 40 && !c.settled(); ++w) at = c.observe(at, before[at]);
+  ASSERT_TRUE(c.settled());
+  for (int w = 0; w < RateClimb::drift_windows; ++w) at = c.observe(at, down[at]);
+  EXPECT_EQ(c.searches(), 2u);
+}
+
+// Bumpy curves with the best at the top: the rate set by the busiest worker as the old device % workers rule made it
+// (N / ceil(N / W) devices' worth) and the H100's measured grids with 5 and 7 taken from that model. With noise, the
+// choice stays within 10 % of the best (the judged bar).
+TEST(RateClimb, BumpyCurvesWithTheBestAtTheTop) {
+  auto bumpy = [](uint32_t n, double per_worker) {
+    std::vector<double> r(9, 0.0);
+    for (uint32_t w = 1; w <= 8; ++w) r[w] = per_worker * n / ((n + w - 1) / w);
+    return r;
+  };
+  struct Case {
+    const char* name;
+    uint32_t devices;
+    std::vector<double> curve;
+  };
+  std::vector<Case> cases = {
+      {"model N=8", 8, bumpy(8, 1.0)},
+      {"model N=16", 16, bumpy(16, 1.0)},
+      {"model N=12", 12, bumpy(12, 1.0)},
+      // sim host, 588d636 (W = 1,2,3,4,5,6,7,8; 3, 5, 7 not measured: the busiest-worker model between neighbours)
+      {"sim N=8", 8, {0, 0.908, 1.684, 2.3, 2.872, 3.1, 3.384, 3.4, 6.608}},
+      {"sim N=16", 16, {0, 0.940, 1.398, 1.9, 2.396, 3.3, 4.343, 4.4, 6.546}},
+      {"shm-uring N=8", 8, {0, 0.475, 0.751, 1.3, 1.929, 1.7, 1.670, 1.7, 3.351}},
+      {"shm-uring N=16", 16, {0, 0.420, 0.866, 1.3, 1.791, 1.5, 1.435, 1.5, 3.273}},
+  };
+  for (const Case& c : cases) {
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+      uint32_t start = std::min(8u, (c.devices + 1) / 2);
+      Outcome o = climb(c.curve, 1, 8, start, Noise{seed, 0.05});
+      ASSERT_GT(o.windows, 0) << c.name << " seed " << seed;
+      EXPECT_GE(c.curve[o.chosen], 0.9 * best_of(c.curve, 1, 8))
+          << c.name << " seed " << seed << " chose " << o.chosen;
+    }
+  }
+}
+
+// End to end on a steady workload whose batches take up to +-40 % of their mean time each (a shared machine):
+// settled windows last settled_seconds_min (~16 batches of 3 ms here), so the noise averages out and the controller
+// stays in its first search for thousands of batches. (At +-40 % a batch, 20 ms search windows may still take 3
+// workers (270) for 4 (330) in one seed of ten: the choice is checked at +-20 %.)
+TEST(CoreControllerRated, SteadyNoisyBatchesKeepTheFirstSearch) {
+  const std::vector<double> rate_of = {0, 100e3, 190e3, 270e3, 330e3, 300e3, 280e3, 260e3, 240e3};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const double amp = seed <= 10 ? 0.2 : 0.4;
+    Noise noise{seed, amp};
+    CoreController c(1, 8, false, 2);
+    double now = 0;
+    uint32_t planned[2] = {c.active(), c.active()};
+    for (int i = 0; i < 4000; ++i) {
+      uint32_t p = planned[i % 2];
+      double dt = 1000.0 / rate_of[p] * (1 + noise());
+      now += dt;
+      c.observe(2 * dt, 0.0, 1000, now, p);
+      planned[i % 2] = c.active();
+    }
+    EXPECT_TRUE(c.settled()) << c.state();
+    if (amp < 0.3) EXPECT_EQ(c.active(), 4u) << "seed " << seed << ": " << c.state();
+    EXPECT_NE(c.state().find("search 1)"), std::string::npos) << "seed " << seed << ": " << c.state();
+  }
 }

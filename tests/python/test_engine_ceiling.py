@@ -49,6 +49,14 @@ def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
         assert x["settle_s"] >= 0 and x["adjustments"] >= 0
         assert x["state"].startswith(("settled at", "searching at")), x["state"]
         assert isinstance(x["settled"], bool)
+        # Measured while settled (the same search before and after, no move inside) or it says it was not.
+        assert x["moves_measured"] >= 0 and x["state_before"].startswith(("settled at", "searching at"))
+        assert x["stable"] == (x["settled"] and x["state"].startswith("settled") and x["moves_measured"] == 0
+                               and ceiling._search(x["state"]) == ceiling._search(x["state_before"]))
+    if res["controller"]:
+        assert "| kind | dest | N | chosen W | its M IOPS | best hand-picked W |" in out
+        assert "JUDGED controller: worst ratio" in out
+    assert ceiling._search("settled at 6 of 8 (5.12e+06 blocks/s; search 2)") == "2"
     lat = res["latency"]
     assert lat["pread O_DIRECT"]["p50_ratio"] == 1.0
     assert all(v["p50_us"] > 0 and v["p99_us"] >= v["p50_us"] for v in lat.values())

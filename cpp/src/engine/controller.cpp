@@ -19,7 +19,7 @@ void RateClimb::restart(uint32_t from) {
   std::fill(seen_.begin(), seen_.end(), 0u);
   start_ = std::clamp(from, lo_, hi_);
   settled_ = false;
-  drifting_ = settled_windows_ = 0;
+  drifting_ = drift_side_ = settled_windows_ = 0;
   windows_ = 0;
 }
 
@@ -52,6 +52,10 @@ uint32_t RateClimb::next_probe() const {
   for (uint32_t k = b; k-- > lo_ && !below;) below = rate_[k] > 0 ? k : 0;
   if (above && above - b > 1) return (b + above) / 2;
   if (below && b - below > 1) return (below + b) / 2;
+  // 3. Confirm: the best and the choice measured confirm_windows times (a noisy first window moves the pick).
+  if (seen_[b] < confirm_windows) return b;
+  const uint32_t c = choice();
+  if (seen_[c] < confirm_windows) return c;
   return 0;
 }
 
@@ -62,7 +66,11 @@ uint32_t RateClimb::observe(uint32_t at, double rate) {
   rate_[at] = (rate_[at] * n + rate) / (n + 1);
   ++seen_[at];
   if (settled_) {
-    drifting_ = std::abs(rate / settled_rate_ - 1) > drift ? drifting_ + 1 : 0;
+    const double off = rate / settled_rate_ - 1;
+    const int side = off > drift ? 1 : off < -drift ? -1 : 0;
+    drifting_ = side == 0 ? 0 : side == drift_side_ ? drifting_ + 1 : 1;
+    drift_side_ = side;
+    if (side == 0) settled_rate_ += follow * (rate - settled_rate_);
     if (drifting_ < drift_windows && ++settled_windows_ < forget_windows) return at;
     restart(at);  // search again from here, this window its first measurement
     windows_ = 1;
@@ -73,7 +81,7 @@ uint32_t RateClimb::observe(uint32_t at, double rate) {
   settled_ = true;
   const uint32_t c = choice();
   settled_rate_ = rate_[c];
-  settled_windows_ = drifting_ = 0;
+  settled_windows_ = drifting_ = drift_side_ = 0;
   return c;
 }
 
@@ -145,7 +153,7 @@ void CoreController::observe(double io_seconds, double compute_seconds, uint64_t
   blocks_sum_ += blocks;
   ++fresh_;
   const double wall = now_seconds - window_start_;
-  if (fresh_ < rated_batches_min || wall < rated_seconds_min) return;
+  if (fresh_ < rated_batches_min || wall < (climb_.settled() ? settled_seconds_min : rated_seconds_min)) return;
   uint32_t next = a;
   if (io_bound) {
     next = climb_.observe(a, static_cast<double>(blocks_sum_) / wall);

@@ -19,13 +19,28 @@
 
 namespace gpuio::detail {
 
+// The worker (of `active`) that serves the `turn`-th extent of `device` (of `devices`), so that every worker gets
+// the same share of the load whatever the count: device d owns the `active` slots d*active .. d*active+active-1 of
+// a line of devices*active slots, taken in turn by its extents, and worker w serves slots w*devices ..
+// w*devices+devices-1 (devices/active devices' worth each). Where the count divides the devices (or they it) a
+// device keeps whole workers of its own, as before; otherwise a device is shared by at most ceil(active/devices)+1
+// workers. The old rule (device % active) gave 8 devices on 6 workers 2 devices to two workers and 1 to four: the
+// two set the rate (H100 sim N=8: W=6 3.38 M vs W=8 6.61 M IOPS), and the rate curve the controller climbs had
+// bumps at every count that does not divide N.
+inline uint32_t spread_worker(uint32_t device, uint32_t devices, uint32_t active, uint32_t turn) {
+  const uint64_t slot = uint64_t{device} * active + turn % active;
+  return static_cast<uint32_t>(slot / devices);
+}
+
 // Hill climbing over worker counts lo..hi with measured rates. First the ladder: the start count doubled up to hi
-// and halved down to lo (log2 probes reach a distant best, and a curve with bumps, as uneven device-to-worker
-// assignments make, is seen in every region); then it bisects the unmeasured gaps next to the best measured count
-// until both its neighbours are measured (at most ~2 log2(hi) probes in all), then settles on choice(): the fewest
-// workers whose measured rate is within `gain` of the best (cores left to the application). Settled, it keeps
-// averaging the current count's rate and searches again when that rate drifts by more than `drift` (three windows
-// running: the workload changed) or every forget_windows windows (a neighbour may have become better).
+// and halved down to lo (log2 probes reach a distant best, and every region of a curve with bumps is seen); then it
+// bisects the unmeasured gaps next to the best measured count until both its neighbours are measured (at most
+// ~2 log2(hi) probes in all); then, before settling on choice() (the fewest workers whose measured rate is within
+// `gain` of the best: cores left to the application), it measures the choice and the best count at least
+// confirm_windows times each, so one noisy window does not pick the count. Settled, it compares each window with
+// the settled rate (which follows slow changes) and searches again when drift_windows windows running are all more
+// than `drift` off it on the same side (the workload changed: noise, and a lone stalled window, are not on one side
+// four times running), or after forget_windows settled windows (a neighbour may have become better).
 class RateClimb {
  public:
   RateClimb(uint32_t lo, uint32_t hi, uint32_t start, double gain);
@@ -39,10 +54,12 @@ class RateClimb {
   uint32_t windows() const { return windows_; }  // rated windows since the last (re)start
   uint32_t searches() const { return searches_; }
 
-  static constexpr double drift = 0.3;        // settled rate moved by more than this fraction: search again
-  static constexpr int drift_windows = 3;     // ... for this many windows running (one or two: noise)
-  static constexpr int forget_windows = 256;  // settled this long: search again
-  static constexpr int average_max = 4;       // a count's rate is the mean of its last (up to) this many windows
+  static constexpr double drift = 0.25;        // a settled window this far off the settled rate drifts ...
+  static constexpr int drift_windows = 4;       // ... and this many running, on the same side: search again
+  static constexpr double follow = 0.1;         // a window within drift moves the settled rate this much its way
+  static constexpr int forget_windows = 1024;   // settled this long (~1 min of 50 ms windows): search again
+  static constexpr int average_max = 4;         // a count's rate is the mean of its last (up to) this many windows
+  static constexpr uint32_t confirm_windows = 2;  // windows the choice and the best need before settling
 
  private:
   uint32_t next_probe() const;  // 0: every gap next to the best count is measured
@@ -53,7 +70,7 @@ class RateClimb {
   std::vector<uint32_t> seen_;   // windows averaged into rate_
   bool settled_ = false;
   double settled_rate_ = 0;
-  int drifting_ = 0, settled_windows_ = 0;
+  int drifting_ = 0, drift_side_ = 0, settled_windows_ = 0;
   uint32_t windows_ = 0, searches_ = 1;
 };
 
@@ -77,7 +94,8 @@ class CoreController {
 
   static constexpr int window_batches = 8;      // unrated mode (no block counts): decisions once per 8 batches
   static constexpr int rated_batches_min = 3;   // a rated window holds at least this many batches planned for it
-  static constexpr double rated_seconds_min = 0.01;  // ... and lasts at least this long
+  static constexpr double rated_seconds_min = 0.02;  // ... and lasts at least this long while searching
+  static constexpr double settled_seconds_min = 0.05;  // ... or this long once settled (less noise to read as drift)
   static constexpr double grow_ratio = 1.1;     // io > 1.1 x compute: I/O-bound (rates mean something)
   static constexpr double shrink_ratio = 0.5;   // io < 0.5 x compute -> one fewer
   static constexpr double rate_gain = 0.05;     // a count must be this much faster than fewer workers to be chosen

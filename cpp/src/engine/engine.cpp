@@ -94,10 +94,7 @@ void EngineImpl::sync() {
 }
 
 uint32_t EngineImpl::pick_worker(uint32_t device, uint32_t active) {
-  uint32_t n = static_cast<uint32_t>(rr_.size());
-  if (active <= n) return device % active;
-  uint32_t serving = (active - device + n - 1) / n;  // workers w < active with w % n == device
-  return device + (rr_[device]++ % serving) * n;
+  return spread_worker(device, static_cast<uint32_t>(rr_.size()), active, rr_[device]++);
 }
 
 uint32_t EngineImpl::plan_range(Batch& b, const int64_t* blocks, size_t lo, size_t hi, uint8_t* mem, bool staged,

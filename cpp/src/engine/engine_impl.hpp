@@ -59,7 +59,7 @@ class EngineImpl {
   std::atomic<bool> closed_{false};
   std::mutex submit_mu_;  // serialises planning so per-worker vectors can be reused
   std::vector<std::vector<Extent>> outbox_;
-  std::vector<uint32_t> rr_;  // round-robin position per device, for devices with several workers
+  std::vector<uint32_t> rr_;  // per device: its extents so far (spread_worker's turn)
 
   mutable std::mutex timing_mu_;
   uint32_t in_flight_batches_ = 0;

@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from gpuio.bench.ceiling_controller import SETTLE_FACTOR, _search, controller_result, controller_table  # noqa: F401
+
 BS = 4096
 KINDS = ("null", "sim", "paced", "shm-uring", "shm-posix")
 DESTS = ("host", "gpu")
@@ -189,7 +191,7 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
                  queue_full_per_op=d["queue_full_events"] / max(1, d["ops"]),
                  passes_per_op=d["worker_passes"] / max(1, d["ops"]),  # the stage counters cost ~7 clock reads a pass
                  latency_mode=s1["latency_mode"], backend=s1["backend"], controller=s1.get("controller", ""),
-                 settle=settle,
+                 settle=settle, controller_before=s0.get("controller", ""), moves=d["worker_adjustments"],
                  data_path=s1["data_path"], copy_mode=copy_mode,
                  # The engine path moves staging->GPU by copy engine (cudaMemcpyBatchAsync / cudaMemcpyAsync), no
                  # kernel: 0 SMs by construction. copy=kernel (a gather kernel) would use SMs: reported as such.
@@ -272,32 +274,12 @@ def _copies(r: dict) -> str:
     return f" staging={r['staging_mode']} copies/op={r['copies_per_op']:.3f} KiB/copy={r['copy_kib']:.0f}{fb}"
 
 
-SETTLE_FACTOR = 5  # the controller's search may take 5 x seconds (1.5 s at 0.3 s a point: ~8 windows of >= 3
-                   # batches of 16384 blocks even at 0.4 M IOPS, 40 ms a batch)
-
-
 def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered",
                    inflight: int = 2) -> dict:
-    """The engine's own worker count (workers=0: the controller hill-climbs on measured rates, engine/controller.hpp)
-    next to the best hand-picked count for the same N. The engine first runs until its controller settled (at most
-    SETTLE_FACTOR x seconds; the search is reported: time, adjustments), then is measured for `seconds` like
-    the hand-picked counts. ratio: its IOPS / the best hand-picked IOPS; grid_ratio: the grid's IOPS at the chosen
-    count / the best (the choice judged on the same measurements, free of this run's noise)."""
-    best = max(hand, key=lambda r: r["iops"])
+    """The engine with workers=0, run until its controller settled, then measured: ceiling_controller.controller_result."""
     c = measure(devs, kind, n, 0, dest, seconds, batch, qd, inflight, copy=copy, staging=staging,
                 settle_s=SETTLE_FACTOR * seconds)
-    at_chosen = next((r for r in hand if r["workers"] == c["workers_active"]), None)
-    st = c["settle"]
-    x = dict(kind=kind, dest=dest, dest_label=_dest(c), devices=n, chosen=c["workers_active"],
-             threads=c["worker_threads"], iops=c["iops"], best_workers=best["workers"], best_iops=best["iops"],
-             ratio=c["iops"] / best["iops"], grid_ratio=at_chosen["iops"] / best["iops"] if at_chosen else None,
-             settle_s=st["seconds"], settled=st["settled"], adjustments=st["adjustments"], state=c["controller"])
-    gr = f"{x['grid_ratio']:.2f}" if x["grid_ratio"] is not None else "- (count not in the grid)"
-    log(f"controller {kind:9s} {x['dest_label']:12s} N={n:<2d} chose {x['chosen']} of {x['threads']} threads "
-        f"{x['iops'] / 1e6:.3f} M IOPS; best hand-picked W={x['best_workers']} {x['best_iops'] / 1e6:.3f} M; "
-        f"ratio {x['ratio']:.2f} (grid at W={x['chosen']}: {gr}); "
-        f"{'settled' if x['settled'] else 'NOT settled'} after {x['settle_s']:.2f} s, {x['adjustments']} moves")
-    return x
+    return controller_result(c, hand, kind, dest, _dest(c), n, log)
 
 
 def sim_cost(devs: Devices, seconds: float, batch: int, qd: int) -> dict:
@@ -568,6 +550,7 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
                                   ctl if "controller" in sections else None, stagings, inflight) if "grid" in sections else []
         if rows:
             summary(rows, ctl, log)
+            controller_table(ctl, log)
             res["judged"] = judged(rows, log)
         if "latency" in sections:
             own = latency_file is None
