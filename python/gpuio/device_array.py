@@ -24,15 +24,11 @@ import os
 import numpy as np
 import torch
 
-# Documented defaults (C++ takes what Python passes; array_cache.hpp holds the limits).
-DEFAULTS = {
-    "cache_bytes": 64 << 20,   # page-cache capacity (rounded down to whole sets of pages)
-    "page_bytes": None,        # None: the store's block size; else a power of two of 1..16 blocks
-    "ways": 8,                 # associativity (capped by the number of pages the cache holds)
-    "staging_groups": 256,     # GPU: host-mapped staging areas, one per warp filling at once
-    "round_bytes": 128 << 10,  # a warp fills at most this many bytes of pages per round (>= 1, <= 32 pages):
-                               #   its staging area; pinned staging = staging_groups x round_bytes
-}
+from . import _core as _core_module
+
+# Defaults from C++ (gpuio/array_cache.hpp, array_defaults): cache_bytes, ways, staging_groups, round_bytes; and
+# page_bytes=None: the store's block size (else a power of two of 1..16 blocks).
+DEFAULTS = dict(_core_module.array_defaults(), page_bytes=None)
 ELEM_BYTES = (1, 2, 4, 8)
 
 

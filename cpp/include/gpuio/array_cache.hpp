@@ -62,6 +62,15 @@ struct ArrayCounters {
   uint64_t requests = 0;    // I/O requests: host, one engine batch per round; GPU, one ring request per 16 ids
 };
 
+// DeviceArray's defaults (gpuio.DeviceArray reads them through _core.array_defaults()).
+namespace array_defaults {
+constexpr uint64_t cache_bytes = 64ull << 20;  // page-cache capacity (rounded down to whole sets of pages)
+constexpr uint32_t ways = 8;                   // associativity (capped by the number of pages the cache holds)
+constexpr uint32_t staging_groups = 256;       // GPU: host-mapped staging areas, one per warp filling at once
+constexpr uint32_t round_bytes = 128u << 10;   // a warp fills at most this many bytes of pages per round (its
+                                               // staging area; pinned staging = staging_groups x round_bytes)
+}  // namespace array_defaults
+
 struct CacheGeometry {
   uint64_t n_elems = 0;
   uint32_t elem_bytes = 4;
@@ -69,8 +78,9 @@ struct CacheGeometry {
   uint32_t block_bytes = 4096;
   int64_t base_block = 0;  // store block holding element 0
   uint32_t sets = 1;
-  uint32_t ways = 8;
-  uint32_t round_pages = 32;  // pages one warp fills per round (its staging area); more misses wait a round
+  uint32_t ways = array_defaults::ways;
+  uint32_t round_pages = array_defaults::round_bytes / 4096;  // pages one warp fills per round (its staging
+                                                               // area); more misses wait a round
 
   GPUIO_HD uint64_t elems_per_page() const { return page_bytes / elem_bytes; }
   GPUIO_HD uint64_t pages() const { return (n_elems + elems_per_page() - 1) / elems_per_page(); }

@@ -62,6 +62,16 @@ nb::dict counters_dict(const ArrayCounters& c) {
 }  // namespace
 
 GPUIO_BIND(array, 30) {
+  m.def("array_defaults",
+        [] {
+          nb::dict d;
+          d["cache_bytes"] = array_defaults::cache_bytes;
+          d["ways"] = array_defaults::ways;
+          d["staging_groups"] = array_defaults::staging_groups;
+          d["round_bytes"] = array_defaults::round_bytes;
+          return d;
+        },
+        "DeviceArray's defaults (gpuio/array_cache.hpp, array_defaults), for gpuio.device_array.DEFAULTS.");
   nb::class_<HostArrayCache>(m, "HostArrayCache")
       .def("__init__",
            [](HostArrayCache* self, bindings::EngineHolder& engine, nb::dict g) {

@@ -16,11 +16,13 @@ import builtins
 import json
 from dataclasses import dataclass
 
+from gpuio.engine import DEFAULTS as ENGINE_DEFAULTS
+
 DEFAULTS = {
     "pool": "rbd",
     "namespace": "",
     "object_size": 4 << 20,   # bytes per RADOS object (RBD's default order 22)
-    "block_size": 4096,       # engine block of open()
+    "block_size": ENGINE_DEFAULTS["block_size"],  # engine block of open()
     "timeout_s": 30,          # connecting / mon commands fail with ETIMEDOUT after this, never hang
     "workers": 2,             # engine workers of open(): librbd completes on its own threads, 2 keep up
 }
