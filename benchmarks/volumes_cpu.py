@@ -61,9 +61,11 @@ def report(tool: str, before: dict, after: dict, ops: float, wall: float) -> dic
 def run_gpuio(a) -> dict:
     from gpuio import volumes
 
+    # queue_depth = --qd requests with librbd (fio's iodepth), refilled per completion by the engine; the
+    # caller keeps --batches batches of --batch requests outstanding (as benchmarks/volumes_bench.py does)
     eng = volumes.open(a.volume, "r", who=volumes.Identity(conf=a.conf), block_size=4096, workers=1,
                        queue_depth=a.qd, io_bytes_max=4096)
-    per = a.qd // a.batches
+    per = a.batch
     ids = np.random.default_rng(1).integers(0, eng.total_blocks, 1 << 18)
     bufs = [np.zeros(per * 4096, np.uint8) for _ in range(a.batches)]
     wait_any = getattr(eng, "wait_any", None)
@@ -75,13 +77,14 @@ def run_gpuio(a) -> dict:
         return ids[pos:pos + per]
 
     hs = [eng.read_async(nxt(), bufs[i]) for i in range(a.batches)]
-    before, t0 = threads(os.getpid(), os.getpid()), time.monotonic()
+    before, t0, done0 = threads(os.getpid(), os.getpid()), time.monotonic(), eng.stats()["ops"]
     while time.monotonic() - t0 < a.seconds:
         i = wait_any(hs) if wait_any else next((k for k in range(len(hs)) if hs[k].done()), ops // per % len(hs))
         hs[i].wait()
         ops += per
         hs[i] = eng.read_async(nxt(), bufs[i])
-    wall, after = time.monotonic() - t0, threads(os.getpid(), os.getpid())
+    # requests completed in the window, as the engine counts them (not rounded to whole batches)
+    wall, after, ops = time.monotonic() - t0, threads(os.getpid(), os.getpid()), eng.stats()["ops"] - done0
     for h in hs:
         h.wait()
     r = report("gpuio" + (" (baseline)" if a.baseline else ""), before, after, ops, wall)
@@ -144,7 +147,8 @@ def main() -> int:
     ap.add_argument("--tool", choices=("gpuio", "basic", "fio"), default="gpuio")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--qd", type=int, default=32, help="requests in flight (gpuio, fio)")
-    ap.add_argument("--batches", type=int, default=4, help="gpuio: the qd requests as this many batches")
+    ap.add_argument("--batches", type=int, default=2, help="gpuio: batches outstanding")
+    ap.add_argument("--batch", type=int, default=128, help="gpuio: requests per batch (--qd of them with librbd)")
     ap.add_argument("--baseline", default="", help="run gpuio from this directory (an older checkout's python/)")
     ap.add_argument("--json", default="", help="append the result as one JSON line to this file")
     a = ap.parse_args()

@@ -98,6 +98,27 @@ def test_batches_in_flight_go_caller_to_librbd_and_refill_as_each_ends(ceph_clus
         assert s["block_waits"] == 0 and s["data_path"] == "rbd+direct"
 
 
+def test_large_batches_keep_queue_depth_with_librbd(ceph_cluster):
+    # queue_depth is the depth held with librbd (like fio's iodepth): a batch larger than it waits in the
+    # engine and each completion issues the next request; every block still lands in its own slot
+    who = admin(ceph_cluster)
+    v = volumes.create(fresh(), 1 << 20, who=who)
+    with volumes.open(v, "r+", who=who) as eng:
+        n = eng.total_blocks
+        eng.write(np.arange(n), pattern(9, np.arange(n)))
+    with volumes.open(v, "r", who=who, workers=1, queue_depth=4, io_bytes_max=4096) as eng:
+        rng = np.random.default_rng(9)
+        ids = [rng.permutation(n)[:100] for _ in range(2)]
+        outs = [np.empty(100 * 4096, np.uint8) for _ in range(2)]
+        hs = [eng.read_async(ids[i], outs[i]) for i in range(2)]
+        for k in range(2):
+            hs[k].wait()
+            assert np.array_equal(outs[k], pattern(9, ids[k]))
+        s = eng.stats()
+        assert s["ops"] == s["caller_submitted_ops"] == 200
+        assert s["caller_inflight_max"] == 4 and s["caller_queued_ops"] == 196
+
+
 def test_two_volumes_striped_and_engine_rbd_options(ceph_cluster):
     who = admin(ceph_cluster)
     a, b = volumes.create(fresh(), 1 << 20, who=who), volumes.create(fresh(), 1 << 20, who=who)

@@ -24,6 +24,16 @@ def test_volumes_bench_smoke(ceph_cluster, tmp_path):
         for t in tools.split(","):
             assert row[t]["iops"] > 0, (t, row)
     assert "gpuio/basic" in r.stdout and "4K rand read, 1 client: gpuio/basic" in r.stdout
+    if "fio" in tools:  # the best CPU tool's ratio over Basic, printed beside gpuio's (the box's bound)
+        assert "4K rand read, 1 client: fio/basic" in r.stdout, r.stdout
+
+
+def test_volumes_bench_bad_counts_are_one_line():
+    for opt in ("--batch", "--batches", "--qd"):
+        r = subprocess.run([sys.executable, str(BENCH), "--conf", "unused.conf", opt, "0"], capture_output=True,
+                           text=True, timeout=60, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        assert r.returncode == 2 and f"{opt}: 0 is not a positive count" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
 
 
 def test_volumes_gpu_bench_smoke(ceph_cluster, tmp_path):

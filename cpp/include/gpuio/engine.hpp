@@ -71,6 +71,9 @@ struct EngineStats {
   uint64_t short_transfers = 0;      // completions shorter than asked, resubmitted
   uint64_t caller_submitted_ops = 0;  // of ops: issued by the submitting thread, finished by the backend's
                                       // library (rbd host batches), no worker involved
+  uint64_t caller_queued_ops = 0;     // of those: waited for one of queue_depth x workers slots, then issued by
+                                      // the completion that freed it
+  uint64_t caller_inflight_max = 0;   // most caller-submitted requests with the library at once
   uint64_t worker_adjustments = 0;   // changes made by the core-count controller
   std::string controller;            // its state: "fixed 4", "searching at 2 of 8 (..)", "settled at 6 of 8 (..)"
   uint64_t bytes_direct = 0;         // moved straight between the device and the caller's memory

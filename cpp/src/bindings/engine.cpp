@@ -178,6 +178,8 @@ nb::dict stats_dict(const EngineStats& s) {
   d["staging_exhausted_events"] = s.staging_exhausted_events;
   d["short_transfers"] = s.short_transfers;
   d["caller_submitted_ops"] = s.caller_submitted_ops;
+  d["caller_queued_ops"] = s.caller_queued_ops;
+  d["caller_inflight_max"] = s.caller_inflight_max;
   d["worker_adjustments"] = s.worker_adjustments;
   d["controller"] = s.controller;
   d["bytes_direct"] = s.bytes_direct;

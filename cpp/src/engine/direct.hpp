@@ -3,6 +3,10 @@
 // (bookkeeping, failure record, the batch's state word and its waiter's wake-up). No worker thread, inbox or
 // queue in between: per batch, two thread hand-offs instead of four (caller -> worker -> library ->
 // worker -> caller). A batch's requests live in the batch (one allocation per batch, none per request).
+// At most direct_slots requests (queue_depth per worker thread, what the worker path would hold) are with the
+// library at once; the rest wait in a FIFO across batches, and each completion issues the next from the
+// library's thread. So a large batch, or several, keep the device queue full request by request (like fio's
+// iodepth), not batch by batch, and a batch of 100 000 blocks does not hand librbd 100 000 requests at once.
 #pragma once
 #include <vector>
 

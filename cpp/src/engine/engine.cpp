@@ -53,6 +53,7 @@ EngineImpl::EngineImpl(const EngineOptions& o) : opts(o) {
                         : "auto: " + std::string(poll ? "on" : "off") + " (" + std::to_string(cpus) + " CPUs for " +
                               std::to_string(threads) + " workers)";
   outbox_.resize(threads);
+  direct_slots_ = uint64_t{o.queue_depth} * threads;  // what the worker path would have in flight
   rr_.assign(n, 0);
   for (uint32_t i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
   try {
@@ -78,9 +79,31 @@ void EngineImpl::close() {
   }
 }
 
-void EngineImpl::direct_release() {
+size_t EngineImpl::direct_admit(DirectBatch& b) {
+  std::lock_guard<std::mutex> g(direct_mu_);  // counted before close() can look: it waits for these
+  direct_inflight_ += b.ops.size();
+  size_t now = 0;
+  if (direct_queue_.empty()) {  // FIFO: a new batch never passes ops already waiting
+    now = static_cast<size_t>(std::min<uint64_t>(b.ops.size(), direct_slots_ - direct_issued_));
+    direct_issued_ += now;
+    direct_issued_max_ = std::max(direct_issued_max_, direct_issued_);
+  }
+  for (size_t i = now; i < b.ops.size(); ++i) direct_queue_.push_back(&b.ops[i]);
+  direct_queued_total_ += b.ops.size() - now;
+  return now;
+}
+
+DirectOp* EngineImpl::direct_release() {
   std::lock_guard<std::mutex> g(direct_mu_);
+  DirectOp* next = nullptr;
+  if (!direct_queue_.empty()) {  // the slot passes to the oldest waiting op
+    next = direct_queue_.front();
+    direct_queue_.pop_front();
+  } else {
+    --direct_issued_;
+  }
   if (--direct_inflight_ == 0) direct_cv_.notify_all();
+  return next;
 }
 
 void EngineImpl::wait_direct() {
@@ -240,12 +263,8 @@ BatchHandle EngineImpl::submit(IoOp op, const int64_t* blocks, size_t n, void* b
     d.ops.resize(outbox_[0].size());
     for (size_t i = 0; i < d.ops.size(); ++i) d.ops[i].e = outbox_[0][i];
     outbox_[0].clear();
-    {
-      std::lock_guard<std::mutex> gd(direct_mu_);  // counted before close() can look: it waits for these
-      direct_inflight_ += d.ops.size();
-    }
     g.unlock();  // other submitters plan meanwhile; b (held here) outlives the loop even if all complete
-    issue_direct(*this, d);
+    issue_direct(*this, d);  // counts its ops in flight before issuing any (close() waits for them)
   } else {
     for (size_t w = 0; w < outbox_.size(); ++w) {
       if (!outbox_[w].empty()) workers[w]->post(outbox_[w]);
@@ -299,6 +318,11 @@ EngineStats EngineImpl::stats() const {
   s.bytes += direct_bytes.load(std::memory_order_relaxed);
   s.short_transfers += direct_short.load(std::memory_order_relaxed);
   s.caller_submitted_ops = direct_ops.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> g(direct_mu_);
+    s.caller_queued_ops = direct_queued_total_;
+    s.caller_inflight_max = direct_issued_max_;
+  }
   s.busy_worker_seconds = busy_seconds;
   s.low_latency = low_latency;
   s.submit_seconds = secs(submit_ns);

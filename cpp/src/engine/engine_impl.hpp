@@ -2,6 +2,7 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +16,9 @@
 #include "gpuio/engine.hpp"
 
 namespace gpuio::detail {
+
+struct DirectBatch;  // engine/direct.hpp
+struct DirectOp;
 
 class EngineImpl {
  public:
@@ -73,12 +77,20 @@ class EngineImpl {
   std::atomic<uint64_t> submit_ns{0}, signal_ns{0};  // stage counters of EngineStats (callers, batch publication)
   // The caller-submitted path (engine/direct.cpp): completions, bytes, short transfers; requests in flight.
   std::atomic<uint64_t> direct_ops{0}, direct_bytes{0}, direct_short{0};
-  void direct_release();  // one caller-submitted request finished (last thing its completion does)
+  // Slots for a new batch's ops: how many of b.ops (from the front) to issue now; the rest are queued.
+  size_t direct_admit(DirectBatch& b);
+  // One caller-submitted request finished (last thing its completion does). Returns the queued op that takes
+  // its slot (the caller issues it), or nullptr.
+  DirectOp* direct_release();
 
  private:
-  std::mutex direct_mu_;  // guards direct_inflight_, so close() cannot return while a completion still runs
+  mutable std::mutex direct_mu_;  // guards the fields below, so close() cannot return while a completion still runs
   std::condition_variable direct_cv_;
-  uint64_t direct_inflight_ = 0;
+  uint64_t direct_inflight_ = 0;  // ops submitted and not finished (queued ones included)
+  uint64_t direct_issued_ = 0;    // of those, holding a slot (with the library)
+  uint64_t direct_slots_ = 0;     // queue_depth x worker threads
+  std::deque<DirectOp*> direct_queue_;  // ops waiting for a slot, oldest first
+  uint64_t direct_queued_total_ = 0, direct_issued_max_ = 0;  // stats: caller_queued_ops, caller_inflight_max
 };
 
 }  // namespace gpuio::detail
