@@ -17,7 +17,7 @@ debs=$repo/.carry/ceph
 # embeds Python 3.11 with its modules.
 CEPH_DEBS="librados2 librbd1 librados-dev librbd-dev ceph-mon ceph-osd ceph-base"
 # Optional: the rbd CLI (`rbd bench`, the CPU tool to compare with there) and what it adds.
-TOOL_DEBS="ceph-common libradosstriper1 libboost-program-options1.74.0 libkeyutils1"
+TOOL_DEBS="ceph-common libradosstriper1 libboost-program-options1.74.0 libkeyutils1 libncurses6"
 # Libraries the above link (ldd closure on Debian 12, glibc/libstdc++/libgcc excluded): only those the
 # GPU machine lacks (by soname, ldconfig -p) are put on LD_LIBRARY_PATH.
 DEP_DEBS="libboost-iostreams1.74.0 libboost-thread1.74.0 libfmt9 libibverbs1 librdmacm1 libnl-3-200
