@@ -22,6 +22,7 @@ their own `generator` may run concurrently (each takes its own relabel maps).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Sequence
 
@@ -30,6 +31,7 @@ from torch_geometric.data import EdgeAttr
 from torch_geometric.data import GraphStore as PygGraphStore
 from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSamplerInput
 
+from gpuio.graph.csc_file import CSCMemory
 from gpuio.pyg.hetero_ops import DenseRelabel, sample_positions_many
 from gpuio.pyg.sampler import _Relabel
 
@@ -157,6 +159,9 @@ class HeteroNeighborSampler(BaseSampler):
         self.dense_relabel_max_nodes = dense_relabel_max_nodes
         self._free_tables: list = []
         self._lock = threading.Lock()
+        # structures read through caches (CSCFile) take one sampling thread at a time; tensors need no lock
+        shared = all(isinstance(c, CSCMemory) for c in self.graph.relations.values())
+        self._io_lock = contextlib.nullcontext() if shared else threading.Lock()
 
     def sample(self, seeds: torch.Tensor, input_type: str,
                generator: torch.Generator | None = None) -> HeteroSamplerOutput:
@@ -212,12 +217,15 @@ class HeteroNeighborSampler(BaseSampler):
         n_edges = {et: [] for et in self.edge_types}
         for hop in range(self.num_hops):
             active = [et for et in self.edge_types if et[2] in frontier and frontier[et[2]][0].numel()]
-            ptrs = [self.graph.relations[et].ptr(frontier[et[2]][0]) for et in active]
+            with self._io_lock:
+                ptrs = [self.graph.relations[et].ptr(frontier[et[2]][0]) for et in active]
             drawn = sample_positions_many([p[0] for p in ptrs], [p[1] for p in ptrs],
                                           [self.num_neighbors[et][hop] for et in active], self.replace, gen)
             src_ids: dict[str, list] = {}
-            for et, (pos, owner) in zip(active, drawn):
-                src_ids.setdefault(et[0], []).append(self.graph.relations[et].rows(pos))
+            with self._io_lock:
+                got = [self.graph.relations[et].rows(pos) for et, (pos, _) in zip(active, drawn)]
+            for et, (pos, owner), src in zip(active, drawn, got):
+                src_ids.setdefault(et[0], []).append(src)
                 cols[et].append(frontier[et[2]][1][owner])
                 edges[et].append(pos)
             counts = dict(zip(active, (int(p.numel()) for p, _ in drawn)))
