@@ -226,7 +226,7 @@ class HeteroNeighborSampler(BaseSampler):
                 got = [self.graph.relations[et].rows(pos) for et, (pos, _) in zip(active, drawn)]
             for et, (pos, owner), src in zip(active, drawn, got):
                 src_ids.setdefault(et[0], []).append(src)
-                cols[et].append(frontier[et[2]][1][owner])
+                cols[et].append(frontier[et[2]][1].index_select(0, owner))
                 edges[et].append(pos)
             counts = dict(zip(active, (int(p.numel()) for p, _ in drawn)))
             for et in self.edge_types:

@@ -58,7 +58,7 @@ def sample_positions_many(starts: list, degs: list, ks: list, replace: bool,
     total = sum(edge_counts)
     owner = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), cnt)
     first = torch.cumsum(cnt, 0) - cnt
-    off = torch.arange(total, device=dev) - first[owner]
+    off = torch.arange(total, device=dev) - first.index_select(0, owner)
     if u_all is not None:
         some_rows = torch.split(some.nonzero().flatten(), n_some)
         pieces = torch.split(u_all, draws)
@@ -72,15 +72,15 @@ def sample_positions_many(starts: list, degs: list, ks: list, replace: bool,
             else:  # per relation k calls of n_some: [k, n_some]
                 u = torch.cat([pieces[r].view(k, n_some[r]) for r in rels], 1)
             sel = torch.cat([some_rows[r] for r in rels])
-            d = deg[sel]
+            d = deg.index_select(0, sel)
             if replace:
                 ch = (u * d[:, None].double()).long().clamp_max(d[:, None] - 1)
             else:
                 ch = _floyd(u, d, k)
             # the k edges of each such row are contiguous; row order within sel is ascending
-            slots = (first[sel][:, None] + torch.arange(k, device=dev)).flatten()
-            off[slots] = ch.flatten()
-    pos = start[owner] + off
+            slots = (first.index_select(0, sel)[:, None] + torch.arange(k, device=dev)).flatten()
+            off.index_copy_(0, slots, ch.flatten())
+    pos = start.index_select(0, owner) + off
     out, base = [], 0
     for p, o, n in zip(torch.split(pos, edge_counts), torch.split(owner, edge_counts), sizes):
         out.append((p, o - base))
@@ -97,24 +97,24 @@ class DenseRelabel:
         self.nodes = [seeds]
         self.count = seeds.numel()
         if seeds.numel():
-            table[seeds] = torch.arange(seeds.numel(), device=seeds.device)
+            table.index_copy_(0, seeds, torch.arange(seeds.numel(), device=seeds.device))
 
     def lookup_or_add(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Local ids of `ids`, adding unseen ones. Returns (local ids, newly added global ids)."""
-        local = self.table[ids]
+        local = self.table.index_select(0, ids)
         unknown = (local < 0).nonzero().flatten()
         if unknown.numel() == 0:
             self.nodes.append(ids[:0])
             return local, ids[:0]
-        cand = ids[unknown]
+        cand = ids.index_select(0, unknown)
         m = cand.numel()
         # each unseen id's first position among cand: the smallest code wins (codes -m-1 .. -2 stay < -1)
         codes = torch.arange(m, device=ids.device) - (m + 1)
         self.table.scatter_reduce_(0, cand, codes, "amin", include_self=False)
-        first = self.table[cand] + (m + 1)
-        added = cand[first == torch.arange(m, device=ids.device)]
-        self.table[added] = self.count + torch.arange(added.numel(), device=ids.device)
-        local[unknown] = self.table[cand]
+        first = self.table.index_select(0, cand) + (m + 1)
+        added = cand.index_select(0, (first == torch.arange(m, device=ids.device)).nonzero().flatten())
+        self.table.index_copy_(0, added, self.count + torch.arange(added.numel(), device=ids.device))
+        local.index_copy_(0, unknown, self.table.index_select(0, cand))
         self.count += added.numel()
         self.nodes.append(added)
         return local, added
@@ -123,4 +123,4 @@ class DenseRelabel:
         """Reset the entries this batch set (the table is -1 everywhere again)."""
         for part in self.nodes:
             if part.numel():
-                self.table[part] = -1
+                self.table.index_fill_(0, part, -1)
