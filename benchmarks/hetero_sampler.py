@@ -3,6 +3,7 @@ batch, median of repeated passes, structure in memory and on storage, and the ba
 `HeteroBatchLoader` producer reaches with `--sample-threads` sampling workers.
 
     python benchmarks/hetero_sampler.py --papers 50000 --data-dir /var/tmp/igbh50k      # dev box / GPU box
+    python benchmarks/hetero_sampler.py --papers 200000 --device cuda --sample-threads 4        # GPU box
     python benchmarks/hetero_sampler.py --tiny                                            # CI smoke
 
 Prints per structure (memory, file): ms per batch (median over --repeats passes of --batches batches, each
@@ -40,6 +41,8 @@ def parse(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--structure", default="memory,file")
     ap.add_argument("--sample-threads", type=int, default=2, help="loader sampling workers for the loader line")
+    ap.add_argument("--device", default="cpu", help="where the structures deliver and sampling runs (cpu, cuda)")
+    ap.add_argument("--torch-threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions of one pass")
     ap.add_argument("--tiny", action="store_true", help="CI smoke: 600 papers, 2 batches of 64, 2 repeats")
     ap.add_argument("--json", default=None)
@@ -54,11 +57,15 @@ def _pass(sampler_factory, batches):
     t0 = time.perf_counter()
     for b in batches:
         s.sample(b, "paper")
+    if s.device.type == "cuda":
+        torch.cuda.synchronize(s.device)
     return (time.perf_counter() - t0) / len(batches)
 
 
 def main(argv=None) -> dict:
     a = parse(argv)
+    if a.torch_threads:
+        torch.set_num_threads(a.torch_threads)
     root = a.data_dir or f"gpuio-igbh-p{a.papers}-f{a.features}"
     if not os.path.exists(os.path.join(root, "meta.json")):
         igbh.generate_igbh(root, igbh.IGBHConfig(papers=a.papers, features=a.features))
@@ -70,7 +77,7 @@ def main(argv=None) -> dict:
     out = dict(papers=a.papers, batch_size=a.batch_size, fanouts=fan, threads=torch.get_num_threads())
     graphs = {}
     for st in a.structure.split(","):
-        graphs[st] = HeteroGraphStore.from_dataset(ds, in_memory=(st == "memory"), device="cpu")
+        graphs[st] = HeteroGraphStore.from_dataset(ds, in_memory=(st == "memory"), device=a.device)
         make = (lambda gr=graphs[st]: HeteroNeighborSampler(gr, fan, seed=0))
         _pass(make, batches[:1])  # warm the structure caches and the allocator
         times = [_pass(make, batches) for _ in range(a.repeats)]

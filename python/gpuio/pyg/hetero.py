@@ -191,6 +191,8 @@ class HeteroNeighborSampler(BaseSampler):
                 for nt, n in self.graph.num_nodes.items() if n <= self.dense_relabel_max_nodes}
 
     def _give_tables(self, tables: dict) -> None:
+        if self.device.type == "cuda":  # their reset is done before another thread's stream may take them
+            torch.cuda.current_stream(self.device).synchronize()
         with self._lock:
             self._free_tables.append(tables)
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import background, hand_over, ready_event
+from gpuio.loader import background, hand_over, ready_event, worker_stream
 
 SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
 _SEED_MIX = 0x9E3779B97F4A7C15  # spreads (sampler seed, batch serial) over the generator's seed space
@@ -147,10 +147,24 @@ class HeteroBatchLoader:
 
     def _sample(self, s, serial):
         sampler = self.sampler
-        out = sampler.sample(s, self.input_type, generator=batch_generator(sampler.seed, serial, sampler.device))
-        if sampler.device.type == "cuda":  # the producer reads it on its own stream
-            torch.cuda.current_stream(sampler.device).synchronize()
+        return sampler.sample(s, self.input_type, generator=batch_generator(sampler.seed, serial, sampler.device))
+
+    def _sample_on_worker(self, s, serial):
+        """On a sampling thread; CUDA: on a stream of its own, finished before the producer takes it."""
+        dev = self.sampler.device
+        with worker_stream(dev):
+            out = self._sample(s, serial)
+            if dev.type == "cuda":
+                torch.cuda.current_stream(dev).synchronize()
         return out
+
+    @staticmethod
+    def _adopt(sampled) -> None:
+        """On the producer: its stream owns the sampled tensors made on a sampling thread's stream."""
+        for part in (sampled.node, sampled.row, sampled.col, sampled.edge):
+            for t in part.values():
+                if t.is_cuda:
+                    t.record_stream(torch.cuda.current_stream(t.device))
 
     def _sampled(self, seeds, stop: threading.Event, first: int):
         """The batches' samples in order, sampled by `sample_threads` threads at most that many ahead."""
@@ -164,11 +178,13 @@ class HeteroBatchLoader:
             nxt = 0
             for _ in seeds:
                 while nxt < len(seeds) and len(futures) <= self.sample_threads:
-                    futures.append(pool.submit(self._sample, seeds[nxt], first + nxt))
+                    futures.append(pool.submit(self._sample_on_worker, seeds[nxt], first + nxt))
                     nxt += 1
                 if stop.is_set():
                     return
-                yield futures.popleft().result()
+                sampled = futures.popleft().result()
+                self._adopt(sampled)
+                yield sampled
         finally:
             for f in futures:
                 f.cancel()
