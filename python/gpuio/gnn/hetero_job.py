@@ -395,8 +395,9 @@ def print_report(results: list[dict], say=print) -> None:
         wait = sum(q["stall_s"] for q in ranks) / max(sum(q["run_s"] for q in ranks), 1e-9)
         sample = sum(q.get("sample_s", 0.0) for q in ranks)
         feature = sum(q.get("feature_s", 0.0) for q in ranks)
-        # the producer's larger share names what the trainers wait on (both are spent in the producer thread)
-        bound = ("sampling (CPU)" if sample > feature else
+        # the producer's larger share names what the trainers wait on (sample_s: its wait for sampled
+        # batches); sampling runs where the structures deliver (the job's device)
+        bound = ("sampling" if sample > feature else
                  "feature reads" if r["backend"] == "gpuio" else "feature page faults")
         regime = (f"loading-bound: the trainers wait on {bound}" if wait > 0.5 else
                   "compute-bound: loading keeps up")
