@@ -56,7 +56,7 @@ def sample_positions_many(starts: list, degs: list, ks: list, replace: bool,
     draws = [ns * max(k, 0) for ns, k in zip(n_some, ks)]
     u_all = torch.rand(sum(draws), generator=gen, device=dev) if sum(draws) else None
     total = sum(edge_counts)
-    owner = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), cnt)
+    owner = torch.repeat_interleave(torch.arange(deg.numel(), device=dev), cnt, output_size=total)
     first = torch.cumsum(cnt, 0) - cnt
     off = torch.arange(total, device=dev) - first.index_select(0, owner)
     if u_all is not None:
