@@ -161,6 +161,7 @@ class HeteroNeighborSampler(BaseSampler):
         self._lock = threading.Lock()
         # structures read through caches (CSCFile) take one sampling thread at a time; tensors need no lock
         shared = all(isinstance(c, CSCMemory) for c in self.graph.relations.values())
+        self._io_shared_state = not shared
         self._io_lock = contextlib.nullcontext() if shared else threading.Lock()
 
     def sample(self, seeds: torch.Tensor, input_type: str,
@@ -181,6 +182,15 @@ class HeteroNeighborSampler(BaseSampler):
             return self._sample(seeds, input_type, gen, tables)
         finally:
             self._give_tables(tables)
+
+    @contextlib.contextmanager
+    def _structure_reads(self):
+        """One thread at a time reads structures kept behind caches; on CUDA its stream finishes before the
+        next thread's stream may touch those caches."""
+        with self._io_lock:
+            yield
+            if self._io_shared_state and self.device.type == "cuda":
+                torch.cuda.current_stream(self.device).synchronize()
 
     def _take_tables(self) -> dict:
         """Dense relabel maps (node type -> int64 [n] of -1) for one call: a free set, or a new one."""
@@ -219,12 +229,12 @@ class HeteroNeighborSampler(BaseSampler):
         n_edges = {et: [] for et in self.edge_types}
         for hop in range(self.num_hops):
             active = [et for et in self.edge_types if et[2] in frontier and frontier[et[2]][0].numel()]
-            with self._io_lock:
+            with self._structure_reads():
                 ptrs = [self.graph.relations[et].ptr(frontier[et[2]][0]) for et in active]
             drawn = sample_positions_many([p[0] for p in ptrs], [p[1] for p in ptrs],
                                           [self.num_neighbors[et][hop] for et in active], self.replace, gen)
             src_ids: dict[str, list] = {}
-            with self._io_lock:
+            with self._structure_reads():
                 got = [self.graph.relations[et].rows(pos) for et, (pos, _) in zip(active, drawn)]
             for et, (pos, owner), src in zip(active, drawn, got):
                 src_ids.setdefault(et[0], []).append(src)
