@@ -191,12 +191,17 @@ class HeteroBatchLoader:
             pool.shutdown(wait=True)
 
     def _produce(self, seeds, stop: threading.Event, first: int):
+        samples = self._sampled(seeds, stop, first)
+        try:
+            yield from self._produce_from(seeds, stop, samples)
+        finally:  # an iteration left early stops its sampling threads
+            samples.close()
+
+    def _produce_from(self, seeds, stop: threading.Event, samples):
         ahead: deque = deque()  # sampled and announced, not yet submitted
         pending: deque = deque()  # submitted, not yet handed out
-        samples = self._sampled(seeds, stop, first)
         for s in seeds:
             if stop.is_set():
-                samples.close()
                 return
             t0 = time.perf_counter()
             sampled = next(samples)
