@@ -70,7 +70,8 @@ def test_vectorised_sampler_equals_the_per_relation_algorithm(ds, fan, replace, 
         fan = {et: [1 + i % 4, -1 if i == 2 else 1 + i % 3] for i, et in enumerate(sorted(graph.relations))}
     kw = {} if dense is None else dict(dense_relabel_max_nodes=dense)
     new, old = HeteroNeighborSampler(graph, fan, replace, seed=9, **kw), HeteroNeighborSampler(graph, fan, replace, seed=9)
-    for seeds in (ds.train_idx[:70], ds.train_idx[70:71], ds.train_idx[:0], ds.train_idx[100:300]):
+    repeated = torch.cat([ds.train_idx[:30], ds.train_idx[10:20]])  # a seed given twice keeps its first id
+    for seeds in (ds.train_idx[:70], ds.train_idx[70:71], ds.train_idx[:0], ds.train_idx[100:300], repeated):
         assert _same(new.sample(seeds, "paper"), reference_sample(old, seeds, "paper"))  # generator state carries on
     if dense == 0:
         assert new._free_tables == [{}]  # no node type took the dense map

@@ -102,7 +102,9 @@ class DenseRelabel:
         self.nodes = [seeds]
         self.count = seeds.numel()
         if seeds.numel():
-            table.index_copy_(0, seeds, torch.arange(seeds.numel(), device=seeds.device))
+            # a repeated seed keeps its first local id (as the sorted relabel finds it)
+            table.scatter_reduce_(0, seeds, torch.arange(seeds.numel(), device=seeds.device), "amin",
+                                  include_self=False)
 
     def lookup_or_add(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Local ids of `ids`, adding unseen ones. Returns (local ids, newly added global ids)."""
