@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCUMENTED = ["gpuio.engine", "gpuio.gpu", "gpuio.tensor", "gpuio.device_array", "gpuio.rows", "gpuio.cache",
               "gpuio.graph", "gpuio.loader", "gpuio.streams", "gpuio.sim", "gpuio.volumes",
               "gpuio.pyg.feature_store", "gpuio.pyg.graph_store", "gpuio.pyg.sampler", "gpuio.pyg.hetero",
-              "gpuio.pyg.hetero_loader"]
+              "gpuio.pyg.hetero_loader", "gpuio.pyg.hetero_ops"]
 
 
 def test_api_page_builds_without_warnings(tmp_path):

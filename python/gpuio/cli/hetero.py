@@ -37,6 +37,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 gpu_cache_fraction: float = typer.Option(0.1, help="device cache per type, share of its table"),
                 host_fraction: float = typer.Option(0.2, help="constant host buffer, share of each type's rows"),
                 struct_cache_mb: int = typer.Option(64, help="page cache per relation file, MiB"),
+                sample_threads: int = typer.Option(0, help="threads sampling the coming batches per rank "
+                                                           "(0: gpuio.pyg.hetero_loader's default)"),
                 eval_nodes: int = typer.Option(0, help="test papers evaluated (0: 1000 CPU, 20000 CUDA)"),
                 inline: bool = typer.Option(False, "--inline", help="load on the training thread (no loader thread)"),
                 belady: bool = typer.Option(False, "--belady", help="record the row trace; bytes read vs MIN"),
@@ -55,6 +57,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     _check.int_at_least("--steps", steps, 1)
     _check.int_at_least("--seed", seed, 0)
     _check.int_at_least("--struct-cache-mb", struct_cache_mb, 0)
+    _check.int_at_least("--sample-threads", sample_threads, 0, " (0: the loader's default)")
     _check.choice("--dtype", dtype, ("float32", "float16"))
     _check.positive_number("--edge-scale", edge_scale)
     _check.choice("--gen-device", gen_device, ("cpu", "cuda"))
@@ -87,7 +90,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                            structure=",".join(structures),
                            steps=steps, batch_size=batch_size, fanouts=fan,
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
-                           struct_cache_mb=struct_cache_mb, eval_nodes=eval_nodes, background=not inline,
+                           struct_cache_mb=struct_cache_mb, sample_threads=sample_threads, eval_nodes=eval_nodes, background=not inline,
                            belady=belady, timing=timing, time_cap=time_cap, device=device, seed=seed, save_params=save_params,
                            json_out=json_out, generate_only=generate_only).resolve()
     except ValueError as e:  # a combination the single checks above cannot see

@@ -152,12 +152,12 @@ class CSCMemory:
 
     def ptr(self, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(first CSC position, in-degree) of each destination id."""
-        start = self.colptr[dst]
-        return start, self.colptr[dst + 1] - start
+        start = self.colptr.index_select(0, dst)  # index_select: several times advanced indexing's rate
+        return start, self.colptr.index_select(0, dst + 1) - start
 
     def rows(self, pos: torch.Tensor) -> torch.Tensor:
         """Source ids at CSC positions `pos`."""
-        return self.row[pos]
+        return self.row.index_select(0, pos)
 
     def stats(self) -> dict:
         """bytes_from_device: always 0 (nothing is read from storage)."""

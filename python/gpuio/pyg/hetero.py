@@ -11,10 +11,19 @@ node of type dst its in-neighbours of type src; all of them when there are at mo
 ones (gpuio.pyg.sampler.sample_positions: the same draws as the homogeneous sampler). New nodes of each
 type are numbered in order of first appearance, seeds first; they form the next hop's frontier of their
 type. `edge[et]` holds the sampled edges' CSC positions (the relation's edge ids in its CSC file).
-Thread contract: one call at a time per sampler (the generator is shared state).
+
+Speed (gpuio.pyg.hetero_ops): a hop draws for all relations in one vectorised pass (the same numbers, in
+the same order, as relation after relation) and relabels once per node type (the relations' source ids
+concatenated in sorted relation order: the same first-appearance numbering), through a dense
+global -> local map per node type that is reused across batches (node types above
+`dense_relabel_max_nodes` use sorted copies instead).
+Thread contract: calls drawing from the sampler's own generator run one at a time; calls that pass
+their own `generator` may run concurrently (each takes its own relabel maps).
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Sequence
 
 import torch
@@ -22,7 +31,13 @@ from torch_geometric.data import EdgeAttr
 from torch_geometric.data import GraphStore as PygGraphStore
 from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSamplerInput
 
-from gpuio.pyg.sampler import _Relabel, sample_positions
+from gpuio.graph.csc_file import CSCMemory
+from gpuio.pyg.hetero_ops import DenseRelabel, sample_positions_many
+from gpuio.pyg.sampler import _Relabel
+
+# node types up to this many nodes are relabelled through a dense map (8 bytes a node, kept per sampling
+# thread and reused across batches); larger ones through sorted copies (memory per batch only)
+DENSE_RELABEL_MAX_NODES = 1 << 25
 
 
 class HeteroGraphStore(PygGraphStore):
@@ -117,7 +132,7 @@ class HeteroNeighborSampler(BaseSampler):
     structures deliver (their device)."""
 
     def __init__(self, graph, num_neighbors: Sequence[int] | dict = (10, 5), replace: bool = False,
-                 seed: int | None = None):
+                 seed: int | None = None, dense_relabel_max_nodes: int = DENSE_RELABEL_MAX_NODES):
         self.graph = graph if isinstance(graph, HeteroGraphStore) else HeteroGraphStore(graph)
         self.edge_types = sorted(self.graph.relations)
         if not self.edge_types:
@@ -136,12 +151,24 @@ class HeteroNeighborSampler(BaseSampler):
         self.num_hops = hops.pop()
         self.replace = bool(replace)
         self.device = self.graph.relations[self.edge_types[0]].device
+        self.seed = int(seed) if seed is not None else torch.seed()
         self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(int(seed) if seed is not None else torch.seed())
+        self.generator.manual_seed(self.seed)
+        if dense_relabel_max_nodes < 0:
+            raise ValueError(f"dense_relabel_max_nodes must be >= 0, got {dense_relabel_max_nodes}")
+        self.dense_relabel_max_nodes = dense_relabel_max_nodes
+        self._free_tables: list = []
+        self._lock = threading.Lock()
+        # structures read through caches (CSCFile) take one sampling thread at a time; tensors need no lock
+        shared = all(isinstance(c, CSCMemory) for c in self.graph.relations.values())
+        self._io_shared_state = not shared
+        self._io_lock = contextlib.nullcontext() if shared else threading.Lock()
 
-    def sample(self, seeds: torch.Tensor, input_type: str) -> HeteroSamplerOutput:
-        """Sample `num_hops` hops around `seeds` (node ids of type `input_type`; see the module docstring).
-        KeyError for an unknown node type, IndexError for a seed outside [0, num nodes of that type)."""
+    def sample(self, seeds: torch.Tensor, input_type: str,
+               generator: torch.Generator | None = None) -> HeteroSamplerOutput:
+        """Sample `num_hops` hops around `seeds` (node ids of type `input_type`; see the module docstring),
+        drawing from `generator` (default: the sampler's own). KeyError for an unknown node type,
+        IndexError for a seed outside [0, num nodes of that type)."""
         if input_type not in self.graph.num_nodes:
             raise KeyError(f"no node type {input_type!r}; the graph has {sorted(self.graph.num_nodes)}")
         n_in = self.graph.num_nodes[input_type]
@@ -149,9 +176,51 @@ class HeteroNeighborSampler(BaseSampler):
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= n_in):
             raise IndexError(f"seed node ids must lie in [0, {n_in}), got min {int(seeds.min())}, "
                              f"max {int(seeds.max())}")
+        gen = self.generator if generator is None else generator
+        tables = self._take_tables()
+        try:
+            return self._sample(seeds, input_type, gen, tables)
+        finally:
+            self._give_tables(tables)
+
+    @contextlib.contextmanager
+    def _structure_reads(self):
+        """One thread at a time reads structures kept behind caches; on CUDA its stream finishes before the
+        next thread's stream may touch those caches."""
+        with self._io_lock:
+            yield
+            if self._io_shared_state and self.device.type == "cuda":
+                torch.cuda.current_stream(self.device).synchronize()
+
+    def _take_tables(self) -> dict:
+        """Dense relabel maps (node type -> int64 [n] of -1) for one call: a free set, or a new one."""
+        with self._lock:
+            if self._free_tables:
+                return self._free_tables.pop()
+        return {nt: torch.full((n,), -1, dtype=torch.long, device=self.device)
+                for nt, n in self.graph.num_nodes.items() if n <= self.dense_relabel_max_nodes}
+
+    def _give_tables(self, tables: dict) -> None:
+        if self.device.type == "cuda":  # their reset is done before another thread's stream may take them
+            torch.cuda.current_stream(self.device).synchronize()
+        with self._lock:
+            self._free_tables.append(tables)
+
+    def _sample(self, seeds, input_type, gen, tables) -> HeteroSamplerOutput:
         empty = torch.empty(0, dtype=torch.long, device=self.device)
         types = sorted(self.graph.num_nodes)
-        relabel = {nt: _Relabel(seeds if nt == input_type else empty) for nt in types}
+        relabel = {}
+        for nt in types:
+            first = seeds if nt == input_type else empty
+            relabel[nt] = DenseRelabel(tables[nt], first) if nt in tables else _Relabel(first)
+        try:
+            return self._hops(seeds, input_type, gen, relabel, types, empty)
+        finally:
+            for r in relabel.values():
+                if isinstance(r, DenseRelabel):
+                    r.release()
+
+    def _hops(self, seeds, input_type, gen, relabel, types, empty) -> HeteroSamplerOutput:
         frontier = {input_type: (seeds, torch.arange(seeds.numel(), device=self.device))}
         rows = {et: [] for et in self.edge_types}
         cols = {et: [] for et in self.edge_types}
@@ -159,26 +228,30 @@ class HeteroNeighborSampler(BaseSampler):
         n_nodes = {nt: [seeds.numel() if nt == input_type else 0] for nt in types}
         n_edges = {et: [] for et in self.edge_types}
         for hop in range(self.num_hops):
-            added = {nt: [] for nt in types}
-            for et in self.edge_types:
-                src_t, _, dst_t = et
-                if dst_t not in frontier or frontier[dst_t][0].numel() == 0:
-                    n_edges[et].append(0)
-                    continue
-                glob, loc = frontier[dst_t]
-                csc = self.graph.relations[et]
-                start, deg = csc.ptr(glob)
-                pos, owner = sample_positions(start, deg, self.num_neighbors[et][hop], self.replace,
-                                              self.generator)
-                src_local, new = relabel[src_t].lookup_or_add(csc.rows(pos))
-                rows[et].append(src_local)
-                cols[et].append(loc[owner])
+            active = [et for et in self.edge_types if et[2] in frontier and frontier[et[2]][0].numel()]
+            with self._structure_reads():
+                ptrs = [self.graph.relations[et].ptr(frontier[et[2]][0]) for et in active]
+            drawn = sample_positions_many([p[0] for p in ptrs], [p[1] for p in ptrs],
+                                          [self.num_neighbors[et][hop] for et in active], self.replace, gen)
+            src_ids: dict[str, list] = {}
+            with self._structure_reads():
+                got = [self.graph.relations[et].rows(pos) for et, (pos, _) in zip(active, drawn)]
+            for et, (pos, owner), src in zip(active, drawn, got):
+                src_ids.setdefault(et[0], []).append(src)
+                cols[et].append(frontier[et[2]][1].index_select(0, owner))
                 edges[et].append(pos)
-                added[src_t].append(new)
-                n_edges[et].append(int(pos.numel()))
+            counts = dict(zip(active, (int(p.numel()) for p, _ in drawn)))
+            for et in self.edge_types:
+                n_edges[et].append(counts.get(et, 0))
             frontier = {}
             for nt in types:
-                new = torch.cat(added[nt]) if added[nt] else empty
+                parts = src_ids.get(nt)
+                new = empty
+                if parts:  # one relabel per node type: the relations' ids in sorted relation order
+                    local, new = relabel[nt].lookup_or_add(torch.cat(parts) if len(parts) > 1 else parts[0])
+                    ets = [et for et in active if et[0] == nt]
+                    for et, part in zip(ets, torch.split(local, [int(p.numel()) for p in parts])):
+                        rows[et].append(part)
                 n_nodes[nt].append(int(new.numel()))
                 if new.numel():
                     first = relabel[nt].count - new.numel()

@@ -15,20 +15,38 @@ the same global batches, and takes batches rank, rank + world_size, ... (the sam
 the remainder dropped), so each rank reads its own mini-batches from the same files. `max_batches`
 sets the batches per iteration, across epochs when it exceeds one (each epoch reshuffled).
 
+Sampling: batch i (counted over the loader's iterations) is sampled with a generator of its own, seeded
+from the sampler's seed and i, so the samples do not depend on timing or on `sample_threads`: that many
+threads sample the coming batches in parallel (torch ops release the GIL), at most `sample_threads`
+batches ahead of the producer, which takes them in order — announcing, submitting and serving stay as
+above. `times["sample_s"]` is the producer's wait for sampled batches.
+
 `trace`: a dict filled with, per node type, the list of each served batch's requested node ids (in
 serving order) — the row-access trace gpuio.cache.belady turns into the offline optimum.
-Thread contract: while an iteration runs, the producer is the only caller of the sampler and stores.
+Thread contract: while an iteration runs, the producer (and its sampling threads, through the sampler)
+is the only caller of the sampler and stores.
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import background, hand_over, ready_event
+from gpuio.loader import background, hand_over, ready_event, worker_stream
+
+SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
+_SEED_MIX = 0x9E3779B97F4A7C15  # spreads (sampler seed, batch serial) over the generator's seed space
+
+
+def batch_generator(seed: int, serial: int, device) -> torch.Generator:
+    """The generator batch number `serial` of a loader over a sampler seeded `seed` samples with."""
+    g = torch.Generator(device=device)
+    g.manual_seed((int(seed) * _SEED_MIX + serial) % (1 << 63))
+    return g
 
 
 @dataclass
@@ -55,14 +73,18 @@ class HeteroBatchLoader:
     def __init__(self, sampler, features: dict, input_nodes, input_type: str = "paper",
                  batch_size: int = 1024, labels=None, shuffle: bool = True, seed: int = 0, depth: int = 4,
                  device=None, rank: int = 0, world_size: int = 1, max_batches: int | None = None,
-                 background: bool = True, trace: dict | None = None, lookahead: int = 4):
+                 background: bool = True, trace: dict | None = None, lookahead: int = 4,
+                 sample_threads: int = SAMPLE_THREADS_DEFAULT):
         """sampler: a gpuio.pyg.HeteroNeighborSampler. features: node type -> gpuio.FeatureStore (or any row
         source with gather(idx)), one for every node type of the graph (else KeyError). input_nodes: seed ids
         of `input_type`; labels: their labels indexed by node id. depth: finished batches queued ahead;
         lookahead: batches announced to the feature stores' windows before their rows are submitted (the
-        windows must exceed lookahead + depth, else ValueError). rank/world_size: data parallelism."""
+        windows must exceed lookahead + depth, else ValueError). rank/world_size: data parallelism.
+        sample_threads: threads sampling ahead (>= 1)."""
         if batch_size < 1 or depth < 1:
             raise ValueError(f"batch_size and depth must be >= 1, got {batch_size}, {depth}")
+        if isinstance(sample_threads, bool) or not isinstance(sample_threads, int) or sample_threads < 1:
+            raise ValueError(f"sample_threads must be an int >= 1, got {sample_threads!r}")
         if lookahead < 0:
             raise ValueError(f"lookahead must be >= 0 batches, got {lookahead}")
         if not 0 <= rank < world_size:
@@ -77,7 +99,8 @@ class HeteroBatchLoader:
         self.device = torch.device(device) if device is not None else getattr(first, "device", torch.device("cpu"))
         self.seed, self.epoch, self.rank, self.world_size = seed, 0, rank, world_size
         self.max_batches, self.background, self.trace = max_batches, background, trace
-        self.lookahead = lookahead
+        self.lookahead, self.sample_threads = lookahead, sample_threads
+        self._serial = 0  # batches sampled by earlier iterations (each batch's generator follows it)
         windows = [getattr(f, "window", None) for f in features.values()]
         # announced-but-unserved batches reach lookahead + depth + 1; a smaller window drops the oldest
         too_small = [w.window for w in windows if w is not None and lookahead and w.window <= lookahead + depth]
@@ -114,20 +137,74 @@ class HeteroBatchLoader:
     def __iter__(self):
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
         seeds = self._seed_batches()
+        first = self._serial
+        self._serial += len(seeds)
         if not self.background:
-            yield from self._produce(seeds, threading.Event())
+            yield from self._produce(seeds, threading.Event(), first)
             return
-        yield from background(lambda stop: self._produce(seeds, stop), len(seeds), self.depth, self.times,
+        yield from background(lambda stop: self._produce(seeds, stop, first), len(seeds), self.depth, self.times,
                               self.device)
 
-    def _produce(self, seeds, stop: threading.Event):
+    def _sample(self, s, serial):
+        sampler = self.sampler
+        return sampler.sample(s, self.input_type, generator=batch_generator(sampler.seed, serial, sampler.device))
+
+    def _sample_on_worker(self, s, serial):
+        """On a sampling thread; CUDA: on a stream of its own, finished before the producer takes it."""
+        dev = self.sampler.device
+        with worker_stream(dev):
+            out = self._sample(s, serial)
+            if dev.type == "cuda":
+                torch.cuda.current_stream(dev).synchronize()
+        return out
+
+    @staticmethod
+    def _adopt(sampled) -> None:
+        """On the producer: its stream owns the sampled tensors made on a sampling thread's stream."""
+        for part in (sampled.node, sampled.row, sampled.col, sampled.edge):
+            for t in part.values():
+                if t.is_cuda:
+                    t.record_stream(torch.cuda.current_stream(t.device))
+
+    def _sampled(self, seeds, stop: threading.Event, first: int):
+        """The batches' samples in order, sampled by `sample_threads` threads at most that many ahead."""
+        if self.sample_threads == 1:
+            for i, s in enumerate(seeds):
+                yield self._sample(s, first + i)
+            return
+        pool = ThreadPoolExecutor(self.sample_threads, thread_name_prefix="gpuio-sample")
+        futures: deque = deque()
+        try:
+            nxt = 0
+            for _ in seeds:
+                while nxt < len(seeds) and len(futures) <= self.sample_threads:
+                    futures.append(pool.submit(self._sample_on_worker, seeds[nxt], first + nxt))
+                    nxt += 1
+                if stop.is_set():
+                    return
+                sampled = futures.popleft().result()
+                self._adopt(sampled)
+                yield sampled
+        finally:
+            for f in futures:
+                f.cancel()
+            pool.shutdown(wait=True)
+
+    def _produce(self, seeds, stop: threading.Event, first: int):
+        samples = self._sampled(seeds, stop, first)
+        try:
+            yield from self._produce_from(seeds, stop, samples)
+        finally:  # an iteration left early stops its sampling threads
+            samples.close()
+
+    def _produce_from(self, seeds, stop: threading.Event, samples):
         ahead: deque = deque()  # sampled and announced, not yet submitted
         pending: deque = deque()  # submitted, not yet handed out
         for s in seeds:
             if stop.is_set():
                 return
             t0 = time.perf_counter()
-            sampled = self.sampler.sample(s, self.input_type)
+            sampled = next(samples)
             t1 = time.perf_counter()
             self.times["sample_s"] += t1 - t0
             for nt, ids in sampled.node.items():
