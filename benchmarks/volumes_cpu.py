@@ -47,7 +47,7 @@ def report(tool: str, before: dict, after: dict, ops: float, wall: float) -> dic
         x[1] += v - b[2]
         x[2] += nv - b[3]
     rows = {k: {"us_per_op": v[0] / ops * 1e6, "vcsw_per_op": v[1] / ops, "ivcsw_per_op": v[2] / ops}
-            for k, v in sorted(g.items(), key=lambda kv: -kv[1][0]) if v[0] > 0}
+            for k, v in sorted(g.items(), key=lambda kv: -kv[1][0]) if v[0] > 0 or v[1] + v[2] > 0}
     total = sum(v[0] for v in g.values())
     print(f"{tool}: {ops / wall:.0f} IOPS, {total / ops * 1e6:.1f} us of client CPU per request "
           f"({total / wall:.2f} cores), load {os.getloadavg()[0]:.1f}")
