@@ -74,7 +74,8 @@ uint32_t RateClimb::choice() const {
 uint32_t RateClimb::screen_probe() const {
   auto measured = [&](uint32_t k) { return !samples_[k].empty(); };
   // 1. The ladder: the start count doubled up to hi, halved down to lo (a distant best in a few probes, and
-  // every region of a curve with bumps seen: counts that divide the devices evenly can run better than their neighbours).
+  // every region of a curve with bumps seen: counts that divide the devices evenly can run better than their
+  // neighbours).
   for (uint32_t k = start_;; k = std::min(hi_, 2 * k)) {
     if (!measured(k)) return k;
     if (k == hi_) break;
