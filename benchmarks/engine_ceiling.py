@@ -23,6 +23,9 @@ def parse(argv=None):
     ap.add_argument("--devices", default="1,4,8,12,16")
     ap.add_argument("--workers", default="1,2,3,4,6,8")
     ap.add_argument("--seconds", type=float, default=0.4, help="measured seconds per configuration")
+    ap.add_argument("--judge-seconds", type=float, default=None,
+                    help="controller section: seconds of each judged measurement (the settled controller, the "
+                         "hand-picked counts re-measured; default gpuio.bench.ceiling_controller.JUDGE_S)")
     ap.add_argument("--batch", type=int, default=16384, help="blocks per batch")
     ap.add_argument("--inflight", type=int, default=2, help="batches kept outstanding per configuration")
     ap.add_argument("--queue-depth", type=int, default=512, help="entries per worker ring")
@@ -41,6 +44,7 @@ def parse(argv=None):
     if a.tiny:
         a.kinds, a.devices, a.workers, a.seconds, a.batch = "null,sim,paced,shm-uring", "1,2", "1,2", 0.03, 512
         a.queue_depth, a.shm_mib, a.latency_reads, a.latency_rounds = 64, 2, 20, 1
+        a.judge_seconds = 0.03
     return a
 
 
@@ -48,12 +52,13 @@ def main(argv=None) -> dict:
     from gpuio.bench import ceiling
 
     a = parse(argv)
+    judge = {} if a.judge_seconds is None else dict(judge_s=a.judge_seconds)
     res = ceiling.run(kinds=tuple(k for k in a.kinds.split(",") if k), dests=tuple(d for d in a.dests.split(",") if d),
                       devices=a.devices, workers=a.workers, seconds=a.seconds, batch=a.batch,
                       queue_depth=a.queue_depth, shm_mib=a.shm_mib, latency_file=a.latency_file,
                       latency_reads=a.latency_reads, latency_rounds=a.latency_rounds,
                       sections=tuple(a.sections.split(",")), copy=a.copy, log=lambda m: print(m, flush=True),
-                      json_path=a.json, staging=a.staging, inflight=a.inflight)
+                      json_path=a.json, staging=a.staging, inflight=a.inflight, **judge)
     if a.json:
         ceiling.write_json(res, a.json)
         print(f"JSON: {a.json}")

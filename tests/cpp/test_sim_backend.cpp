@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gpuio/io.hpp"
@@ -104,6 +105,60 @@ TEST(SimBackend, PacedCompletionIsNeverEarlierThanTheModel) {
   q->submit();
   drain(*q, 1);
   EXPECT_GE(std::chrono::duration_cast<us>(std::chrono::steady_clock::now() - t1).count(), 60);  // tR
+}
+
+// Workers sharing devices (the engine's spread for counts that do not divide N): each of three queues on its own thread
+// submits runs of reads over two devices that the other queues also use (a submission takes each device's lock once,
+// passing over a device another queue holds), with a bad request in the middle of a run; every request completes with
+// the data written before and the bad one with its errno.
+TEST(SimBackend, QueuesSharingDevicesOnThreads) {
+  auto be = gpuio::make_backend({"sim0", "sim1", "sim2"}, sim_opts(false));
+  constexpr uint64_t kBlocks = 256;
+  std::vector<char> w(3 * kBlocks * 4096);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<char>(i * 13 + i / 4096);
+  {
+    auto q = be->create_queue(64, {});
+    for (uint16_t d = 0; d < 3; ++d) {
+      for (uint64_t b = 0; b < kBlocks; b += 64) {
+        for (uint64_t k = 0; k < 64; ++k)
+          ASSERT_TRUE(q->prepare({k, w.data() + (d * kBlocks + b + k) * 4096, (b + k) * 4096, 4096, d, gpuio::IoOp::write}));
+        q->submit();
+        for (auto& c : drain(*q, 64)) ASSERT_EQ(c.res, 4096);
+      }
+    }
+  }
+  std::vector<int> bad(3, 0), wrong(3, 0);
+  std::vector<std::thread> ts;
+  for (uint32_t t = 0; t < 3; ++t) {
+    ts.emplace_back([&, t] {
+      auto q = be->create_queue(48, {});
+      std::vector<char> r(48 * 4096);
+      for (int round = 0; round < 200; ++round) {
+        // 24 reads of device t, then 24 of device (t+1)%3 interleaved with them: two runs after sorting by device
+        for (uint64_t k = 0; k < 48; ++k) {
+          uint16_t d = static_cast<uint16_t>(k % 2 ? (t + 1) % 3 : t);
+          uint64_t b = (round * 7 + k * 5) % kBlocks;
+          uint64_t len = k == 17 ? 0 : 4096;  // a bad request (0 bytes) inside a run
+          q->prepare({k | (uint64_t{d} << 8) | (b << 16), r.data() + k * 4096, b * 4096, static_cast<uint32_t>(len), d,
+                      gpuio::IoOp::read});
+        }
+        q->submit();
+        for (auto& c : drain(*q, 48)) {
+          uint64_t k = c.user_data & 0xff, d = (c.user_data >> 8) & 0xff, b = c.user_data >> 16;
+          if (k == 17) {
+            bad[t] += c.res == -EINVAL;
+            continue;
+          }
+          wrong[t] += c.res != 4096 || std::memcmp(r.data() + k * 4096, w.data() + (d * kBlocks + b) * 4096, 4096) != 0;
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (uint32_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(wrong[t], 0) << "queue " << t;
+    EXPECT_EQ(bad[t], 200) << "queue " << t;
+  }
 }
 
 TEST(SimBackend, RejectsBadOptions) {

@@ -9,80 +9,178 @@
 namespace gpuio::detail {
 
 RateClimb::RateClimb(uint32_t lo, uint32_t hi, uint32_t start, double gain)
-    : lo_(lo), hi_(hi), start_(std::clamp(start, lo, hi)), gain_(gain), rate_(hi + 1, 0.0), seen_(hi + 1, 0) {
+    : lo_(lo), hi_(hi), start_(std::clamp(start, lo, hi)), gain_(gain), samples_(hi + 1) {
   GPUIO_ASSERT(lo_ >= 1 && lo_ <= hi_, "rate climb bounds");
 }
 
 void RateClimb::restart(uint32_t from) {
   if (windows_ > 0 || settled_) ++searches_;
-  std::fill(rate_.begin(), rate_.end(), 0.0);
-  std::fill(seen_.begin(), seen_.end(), 0u);
+  for (auto& s : samples_) s.clear();
+  round_.clear();
+  contenders_.clear();
   start_ = std::clamp(from, lo_, hi_);
-  settled_ = false;
+  final_ = settled_ = false;
   drifting_ = drift_side_ = settled_windows_ = 0;
-  windows_ = 0;
+  windows_ = rounds_ = 0;
+}
+
+double RateClimb::rate(uint32_t k) const {
+  if (k >= samples_.size() || samples_[k].empty()) return 0.0;
+  std::vector<double> x = samples_[k];
+  const size_t n = x.size();
+  if (n <= 2) return *std::max_element(x.begin(), x.end());  // a cold or stalled window only ever reads low
+  std::nth_element(x.begin(), x.begin() + n / 2, x.end());
+  const double hi = x[n / 2];
+  if (n % 2) return hi;
+  return (*std::max_element(x.begin(), x.begin() + n / 2) + hi) / 2;
+}
+
+double RateClimb::stderr_rel(uint32_t k) const {
+  const size_t n = samples_[k].size();
+  if (n < 3) return 1.0;  // one or two windows say nothing about their noise
+  const double m = rate(k);
+  std::vector<double> dev;
+  for (double x : samples_[k]) dev.push_back(std::fabs(x - m));
+  std::nth_element(dev.begin(), dev.begin() + n / 2, dev.end());
+  // sigma from the median absolute deviation (1.4826: normal noise), the median's standard error 1.2533 sigma/sqrt(n)
+  const double sigma = std::max(noise_floor, 1.4826 * dev[n / 2] / m);
+  return 1.2533 * sigma / std::sqrt(static_cast<double>(n));
+}
+
+uint32_t RateClimb::best() const {
+  uint32_t b = 0;
+  double r = 0;
+  for (uint32_t k = lo_; k <= hi_; ++k) {
+    const double x = rate(k);
+    if (x > r) b = k, r = x;  // ties: the fewer workers
+  }
+  return b;
+}
+
+bool RateClimb::qualifies(uint32_t k, uint32_t b) const {
+  const double mb = rate(b), se = std::hypot(stderr_rel(k), stderr_rel(b));
+  return rate(k) * (1 + gain_) / mb - 1 >= resolve_z * se;
 }
 
 uint32_t RateClimb::choice() const {
-  double best = 0;
-  for (uint32_t k = lo_; k <= hi_; ++k) best = std::max(best, rate_[k]);
-  if (best <= 0) return start_;
-  for (uint32_t k = lo_; k <= hi_; ++k) {
-    if (rate_[k] > 0 && rate_[k] * (1 + gain_) >= best) return k;
+  const uint32_t b = best();
+  if (b == 0) return start_;
+  for (uint32_t k = lo_; k < b; ++k) {
+    if (!samples_[k].empty() && qualifies(k, b)) return k;
   }
-  return start_;  // unreachable: the best one qualifies
+  return b;
 }
 
-uint32_t RateClimb::next_probe() const {
+uint32_t RateClimb::screen_probe() const {
+  auto measured = [&](uint32_t k) { return !samples_[k].empty(); };
   // 1. The ladder: the start count doubled up to hi, halved down to lo (a distant best in a few probes, and
-  // every region of a curve with bumps seen: counts that divide the devices evenly run better than their neighbours).
+  // every region of a curve with bumps seen: counts that divide the devices evenly can run better than their
+  // neighbours).
   for (uint32_t k = start_;; k = std::min(hi_, 2 * k)) {
-    if (rate_[k] <= 0) return k;
+    if (!measured(k)) return k;
     if (k == hi_) break;
   }
   for (uint32_t k = start_; k > lo_;) {
     k = std::max(lo_, k / 2);
-    if (rate_[k] <= 0) return k;
+    if (!measured(k)) return k;
   }
   // 2. Bisect the unmeasured gaps next to the best measured count until both its neighbours are measured.
-  uint32_t b = lo_;
-  for (uint32_t k = lo_; k <= hi_; ++k) b = rate_[k] > rate_[b] ? k : b;
+  const uint32_t b = best();
+  if (b == 0) return start_;
   uint32_t above = 0, below = 0;  // the nearest measured counts on either side (0: none, b is a bound)
-  for (uint32_t k = b + 1; k <= hi_ && !above; ++k) above = rate_[k] > 0 ? k : 0;
-  for (uint32_t k = b; k-- > lo_ && !below;) below = rate_[k] > 0 ? k : 0;
+  for (uint32_t k = b + 1; k <= hi_ && !above; ++k) above = measured(k) ? k : 0;
+  for (uint32_t k = b; k-- > lo_ && !below;) below = measured(k) ? k : 0;
   if (above && above - b > 1) return (b + above) / 2;
   if (below && b - below > 1) return (below + b) / 2;
-  // 3. Confirm: the best and the choice measured confirm_windows times (a noisy first window moves the pick).
-  if (seen_[b] < confirm_windows) return b;
-  const uint32_t c = choice();
-  if (seen_[c] < confirm_windows) return c;
+  // 3. A second window of every count measured once that is not far below the best, from the top: a count whose one
+  // window was cold (the first of a search) or stalled would otherwise never contend.
+  for (uint32_t k = hi_; k >= lo_ && k > 0; --k) {
+    if (samples_[k].size() == 1 && rate(k) >= rescreen_floor * rate(b)) return k;
+  }
   return 0;
 }
 
-uint32_t RateClimb::observe(uint32_t at, double rate) {
-  if (at < lo_ || at > hi_ || !(rate > 0)) return at;
+// The contenders: the best, the fewest workers within gain of it (the choice if the rounds confirm it), then the
+// next fastest within `contend`; visited ascending in even rounds, descending in odd ones.
+void RateClimb::plan_round() {
+  const uint32_t b = best();
+  const double mb = rate(b);
+  std::vector<uint32_t> c = {b};
+  for (uint32_t k = lo_; k < b; ++k) {
+    if (rate(k) > 0 && rate(k) * (1 + gain_) >= mb) {
+      c.push_back(k);
+      break;
+    }
+  }
+  std::vector<uint32_t> rest;
+  for (uint32_t k = lo_; k <= hi_; ++k) {
+    if (rate(k) >= (1 - contend) * mb && std::find(c.begin(), c.end(), k) == c.end()) rest.push_back(k);
+  }
+  std::stable_sort(rest.begin(), rest.end(), [&](uint32_t x, uint32_t y) { return rate(x) > rate(y); });
+  for (uint32_t k : rest) {
+    if (c.size() >= contenders_max) break;
+    c.push_back(k);
+  }
+  std::sort(c.begin(), c.end());
+  contenders_ = c;
+  if (rounds_ % 2 == 0) std::reverse(c.begin(), c.end());  // round_.back() is visited first
+  round_ = c;
+}
+
+bool RateClimb::resolved() const {
+  const uint32_t b = best();
+  const double mb = rate(b);
+  if (std::find(contenders_.begin(), contenders_.end(), b) == contenders_.end()) return false;
+  for (uint32_t k : contenders_) {
+    if (k == b) continue;
+    const double se = resolve_z * std::hypot(stderr_rel(k), stderr_rel(b)), x = rate(k) / mb;
+    if (std::fabs(x - 1) < se || std::fabs(x * (1 + gain_) - 1) < se) return false;
+  }
+  return true;
+}
+
+void RateClimb::settle() {
+  settled_ = true;
+  round_.clear();
+  settled_rate_ = rate(choice());
+  settled_windows_ = drifting_ = drift_side_ = 0;
+}
+
+uint32_t RateClimb::observe(uint32_t at, double rate_now) {
+  if (at < lo_ || at > hi_ || !(rate_now > 0)) return at;
   ++windows_;
-  const uint32_t n = std::min<uint32_t>(seen_[at], average_max - 1);
-  rate_[at] = (rate_[at] * n + rate) / (n + 1);
-  ++seen_[at];
+  auto add = [&] {
+    std::vector<double>& s = samples_[at];
+    if (s.size() == samples_max) s.erase(s.begin());
+    s.push_back(rate_now);
+  };
   if (settled_) {
-    const double off = rate / settled_rate_ - 1;
+    const double off = rate_now / settled_rate_ - 1;
     const int side = off > drift ? 1 : off < -drift ? -1 : 0;
     drifting_ = side == 0 ? 0 : side == drift_side_ ? drifting_ + 1 : 1;
     drift_side_ = side;
-    if (side == 0) settled_rate_ += follow * (rate - settled_rate_);
+    if (side == 0) settled_rate_ += follow * (rate_now - settled_rate_);
     if (drifting_ < drift_windows && ++settled_windows_ < forget_windows) return at;
     restart(at);  // search again from here, this window its first measurement
     windows_ = 1;
-    rate_[at] = rate;
-    seen_[at] = 1;
   }
-  if (uint32_t p = next_probe()) return p;
-  settled_ = true;
-  const uint32_t c = choice();
-  settled_rate_ = rate_[c];
-  settled_windows_ = drifting_ = drift_side_ = 0;
-  return c;
+  add();
+  if (final_ && !round_.empty() && round_.back() == at) {
+    round_.pop_back();
+    if (round_.empty()) ++rounds_;
+  }
+  if (!final_ || round_.empty()) {
+    if (uint32_t p = screen_probe()) return p;  // also in the final rounds: a new best next to an unmeasured gap
+    final_ = true;
+  }
+  if (round_.empty()) {
+    if (rounds_ >= final_rounds_max || (rounds_ >= final_rounds_min && resolved())) {
+      settle();
+      return choice();
+    }
+    plan_round();
+  }
+  return round_.back();
 }
 
 CoreController::CoreController(uint32_t min_active, uint32_t max_active, bool fixed, uint32_t start)
@@ -153,7 +251,8 @@ void CoreController::observe(double io_seconds, double compute_seconds, uint64_t
   blocks_sum_ += blocks;
   ++fresh_;
   const double wall = now_seconds - window_start_;
-  if (fresh_ < rated_batches_min || wall < (climb_.settled() ? settled_seconds_min : rated_seconds_min)) return;
+  const bool long_window = climb_.settled() || climb_.final_rounds();
+  if (fresh_ < rated_batches_min || wall < (long_window ? settled_seconds_min : rated_seconds_min)) return;
   uint32_t next = a;
   if (io_bound) {
     next = climb_.observe(a, static_cast<double>(blocks_sum_) / wall);

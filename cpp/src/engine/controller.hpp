@@ -32,15 +32,25 @@ inline uint32_t spread_worker(uint32_t device, uint32_t devices, uint32_t active
   return static_cast<uint32_t>(slot / devices);
 }
 
-// Hill climbing over worker counts lo..hi with measured rates. First the ladder: the start count doubled up to hi
-// and halved down to lo (log2 probes reach a distant best, and every region of a curve with bumps is seen); then it
-// bisects the unmeasured gaps next to the best measured count until both its neighbours are measured (at most
-// ~2 log2(hi) probes in all); then, before settling on choice() (the fewest workers whose measured rate is within
-// `gain` of the best: cores left to the application), it measures the choice and the best count at least
-// confirm_windows times each, so one noisy window does not pick the count. Settled, it compares each window with
-// the settled rate (which follows slow changes) and searches again when drift_windows windows running are all more
-// than `drift` off it on the same side (the workload changed: noise, and a lone stalled window, are not on one side
-// four times running), or after forget_windows settled windows (a neighbour may have become better).
+// Hill climbing over worker counts lo..hi with measured rates, in three phases.
+// 1. Screen: the ladder (the start count doubled up to hi, halved down to lo: a distant best in log2 probes, and
+//    every region of a curve with bumps seen), then bisection of the unmeasured gaps next to the best count, then a
+//    second window of each count measured once (not far below the best). Until a count has 3 windows its rate is
+//    the best of them (a cold or stalled window only ever reads low); from 3 on, the median.
+// 2. Final: the contenders (up to contenders_max counts within `contend` of the best screened rate) measured in
+//    alternating rounds (ascending, then descending, ...: a slow drift of the machine cancels), at least
+//    final_rounds_min and at most final_rounds_max rounds, stopping early once every comparison is resolved (the
+//    gap exceeds z standard errors of the medians). A count's rate is the median of its last samples_max windows: a
+//    stalled or cold window (the first window of a search runs on a cold engine) moves no pick. If the final best has
+//    an unmeasured neighbour, it is screened and the rounds continue with it.
+// 3. choice(): the fewest workers whose median is within `gain` of the best median by more than the noise (cores
+//    left to the application only where the data show it costs under `gain`); otherwise the count with the best
+//    median: a larger count is preferred within noise only if it is not slower.
+// Settled, it compares each window with the settled rate (which follows slow changes) and searches again when
+// drift_windows windows running are all more than `drift` off it on the same side (the workload changed: noise, and a
+// lone stalled window, are not on one side four times running), or after forget_windows settled windows.
+// H100 at 672b55b (issue 14): the old search (mean of up to 4 windows, confirmed twice, the fewest within 5 %)
+// settled sim N=16 at 7 workers (grid 0.75 of W=8) and shm-uring N=4 at 7 (0.84): one low first window at 8.
 class RateClimb {
  public:
   RateClimb(uint32_t lo, uint32_t hi, uint32_t start, double gain);
@@ -49,29 +59,46 @@ class RateClimb {
   // Forget every measured rate and search again, starting from `from`.
   void restart(uint32_t from);
   bool settled() const { return settled_; }
-  uint32_t choice() const;  // the fewest measured workers within gain of the best measured rate (start if none)
-  double rate(uint32_t k) const { return k < rate_.size() ? rate_[k] : 0.0; }
+  bool final_rounds() const { return final_ && !settled_; }  // comparing the contenders
+  uint32_t choice() const;  // see above; start if nothing was measured
+  double rate(uint32_t k) const;  // the median of k's windows, the best of them below 3 (0: not measured)
+  uint32_t samples(uint32_t k) const { return k < samples_.size() ? static_cast<uint32_t>(samples_[k].size()) : 0; }
   uint32_t windows() const { return windows_; }  // rated windows since the last (re)start
   uint32_t searches() const { return searches_; }
+  uint32_t rounds() const { return rounds_; }  // final rounds completed in this search
 
   static constexpr double drift = 0.25;        // a settled window this far off the settled rate drifts ...
   static constexpr int drift_windows = 4;       // ... and this many running, on the same side: search again
   static constexpr double follow = 0.1;         // a window within drift moves the settled rate this much its way
   static constexpr int forget_windows = 1024;   // settled this long (~1 min of 50 ms windows): search again
-  static constexpr int average_max = 4;         // a count's rate is the mean of its last (up to) this many windows
-  static constexpr uint32_t confirm_windows = 2;  // windows the choice and the best need before settling
+  static constexpr uint32_t samples_max = 9;    // a count's rate is the median of its last (up to) this many windows
+  static constexpr double contend = 0.25;       // screened within this of the best: a contender in the final rounds
+  static constexpr uint32_t contenders_max = 3;
+  static constexpr uint32_t final_rounds_min = 3;  // rounds of the contenders before the choice may settle ...
+  static constexpr uint32_t final_rounds_max = 8;  // ... and the most (the noise did not resolve: medians decide)
+  static constexpr double resolve_z = 2.0;      // a gap of this many standard errors is resolved
+  static constexpr double noise_floor = 0.01;   // the least relative noise a count's windows are taken to have
+  static constexpr double rescreen_floor = 0.4;  // a count measured once at least this fraction of the best: again
 
  private:
-  uint32_t next_probe() const;  // 0: every gap next to the best count is measured
+  uint32_t screen_probe() const;  // 0: the ladder and the gaps next to the best are measured
+  uint32_t best() const;          // the count with the highest median
+  double stderr_rel(uint32_t k) const;  // relative standard error of k's median
+  bool qualifies(uint32_t k, uint32_t b) const;  // k's median within gain of b's by more than the noise
+  bool resolved() const;          // every contender's comparison with the best is beyond noise
+  void plan_round();              // the next round's visits (contenders, alternating order)
+  void settle();
 
   uint32_t lo_, hi_, start_;
   double gain_;
-  std::vector<double> rate_;     // by count; 0: not measured
-  std::vector<uint32_t> seen_;   // windows averaged into rate_
+  std::vector<std::vector<double>> samples_;  // by count: its last windows' rates, oldest first
+  std::vector<uint32_t> round_;  // visits left in this final round (back = next)
+  std::vector<uint32_t> contenders_;  // the counts of the last round planned
+  bool final_ = false;           // screening done: in the final rounds
   bool settled_ = false;
   double settled_rate_ = 0;
   int drifting_ = 0, drift_side_ = 0, settled_windows_ = 0;
-  uint32_t windows_ = 0, searches_ = 1;
+  uint32_t windows_ = 0, searches_ = 1, rounds_ = 0;
 };
 
 class CoreController {
@@ -95,7 +122,8 @@ class CoreController {
   static constexpr int window_batches = 8;      // unrated mode (no block counts): decisions once per 8 batches
   static constexpr int rated_batches_min = 3;   // a rated window holds at least this many batches planned for it
   static constexpr double rated_seconds_min = 0.02;  // ... and lasts at least this long while searching
-  static constexpr double settled_seconds_min = 0.05;  // ... or this long once settled (less noise to read as drift)
+  static constexpr double settled_seconds_min = 0.05;  // ... or this long in the final rounds and once settled (less
+                                                       // noise: the contenders' medians, and drift)
   static constexpr double grow_ratio = 1.1;     // io > 1.1 x compute: I/O-bound (rates mean something)
   static constexpr double shrink_ratio = 0.5;   // io < 0.5 x compute -> one fewer
   static constexpr double rate_gain = 0.05;     // a count must be this much faster than fewer workers to be chosen

@@ -3,8 +3,8 @@
 // reap() only once the wall clock since the backend started passes the model's completion time, so the
 // devices behave like real SSDs of the preset's speed. Free-running: completions are ready at once and
 // each queue's model time advances to the completions it reaps (for fast functional tests).
-// Threads: each device's model has its own mutex (held for the O(pages) model update only); a queue is
-// owned by one thread as the IoQueue contract says.
+// Threads: each device's model has its own mutex (held for the model updates of one submission's requests to that
+// device: see SimQueue::submit); a queue is owned by one thread as the IoQueue contract says.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -113,7 +113,8 @@ class SimQueue final : public IoQueue {
     IoCompletion c;
     bool operator>(const Pending& o) const { return due_ns > o.due_ns; }
   };
-  int32_t execute(const IoRequest& r, uint64_t& due);
+  int32_t move_data(const IoRequest& r);
+  uint64_t model_due(SimDevice& d, const IoRequest& r);
 
   SimBackend& be_;
   uint32_t depth_, host_queue_, inflight_ = 0;
@@ -121,6 +122,11 @@ class SimQueue final : public IoQueue {
   uint64_t device_ns_ = 0;  // wall time inside execute(): the emulated device's own cost (model + data copy)
   std::vector<IoRequest> prepared_;
   std::vector<Pending> pending_;  // min-heap by due_ns
+  // submit()'s scratch (no allocation once grown): results, due times, requests by device, runs of one device
+  std::vector<int32_t> results_;
+  std::vector<uint64_t> due_;
+  std::vector<int> order_;
+  std::vector<std::pair<size_t, size_t>> runs_;
 };
 
 class SimBackend final : public IoBackend {
@@ -186,29 +192,74 @@ SimQueue::SimQueue(SimBackend& be, uint32_t depth, uint32_t host_queue)
   pending_.reserve(depth);
 }
 
-int32_t SimQueue::execute(const IoRequest& r, uint64_t& due) {
-  due = be_.paced() ? be_.now_ns() : vnow_;
+// The request's checks and its data (outside any lock: the store is safe for concurrent requests); 0 or more:
+// the model must time it (model_due), else the result is final and due now.
+int32_t SimQueue::move_data(const IoRequest& r) {
   if (r.device >= be_.device_count()) return -ENODEV;
   SimDevice& d = be_.dev(r.device);
   if (r.len == 0 || r.offset + r.len > d.info.bytes) return -EINVAL;
   if (!r.buf) return -EFAULT;
   if (be_.null()) return static_cast<int32_t>(r.len);  // zero latency, no data moved (due = vnow_: ready now)
-  int32_t res = r.op == IoOp::read ? d.store->read(r.buf, r.offset, r.len) : d.store->write(r.buf, r.offset, r.len);
-  if (res < 0) return res;
-  std::lock_guard<std::mutex> g(d.mu);
-  uint64_t arrival = be_.paced() ? be_.now_ns() : vnow_;
-  due = d.model.submit(sim::Request{arrival, r.offset, r.len, r.op == IoOp::write, host_queue_});
-  return res;
+  return r.op == IoOp::read ? d.store->read(r.buf, r.offset, r.len) : d.store->write(r.buf, r.offset, r.len);
 }
 
+// The device's model times the request; the caller holds the device's lock.
+uint64_t SimQueue::model_due(SimDevice& d, const IoRequest& r) {
+  uint64_t arrival = be_.paced() ? be_.now_ns() : vnow_;
+  return d.model.submit(sim::Request{arrival, r.offset, r.len, r.op == IoOp::write, host_queue_});
+}
+
+// A device's model is one sequential state (its timelines and FTL): the model updates of one device run under its
+// lock, but a submission takes each device's lock once for all its requests (in this queue's order), and a device
+// whose lock another worker holds is passed over until the others are done. Locking per request, two workers sharing
+// a device handed its lock over at every request (a futex wake and sleep each time), so on the H100 (672b55b) 8
+// devices ran as fast on 5-7 workers as on 4 (2.55-2.69 M vs 2.60 M IOPS; 8 workers 5.43 M) although the model work
+// per device was far below one core. The timing is the model's as before: each request arrives at the same time
+// (this queue's model time, or the wall clock when paced) and a device sees this queue's requests in their order;
+// only requests of two queues on one device are interleaved in runs rather than one by one, as an NVMe device's
+// arbitration takes a burst of commands from one submission queue.
 int SimQueue::submit() {
   int n = static_cast<int>(prepared_.size());
   if (n == 0) return 0;
   auto t0 = Clock::now();
-  for (const IoRequest& r : prepared_) {
-    uint64_t due = 0;
-    int32_t res = execute(r, due);
-    pending_.push_back({due, {r.user_data, res}});
+  const uint64_t base = be_.paced() ? be_.now_ns() : vnow_;
+  results_.resize(n);
+  order_.clear();
+  for (int i = 0; i < n; ++i) {
+    results_[i] = move_data(prepared_[i]);
+    if (results_[i] >= 0 && !be_.null()) order_.push_back(i);
+  }
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](int a, int b) { return prepared_[a].device < prepared_[b].device; });
+  std::vector<uint64_t>& due = due_;
+  due.assign(n, base);
+  // runs of one device in order_: [start, end); taken in passes, a device whose lock is held waits for the next pass
+  runs_.clear();
+  for (size_t i = 0; i < order_.size();) {
+    size_t j = i;
+    while (j < order_.size() && prepared_[order_[j]].device == prepared_[order_[i]].device) ++j;
+    runs_.push_back({i, j});
+    i = j;
+  }
+  size_t left = runs_.size();
+  for (bool block = false; left > 0;) {
+    bool progress = false;
+    for (auto& run : runs_) {
+      if (run.first == run.second) continue;
+      SimDevice& d = be_.dev(prepared_[order_[run.first]].device);
+      std::unique_lock<std::mutex> g(d.mu, std::defer_lock);
+      if (block) g.lock();
+      else if (!g.try_lock()) continue;
+      for (size_t k = run.first; k < run.second; ++k) due[order_[k]] = model_due(d, prepared_[order_[k]]);
+      run.first = run.second;
+      --left;
+      progress = true;
+      block = false;
+    }
+    block = !progress;  // every device left is busy: wait for the first one
+  }
+  for (int i = 0; i < n; ++i) {
+    pending_.push_back({due[i], {prepared_[i].user_data, results_[i]}});
     std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
   }
   prepared_.clear();

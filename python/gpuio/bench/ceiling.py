@@ -31,7 +31,8 @@ import time
 
 import numpy as np
 
-from gpuio.bench.ceiling_controller import SETTLE_FACTOR, _search, controller_result, controller_table  # noqa: F401
+from gpuio.bench.ceiling_controller import (JUDGE_S, SETTLE_FACTOR, _search, controller_result,  # noqa: F401
+                                            controller_table, judge_counts)
 
 BS = 4096
 KINDS = ("null", "sim", "paced", "shm-uring", "shm-posix")
@@ -229,7 +230,7 @@ def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
 
 
 def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None,
-         ctl: list | None = None, stagings=("ordered",), inflight: int = 2) -> list[dict]:
+         ctl: list | None = None, stagings=("ordered",), inflight: int = 2, judge_s: float = JUDGE_S) -> list[dict]:
     """Every (kind, dest, N, W); with ctl (a list), after each N's hand-picked counts also the engine's own choice
     (workers=0), run right then so both see the same machine load."""
     rows = []
@@ -247,7 +248,7 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
                     log(_row_text(r))
                 if ctl is not None:
                     ctl.append(controller_run(devs, kind, dest, n, got, seconds, batch, qd, log, copy, staging,
-                                              inflight))
+                                              inflight, judge_s))
             if save:
                 save(rows)  # a run cut short (a time limit) keeps what it measured
     return rows
@@ -275,11 +276,15 @@ def _copies(r: dict) -> str:
 
 
 def controller_run(devs, kind, dest, n, hand, seconds, batch, qd, log, copy="batch", staging="ordered",
-                   inflight: int = 2) -> dict:
-    """The engine with workers=0, run until its controller settled, then measured: ceiling_controller.controller_result."""
-    c = measure(devs, kind, n, 0, dest, seconds, batch, qd, inflight, copy=copy, staging=staging,
+                   inflight: int = 2, judge_s: float = JUDGE_S) -> dict:
+    """The engine with workers=0, run until its controller settled, then measured for judge_s; right after, the
+    hand-picked engines at its chosen count and at the grid's fastest counts, judge_s each (the same pass, the same
+    machine load): ceiling_controller.controller_result judges and prints."""
+    c = measure(devs, kind, n, 0, dest, judge_s, batch, qd, inflight, copy=copy, staging=staging,
                 settle_s=SETTLE_FACTOR * seconds)
-    return controller_result(c, hand, kind, dest, _dest(c), n, log)
+    again = [measure(devs, kind, n, w, dest, judge_s, batch, qd, inflight, copy, staging)
+             for w in judge_counts(hand, c["workers_active"])]
+    return controller_result(c, hand, again, kind, dest, _dest(c), n, log)
 
 
 def sim_cost(devs: Devices, seconds: float, batch: int, qd: int) -> dict:
@@ -473,7 +478,7 @@ def summary(rows: list[dict], ctl: list[dict], log) -> None:
         b = max(rs, key=lambda r: r["iops"])
         c = next((x for x in ctl if (x["kind"], x.get("dest_label", x["dest"]), x["devices"]) == key), None)
         cp = f"{b['staging_mode']} ({b['copy_kib']:.0f})" if b["dest"] == "gpu" else "-"
-        cs = f"{c['chosen']} ({c['ratio']:.2f})" if c else "-"
+        cs = f"{c['chosen']} ({c['choice_ratio']:.2f})" if c else "-"
         st = "/".join(f"{b['stage_us'][k]:.2f}" for k in STAGES)
         log(f"| {key[0]} | {key[1]} | {key[2]} | {b['workers']} | {b['iops'] / 1e6:.3f} | {b['gbps']:.2f} | "
             f"{b['cores_busy']:.2f} | {b['worker_cores']:.2f} | {'-' if b['gpu_sms'] is None else b['gpu_sms']} | "
@@ -511,7 +516,7 @@ def _ints(text: str, name: str) -> list[int]:
 def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devices="1,4,8,12,16", workers="1,2,3,4,6,8",
         seconds=0.4, batch=16384, queue_depth=512, shm_mib=64, latency_file=None, latency_reads=300,
         latency_rounds=3, sections=("cost", "grid", "controller", "latency"), copy="batch", log=print,
-        json_path=None, staging="ordered", inflight: int = 2) -> dict:
+        json_path=None, staging="ordered", inflight: int = 2, judge_s: float = JUDGE_S) -> dict:
     ns, ws = _ints(devices, "--devices"), _ints(workers, "--workers")
     if not isinstance(inflight, int) or isinstance(inflight, bool) or inflight < 1:
         raise ValueError(f"--inflight: {inflight!r} is not an int >= 1")
@@ -529,7 +534,7 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
     has_cuda, why = cuda_status()
     res = dict(cpus=cpus, cuda=has_cuda, cuda_note=why, args=dict(kinds=list(kinds), dests=list(dests), devices=ns,
                workers=ws, seconds=seconds, batch=batch, queue_depth=queue_depth, staging=list(stagings),
-               inflight=inflight), skipped={})
+               inflight=inflight, judge_seconds=judge_s), skipped={})
     if "gpu" in dests and not has_cuda:
         res["skipped"]["gpu"] = why
         log(f"SKIP destination gpu: {why}")
@@ -547,7 +552,8 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
         save = (lambda rows: write_json(dict(res, rows=rows), json_path)) if json_path else None
         ctl = res["controller"] = []
         rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save,
-                                  ctl if "controller" in sections else None, stagings, inflight) if "grid" in sections else []
+                                  ctl if "controller" in sections else None, stagings, inflight,
+                                  judge_s) if "grid" in sections else []
         if rows:
             summary(rows, ctl, log)
             controller_table(ctl, log)
