@@ -7,7 +7,8 @@
 Layout (the safetensors format): 8-byte little-endian header length H, H bytes of JSON header, then the
 tensors' bytes back to back. The JSON is padded with spaces (the format allows trailing whitespace) so
 the data starts at a multiple of `align` (4096 by default): the data region is then whole blocks written
-and read by O_DIRECT in large requests, straight from / into the tensors' device (GPU memory through the
+and read by O_DIRECT in large requests: saved from two page-locked host pieces the tensors are copied into
+(`save` says why not GPU pieces), loaded straight into the tensors' device (GPU memory through the
 engine's stream path). The format forbids holes between tensors, so tensors are packed, largest element
 size first: every tensor's offset is then a multiple of its element size, and loading returns views into
 one buffer (no per-tensor copy). The file is truncated to its exact length (safetensors checks it); the
@@ -73,28 +74,29 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
 
 def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.device,
          chunk_bytes: int = CHUNK_BYTES) -> int:
-    """Stream header + tensors into `ext` through two staging pieces on `device` (each written while the
-    next one is filled). Returns the bytes written (whole blocks)."""
+    """Stream header + tensors into `ext` through two staging pieces in aligned host memory (each written
+    by O_DIRECT in place while the next one is filled; page-locked when the tensors are on `device` CUDA,
+    so the device-to-host copies run at full rate). Host pieces rather than GPU ones: a write of CUDA memory
+    moves one bounce chunk at a time on its stream, which held the H200 save of GPT-2 medium at 0.55 of the
+    raw write rate; a host piece is many engine requests in flight. Returns the bytes written (whole blocks)."""
     bs = store.block_size
     total = len(header) + sum(_as_bytes(t).numel() for _, t, _ in entries)
     chunk_bytes = max(bs, min(chunk_bytes, -(-total // bs) * bs) // bs * bs)  # small checkpoints: small pieces
-    slots = [buffer(chunk_bytes, device) for _ in range(2)]
+    from ..tensor import _aligned_bytes
+
+    cuda = device.type == "cuda"
+    slots = [_aligned_bytes(chunk_bytes, pin=cuda) for _ in range(2)]
     inflight: list = [None, None]
     cur, fill, written = 0, 0, 0
-    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
 
     def emit(nbytes: int, last: bool):
         nonlocal cur, fill, written
         nb = -(-nbytes // bs) * bs
         if last and nb > nbytes:
             slots[cur][nbytes:nb].zero_()
-        src = slots[cur][:nb]
-        if stream is not None:
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                inflight[cur] = store.write_async(ext, written, src)
-        else:
-            inflight[cur] = store.write_async(ext, written, src)
+        if cuda:
+            torch.cuda.current_stream(device).synchronize()  # this piece's device-to-host copies landed
+        inflight[cur] = store.write_async(ext, written, slots[cur][:nb])
         written += nb
         cur, fill = 1 - cur, 0
         if inflight[cur] is not None:  # the other piece's write must be done before it is refilled
