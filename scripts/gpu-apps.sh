@@ -9,7 +9,8 @@
 # their bars (benchmarks/apps_summary.py). Needs .carry/ as scripts/gpu-check.sh does (it builds with GPUIO_STEPS=none).
 # Environment: GPUIO_APPS_STEPS (the steps to run, overriding the call's list; names below), GPUIO_APPS_DIR (work
 # folder, default /var/tmp/gpuio-apps), GPUIO_APPS_SIZE (default large), GPUIO_APPS_DEVICE (default cuda),
-# GPUIO_APPS_SORT_KEYS (default: 4G, or 2G when the disk is short), GPUIO_APPS_SCALE (default 26), GPUIO_APPS_GRAPH_MEM
+# GPUIO_APPS_SORT_KEYS (default: 4G, or 2G when the disk is short), GPUIO_APPS_SORT_ARGS (default --no-threads: the
+# thread-pool baseline, not judged, would cost ~40 s; "" runs it), GPUIO_APPS_SCALE (default 26), GPUIO_APPS_GRAPH_MEM
 # (cgroup memory.max of the graph runs, default 6G), GPUIO_APPS_SKIP_BUILD=1 (use the current PYTHONPATH's gpuio),
 # GPUIO_APPS_NO_CGROUP=1 and GPUIO_APPS_COLD="" (no cgroup, no cache drops: CPU checks of this script only),
 # GPUIO_APPS_PYTHON (default python3), GPUIO_APPS_KEEP_GRAPH=0 (delete the graph at the end).
@@ -126,7 +127,7 @@ if want sort; then
   fi
   echo "sort: ${keys:-default} keys; $(free_gib) GiB free on $work"
   (cd "$work" && GPUIO_TAIL=16 bounded sort 420 "$py" -m gpuio.apps.sort --size "$size" --device "$dev" $cold \
-    --store "$work/gpuio-apps-sort.bin" ${keys:+--keys $keys} --json "$out/apps-sort.json")
+    --store "$work/gpuio-apps-sort.bin" ${keys:+--keys $keys} ${GPUIO_APPS_SORT_ARGS---no-threads} --json "$out/apps-sort.json")
   rm -f "$work/gpuio-apps-sort.bin"
 fi
 
