@@ -171,6 +171,11 @@ def _run(a, g, device, argv) -> dict:
                     checks.append("graph500 ok" if not errs else "GRAPH500 FAILED: " + "; ".join(errs[:3]))
                 if rep == 0:
                     info[name] = dict(st, check=", ".join(checks) or "-", **src.stats())
+                    hit = info[name].get("hit_rate")
+                    # as each pass ends: a run cut by its time bound still tells the passes it finished
+                    print(f"{algo} {name}: {times[name][-1]:.3f} s, {st['rounds']} rounds, {st['edges_read']} edges"
+                          + (f", hit rate {hit:.3f}" if hit is not None else "") + f"; {info[name]['check']}",
+                          flush=True)
                 src.close()
                 del out
         base = statistics.median(times[sources[0]])

@@ -215,7 +215,23 @@ def test_checkpoint_on_raid0_store(tmp_path):
         e = s.alloc("ck", len(header) + data)
         checkpoint.save(s, e, header, entries, CPU, chunk_bytes=8192)  # many pieces, both slots reused
         back = checkpoint.load(s, e, len(header) + data, CPU)
+        # through host pieces (the CUDA default): many pieces, every slot reused, the last piece short
+        staged = checkpoint.load(s, e, len(header) + data, CPU, staged=True, stage_bytes=3 * 4096)
     assert back.keys() == t.keys() and all(torch.equal(back[k], t[k]) for k in t)
+    assert staged.keys() == t.keys() and all(torch.equal(staged[k], t[k]) for k in t)
+
+
+def test_checkpoint_staged_load_with_a_partial_last_block(tmp_path):
+    t = _tensors()
+    path = str(tmp_path / "c.safetensors")
+    size = checkpoint.save_file(t, path)["bytes"]
+    assert size % 4096  # the file ends inside a block: the tail is read by pread
+    with Store(path, size // 4096 * 4096) as s:
+        e = s.alloc("checkpoint", size // 4096 * 4096)
+        e = checkpoint.Extent(e.name, e.first_block, size, 4096)
+        for stage in (4096, 8192, 1 << 20):  # one block per piece, two, all in one piece
+            back = checkpoint.load(s, e, size, CPU, tail_path=path, staged=True, stage_bytes=stage)
+            assert back.keys() == t.keys() and all(torch.equal(back[k], t[k]) for k in t), stage
 
 
 def test_checkpoint_rejects_what_safetensors_cannot_store():

@@ -109,6 +109,8 @@ def acceptance(rows: list[dict]) -> list[str]:
                 f"vs {o} {r[f'save_vs_{o}']:.2f}x / {r[f'load_vs_{o}']:.2f}x"
                 + (" (target >= 3)" if o == "torch" else "")
                 for o in ("torch", "safetensors", "basic") if f"save_vs_{o}" in r)
+            if "save_vs_torch_unsynced" in r:
+                s += f"; saves timed until fsync (torch.save up to its return: {r['save_vs_torch_unsynced']:.2f}x)"
             if "save_of_raw" in r:
                 s += f"; of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"
             out.append(s)

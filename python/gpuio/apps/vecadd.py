@@ -17,7 +17,7 @@ import sys
 import torch
 
 from . import common
-from .pipeline import Step, measure_steps, resolve_device
+from .pipeline import Step, buffer, measure_steps, resolve_device
 
 SIZES = {  # n: elements per vector; batch_bytes per vector per step
     "tiny": dict(n=1 << 18, batch_bytes=1 << 20),
@@ -38,10 +38,13 @@ def values(name: str, start: int, count: int, device="cpu") -> torch.Tensor:
 
 
 class VecAdd:
-    def __init__(self, n: int, batch_bytes: int, depth: int = DEPTH_DEFAULT):
+    """device: where the vectors are made (prepare) and c is checked (verify); on CUDA both are seconds at
+    1e9 elements, on the CPU they were most of the large run's wall time."""
+
+    def __init__(self, n: int, batch_bytes: int, depth: int = DEPTH_DEFAULT, device="cpu"):
         if batch_bytes % 4096 or batch_bytes <= 0:
             raise ValueError(f"batch_bytes={batch_bytes} must be a positive multiple of 4096")
-        self.n, self.batch, self.depth = n, batch_bytes // ITEM, depth
+        self.n, self.batch, self.depth, self.device = n, batch_bytes // ITEM, depth, torch.device(device)
         self.vec_bytes = -(-n * ITEM // 4096) * 4096
 
     def alloc(self, g, p) -> None:
@@ -53,13 +56,17 @@ class VecAdd:
             yield start, count, -(-count * ITEM // 4096) * 4096  # the last batch reads whole blocks
 
     def prepare(self, store) -> None:
+        """a and b written from one aligned host buffer (O_DIRECT in place), made on self.device."""
         chunk = 1 << 24
+        host = buffer(chunk * ITEM, torch.device("cpu"))
         for name in "ab":
             for start in range(0, self.n, chunk):
                 count = min(chunk, self.n - start)
-                v = values(name, start, count)
-                pad = (-count * ITEM) % 4096 // ITEM
-                store.write(self.ext[name], start * ITEM, torch.cat([v, v.new_zeros(pad)]) if pad else v)
+                nb = -(-count * ITEM // 4096) * 4096
+                if nb > count * ITEM:
+                    host[count * ITEM:nb].zero_()
+                host[:nb].view(torch.float64)[:count].copy_(values(name, start, count, self.device))
+                store.write(self.ext[name], start * ITEM, host[:nb])
 
     def _add(self, bufs):
         # into a ring of output buffers: a fresh 1 MiB host tensor per step costs its page faults each time
@@ -77,14 +84,14 @@ class VecAdd:
                      writes=[(self.ext["c"], s * ITEM)], out_nbytes=[nb]) for s, _, nb in self._batches()]
 
     def verify(self, store) -> str:
-        chunk = 1 << 22
-        buf = torch.empty(chunk * ITEM, dtype=torch.uint8)
+        chunk = 1 << (23 if self.device.type == "cuda" else 22)
+        buf = buffer(chunk * ITEM, self.device)
         for start in range(0, self.n, chunk):
             count = min(chunk, self.n - start)
             nb = -(-count * ITEM // 4096) * 4096
             store.read(self.ext["c"], start * ITEM, buf[:nb])
             got = buf[:nb].view(torch.float64)[:count]
-            want = values("a", start, count) + values("b", start, count)
+            want = values("a", start, count, self.device) + values("b", start, count, self.device)
             if not torch.equal(got, want):
                 bad = int((got != want).nonzero()[0])
                 raise AssertionError(f"vecadd: c[{start + bad}] = {float(got[bad])}, expected {float(want[bad])}")
@@ -97,7 +104,7 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     prm.update(overrides)
     dev = resolve_device(device)
     store = store or common.default_store("vecadd")
-    app = VecAdd(prm["n"], prm["batch_bytes"], prm.get("depth", DEPTH_DEFAULT))
+    app = VecAdd(prm["n"], prm["batch_bytes"], prm.get("depth", DEPTH_DEFAULT), device=dev)
     with common.opened_pair(store, 3 * app.vec_bytes, workers, device=dev, keep=keep) as (g, p):
         app.alloc(g, p)
         app.prepare(g)

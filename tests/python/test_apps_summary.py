@@ -1,0 +1,52 @@
+"""benchmarks/apps_summary.py (the judged-points table of scripts/gpu-apps.sh) on the rows that the tiny CPU
+runs write: every judged point appears, a missing run reads "not measured", runs below the judged size are
+labelled, a bar is called met only when the value passes it."""
+import json
+
+from gpuio.apps import bench
+from repo_scripts import load_script
+
+summ = load_script("benchmarks/apps_summary.py")
+
+
+def _cells(text: str, point: str) -> list[str]:
+    line = next(x for x in text.splitlines() if x.startswith(point))
+    return [c.strip() for c in line.split("|")]
+
+
+def test_summary_of_tiny_runs_and_missing_ones(tmp_path):
+    rows = bench.run_all("tiny", "cpu", store=str(tmp_path), apps=["sort", "vecadd"])
+    with open(tmp_path / "apps-tiny.json", "w") as f:
+        json.dump({"rows": rows}, f, default=str)
+    graph = load_script("benchmarks/graph_bench.py").main(
+        ["--tiny", "--device", "cpu", "--algos", "bfs", "--data-dir", str(tmp_path / "g"), "--json",
+         str(tmp_path / "graph-bfs.json")])
+    (tmp_path / "steps.tsv").write_text("sort\t0\t3\t400\ngpt2\t124\t200\t200\n")
+    text = summ.summary(str(tmp_path))
+    sort_row = next(r for r in rows if r["app"] == "sort")
+    c = _cells(text, "sort: pread/pwrite / gpuio")
+    assert c[1] == f"{sort_row['speedup']:.2f}" and c[2] == ">= 1.5" and "small" in c[3] and "BELOW" in c[4]
+    assert _cells(text, "vecadd: rate / raw read+write")[3].endswith("small)")
+    c = _cells(text, "bfs: pread+copy / gpuio-array")
+    ratio = next(r["seconds"] for r in graph["rows"] if r["source"] == "pread+copy") / \
+        next(r["seconds"] for r in graph["rows"] if r["source"] == "gpuio-array")
+    assert c[1] == f"{ratio:.2f}" and "graph500 ok" in c[4]
+    assert _cells(text, "checkpoints (GPT-2)")[1] == "not measured"
+    assert _cells(text, "cc")[1] == "not measured"
+    assert "gpt2 200 s (rc 124)" in text
+
+
+def test_met_only_when_the_value_passes_the_bar():
+    row = dict(app="vecadd", n=10 ** 9, gpuio_s=10.0, baseline_s=11.0, of_ideal=1.12, of_raw=0.9, check="ok",
+               raw_read_Bps=3e9, raw_write_Bps=2e9)
+    lines = {x[0]: x for x in summ.judged({"vecadd": row}, [])}
+    assert lines["vecadd: time / max(I/O, compute)"][3] == "not met"
+    assert lines["vecadd: rate / raw read+write"][3] == "MET"
+    g = dict(app="gpt2-medium", gpuio_s=5.0, checkpoint_bytes=4e9, save_of_raw=0.95, load_of_raw=0.5,
+             save_vs_torch=3.2, load_vs_torch=1.0, save_gpuio_s=1.0, load_gpuio_s=2.0, save_torch_s=3.2,
+             load_torch_s=2.0, check="ok (safetensors reads gpuio's file)", regime="cold")
+    lines = {x[0]: x for x in summ.judged({"gpt2-medium": g}, [])}
+    assert lines["checkpoint save / raw device write"][3] == "MET"
+    assert lines["checkpoint load / raw device read"][3] == "not met"
+    assert lines["checkpoint save: torch / gpuio"][3] == "MET"
+    assert lines["safetensors loads gpuio's checkpoint"][3] == "MET"
