@@ -60,7 +60,14 @@ bool GpuRuntime::Impl::take_requests(uint32_t q) {
           ids = ids_pinned;
         }
       }
-      f.handle = engine.submit(op, ids, n, reinterpret_cast<void*>(r.mem), kind);
+      void* mem = reinterpret_cast<void*>(r.mem);
+      // A queue landing slot names its device address (the same as the host one under UVA, but not assumed).
+      const uint64_t landing_bytes = uint64_t{opts.queues} * gpu_limits::landing_slots * gpu_limits::landing_slot_bytes;
+      if (r.mem_kind == gpu_mem_landed && landing_dev && r.mem >= reinterpret_cast<uint64_t>(landing_dev) &&
+          r.mem < reinterpret_cast<uint64_t>(landing_dev) + landing_bytes) {
+        mem = landing_host + (r.mem - reinterpret_cast<uint64_t>(landing_dev));
+      }
+      f.handle = engine.submit(op, ids, n, mem, kind);
       if (device_api) f.submitted_ns = now_ns();
     } catch (const IoError& e) {
       f.failed_at_submit = true;
