@@ -49,8 +49,8 @@ def datafile(tmp_path_factory):
 @needs_gpu
 @pytest.mark.parametrize("read", ["auto", "batch"])
 def test_device_read_path_lands_every_byte_and_is_reported(datafile, read):
-    """130 one-block reads wrap the probe's 64 dst slots twice and the queue's 8 landing slots many times: a
-    landing slot handed out before its previous reader copied it, or a stale cache line, shows in the data."""
+    """130 one-block reads wrap the probe's 64 dst slots twice and reuse the probing block's landing slot 130
+    times: a slot rewritten before its reader copied it, or a stale cache line, shows in the data."""
     path, data = datafile
     with gpuio.Engine(path, workers=2) as eng:
         g = eng.attach_gpu(device_read=read)

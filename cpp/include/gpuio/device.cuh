@@ -52,21 +52,44 @@ __device__ __forceinline__ DoneWord load_done_word(const GpuQueueShared* s) {
   return {static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
 }
 
+// The same word without acquire ordering: later accesses need not wait for it (a snapshot whose read overlaps the
+// request's writes; the system fence before the doorbell still orders it first).
+__device__ __forceinline__ DoneWord load_done_word_relaxed(const GpuQueueShared* s) {
+  unsigned long long w =
+      cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(
+          *reinterpret_cast<unsigned long long*>(const_cast<uint32_t*>(&s->done)))
+          .load(cuda::memory_order_relaxed);
+  return {static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
+}
+
+// Remembers a done value seen (QueueRef::done_cache); racing writers may store an older one, which stays <= done.
+__device__ __forceinline__ void note_done(QueueRef q, uint32_t done) {
+  if (q.done_cache) cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*q.done_cache).store(done, cuda::memory_order_relaxed);
+}
+
 // Publishes one request from a single thread; returns its sequence number. cell: see GpuRequest.
-// failures (optional): the queue's failure count read before the doorbell (what a later wait compares with),
-// taken by the same PCIe read as the ring-slot check.
+// failures (optional): the queue's failure count read before the doorbell (what a later wait compares with).
 __device__ __forceinline__ uint32_t publish_seq(QueueRef q, uint32_t seq, uint32_t op, const int64_t* ids, uint32_t n,
                                                 void* mem, uint32_t mem_kind, uint32_t* cell, uint32_t* failures) {
   GpuQueueShared* s = q.shared;
-  // The slot is free once the request that used it one lap ago is done.
-  uint32_t ns = 64;
-  DoneWord w = load_done_word(s);
-  while (!seq_reached(w.done, seq - gpu_limits::queue_ring_slots)) {
-    __nanosleep(ns);
-    if (ns < 2048) ns *= 2;
+  // The slot is free once the request that used it one lap ago is done. Known free by the cached done (device
+  // memory): the failure-count snapshot's PCIe read then overlaps the request's writes instead of preceding them.
+  const uint32_t lap = seq - gpu_limits::queue_ring_slots;
+  DoneWord w;
+  if (q.done_cache &&
+      seq_reached(cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*q.done_cache).load(cuda::memory_order_relaxed),
+                  lap)) {
+    w = load_done_word_relaxed(s);
+  } else {
+    uint32_t ns = 64;
     w = load_done_word(s);
+    while (!seq_reached(w.done, lap)) {
+      __nanosleep(ns);
+      if (ns < 2048) ns *= 2;
+      w = load_done_word(s);
+    }
+    note_done(q, w.done);
   }
-  if (failures) *failures = w.failures;
   GpuRequest* r = &s->ring[seq % gpu_limits::queue_ring_slots];
   r->blocks = reinterpret_cast<uint64_t>(ids);
   r->mem = reinterpret_cast<uint64_t>(mem);
@@ -82,6 +105,7 @@ __device__ __forceinline__ uint32_t publish_seq(QueueRef q, uint32_t seq, uint32
   // doorbell; the doorbell store itself then needs no second fence (a release store would add one).
   __threadfence_system();
   cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(r->ready).store(seq, cuda::memory_order_relaxed);
+  if (failures) *failures = w.failures;
   return seq;
 }
 
@@ -102,6 +126,7 @@ __device__ __forceinline__ int wait_done(QueueRef q, uint32_t seq, uint32_t fail
     if (ns < 256) ns *= 2;
     w = load_done_word(s);
   }
+  note_done(q, w.done);
   if (w.failures != failures_before) {
     return *reinterpret_cast<volatile int32_t*>(&s->failed_errno);
   }
@@ -156,12 +181,14 @@ class DeviceQueue {
     if (leader()) {
       const uint32_t bytes = n * q_.block_bytes;
       int32_t slot = -1;
+      // The slot follows the thread block, not the sequence number: a block reading one block at a time finds
+      // its own slot free again, and the claim does not wait for the tail's atomic (both are in flight at once).
+      const uint32_t i =
+          (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)) % gpu_limits::landing_slots;
+      const bool small = q_.landing && pending_ == 0 && land_bytes_ == 0 && n > 0 &&
+                         bytes <= gpu_limits::landing_slot_bytes && bytes / n == q_.block_bytes;
       uint32_t seq = atomicAdd(q_.tail, 1u) + 1u;
-      if (q_.landing && pending_ == 0 && land_bytes_ == 0 && n > 0 && bytes <= gpu_limits::landing_slot_bytes &&
-          bytes / n == q_.block_bytes) {
-        const uint32_t i = seq % gpu_limits::landing_slots;
-        if (atomicCAS(q_.landing_busy + i, 0u, 1u) == 0u) slot = static_cast<int32_t>(i);
-      }
+      if (small && atomicCAS(q_.landing_busy + i, 0u, 1u) == 0u) slot = static_cast<int32_t>(i);
       if (slot >= 0) {
         uint8_t* landing = q_.landing + static_cast<size_t>(slot) * gpu_limits::landing_slot_bytes;
         publish_at(seq, gpu_read, blocks, n, landing, gpu_mem_landed);
@@ -247,9 +274,10 @@ class DeviceQueue {
       __syncthreads();  // dst complete for every thread; the landing area may be reused
       if (leader()) {
         if (land_slot_ >= 0) {
-          // The copy's loads completed (their values are stored); the slot goes back for the next claimant.
-          __threadfence();
-          atomicExch(q_.landing_busy + land_slot_, 0u);
+          // Every thread's copy loads completed before the barrier (their values are stored); a release store
+          // hands the slot back without waiting for it (off the read's critical path).
+          cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(q_.landing_busy[land_slot_])
+              .store(0u, cuda::memory_order_release);
         }
         land_bytes_ = 0;
         land_slot_ = -1;

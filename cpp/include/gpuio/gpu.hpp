@@ -47,7 +47,8 @@ constexpr uint32_t stream_kernel_copy_max = 64u << 10;  // stream_copy=kernel: l
 // made while its DeviceQueue has nothing else pending, is read into one of the queue's landing slots (pinned
 // host-mapped memory) and the requesting block copies it to dst itself: no staging->GPU copy, no copy event for
 // the worker to poll. A slot is claimed with one atomicCAS in device memory; a request that finds its slot
-// (seq % landing_slots) busy takes the engine's copy instead, so no block ever waits for another's slot.
+// (its thread block's linear index % landing_slots) busy takes the engine's copy instead, so no block ever waits
+// for another's slot.
 constexpr uint32_t landing_slot_bytes = 16u << 10;
 constexpr uint32_t landing_slots = 8;                // per device-API queue
 static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
@@ -96,6 +97,9 @@ struct QueueRef {
   uint8_t* landing = nullptr;
   uint32_t* landing_busy = nullptr;
   uint32_t block_bytes = 0;  // the engine's block size (a read of n blocks is n * block_bytes)
+  // device memory: a done value some waiter saw (<= the real one: done only grows), so a publish that finds its
+  // ring slot free by it needs no PCIe read before writing the slot. nullptr: every publish reads done first.
+  uint32_t* done_cache = nullptr;
 };
 
 struct GpuOptions {

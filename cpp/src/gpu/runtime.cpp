@@ -88,6 +88,8 @@ void GpuRuntime::Impl::start() {
   GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&shared_dev), shared_host, 0));
   GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&tails), sizeof(uint32_t) * nq));
   GPUIO_CUDA(cudaMemset(tails, 0, sizeof(uint32_t) * nq));
+  GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&done_cache), sizeof(uint32_t) * nq));
+  GPUIO_CUDA(cudaMemset(done_cache, 0, sizeof(uint32_t) * nq));
   if (opts.device_read == "auto") {
     const size_t slots = size_t{opts.queues} * gpu_limits::landing_slots;
     GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&landing_host), slots * gpu_limits::landing_slot_bytes,
@@ -125,6 +127,8 @@ void GpuRuntime::Impl::shutdown() {
   if (ids_pinned) cudaFreeHost(ids_pinned);
   if (cells_host) cudaFreeHost(cells_host);
   if (tails) cudaFree(tails);
+  if (done_cache) cudaFree(done_cache);
+  done_cache = nullptr;
   if (landing_busy) cudaFree(landing_busy);
   if (landing_host) cudaFreeHost(landing_host);
   landing_busy = nullptr;

@@ -46,6 +46,7 @@ struct GpuRuntime::Impl {
   GpuQueueShared* shared_host = nullptr;
   GpuQueueShared* shared_dev = nullptr;
   uint32_t* tails = nullptr;
+  uint32_t* done_cache = nullptr;  // device memory, one word per queue (QueueRef::done_cache)
   // device_read=auto: per device-API queue, gpu_limits::landing_slots slots of landing_slot_bytes (pinned,
   // host-mapped) and their busy words (device memory; claimed and released by the GPU alone)
   uint8_t* landing_host = nullptr;
@@ -103,6 +104,7 @@ struct GpuRuntime::Impl {
   QueueRef ref(uint32_t i) const {
     QueueRef r{shared_dev + i, tails + i, i};
     r.block_bytes = engine.options().block_size;
+    r.done_cache = done_cache + i;
     if (landing_dev && i < opts.queues) {  // not the stream path's queue
       r.landing = landing_dev + size_t{i} * gpu_limits::landing_slots * gpu_limits::landing_slot_bytes;
       r.landing_busy = landing_busy + size_t{i} * gpu_limits::landing_slots;
