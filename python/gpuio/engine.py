@@ -237,8 +237,12 @@ class Engine:
 
     def attach_gpu(self, **options: Any) -> "GpuPath":
         """Create this engine's GPU path with non-default GPU options (gpuio.gpu.DEFAULTS: queues, copy,
-        stream_wait, stream_copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and return it.
-        ValueError if the engine already has one (pass options before the first GPU request)."""
+        stream_wait, stream_copy, device_read, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and
+        return it. device_read (device API, DeviceQueue::prefetch in CUDA kernels): auto (default: a read of at most
+        16 KiB with nothing else pending on its DeviceQueue lands in host-mapped memory and the requesting block
+        copies it itself, the one-block latency path) | batch (always the engine's staging->GPU copy); stats()
+        reports device_read_mode. ValueError if the engine already has one (pass options before the first GPU
+        request)."""
         if self._gpu is not None:
             raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
         from .gpu import GpuPath

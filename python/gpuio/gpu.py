@@ -30,8 +30,8 @@ from . import _buffers
 from . import _core as _core_module
 
 # The GPU options (engine.attach_gpu(**options); engine.gpu uses the defaults). Read from C++ (GpuOptions,
-# gpuio/gpu.hpp: queues, copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms) but for the two the
-# Python layer owns:
+# gpuio/gpu.hpp: queues, copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms, stream_copy, device_read) but
+# for the two the Python layer owns:
 DEFAULTS: dict = dict(
     _core_module.gpu_defaults(),
     stream_wait="auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32 release,
@@ -309,13 +309,25 @@ class GpuPath:
         """(shared state address, tail address, index) of device-API queue i, for a user kernel's QueueRef."""
         return tuple(self._rt.queue_address(i))
 
-    def latency_probe(self, ids, dst: Any, queue: int = 0, parts: bool = False, landed: bool = False):
+    def latency_probe(self, ids, dst: Any, queue: int = 0, parts: bool = False, landed: bool = False,
+                      hops: bool = False):
         """Per-read round trip (ns, GPU clock) of len(ids) one-block GPU-initiated reads into dst (CUDA memory
         of 64 slots of 4 KiB, reused round-robin). parts=True: (round trips, publish times): the publish alone
         (ring slot, request over PCIe, doorbell); the rest of each round trip is the control plane's pickup, the
-        engine and the data's copy. landed=True: each read lands in host-mapped memory and the probing thread
-        block copies it to dst itself (DeviceQueue::prefetch_landed), instead of the engine's staging->GPU copy."""
+        engine and the data's copy. hops=True: a dict of per-read lists (ns): total, publish, wait (publish end ->
+        the requesting block seeing done) and copy (the block's own copy of a landed read; ~0 when the engine
+        copied), plus the control plane's hops of the same reads (submit, engine, signal; CPU clock).
+        landed=True: each read lands in host-mapped memory the probe owns and the probing thread block copies it
+        to dst itself (DeviceQueue::prefetch_landed); otherwise DeviceQueue::prefetch, whose path the option
+        device_read picks (auto: the same landed path for a one-block read, on the queue's own landing slots)."""
         ids, dst = [int(i) for i in ids], _buffers.data_array(dst)
+        if hops:
+            self._rt.take_device_api_trace()  # only this probe's requests below
+            ns, pub, wait = self._rt.latency_probe_hops(queue, ids, dst, landed)
+            cpu = self._rt.take_device_api_trace()
+            return dict(total=list(ns), publish=list(pub), wait=list(wait),
+                        copy=[t - p - w for t, p, w in zip(ns, pub, wait)],
+                        submit=[c[0] for c in cpu], engine=[c[1] for c in cpu], signal=[c[2] for c in cpu])
         if parts:
             ns, pub = self._rt.latency_probe_parts(queue, ids, dst, landed)
             return list(ns), list(pub)

@@ -1,6 +1,7 @@
 // Device API test (GPU machine; exits 77 = skipped without a GPU, printing why): many thread blocks, each
 // on its own queue, prefetch seeded random blocks and compare them with pread; then write_back from GPU
-// memory and read the file back. Usage: test_device_api FILE (created, 64 MiB), or test_device_api
+// memory and read the file back; then one-block reads (device_read=auto's landed path) by all thread blocks on
+// two shared queues, so landing slots are contended (taken ones fall back to the engine's copy). Usage: test_device_api FILE (created, 64 MiB), or test_device_api
 // rbd:POOL/IMAGE (a volume of >= 64 MiB, filled and read back through the engine; CEPH_CONF names the cluster).
 #include <fcntl.h>
 #include <unistd.h>
@@ -33,6 +34,22 @@ __global__ void write_kernel(const gpuio::QueueRef* qs, const int64_t* ids, uint
   q.write_back(ids + blockIdx.x * kPerBlock, kPerBlock, mine);
   int e = q.write_back_synchronize();
   if (threadIdx.x == 0 && e) atomicExch(err, e);
+}
+
+// Small reads, blocks sharing queues: per step one block alone (landed when its slot is free), then two at once
+// (the second, with the first still pending, takes the engine's copy); every byte checked against the file.
+constexpr uint32_t kSmallSteps = 20, kSharedQueues = 2;
+__global__ void small_read_kernel(const gpuio::QueueRef* qs, const int64_t* ids, uint8_t* dst, int* err) {
+  gpuio::DeviceQueue q(qs[blockIdx.x % kSharedQueues]);
+  for (uint32_t s = 0; s < kSmallSteps; ++s) {
+    const size_t i = (size_t{blockIdx.x} * kSmallSteps + s) * 3;
+    q.prefetch(ids + i, 1, dst + i * kBS);
+    int e = q.prefetch_synchronize();
+    q.prefetch(ids + i + 1, 1, dst + (i + 1) * kBS);
+    q.prefetch(ids + i + 2, 1, dst + (i + 2) * kBS);
+    e = e ? e : q.prefetch_synchronize();
+    if (threadIdx.x == 0 && e) atomicExch(err, e);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -117,9 +134,44 @@ int main(int argc, char** argv) {
     }
   }
   if (fd >= 0) close(fd);
+  // Small reads on shared queues (the file holds the written blocks now: compare with a fresh read of it).
+  std::vector<int64_t> small(size_t{kBlocks} * kSmallSteps * 3);
+  for (auto& id : small) id = static_cast<int64_t>(rng() % nblocks);
+  int64_t* dsmall;
+  CHECK(cudaMalloc(&dsmall, small.size() * 8));
+  CHECK(cudaMemcpy(dsmall, small.data(), small.size() * 8, cudaMemcpyHostToDevice));
+  auto* sbuf = static_cast<uint8_t*>(ge->alloc(small.size() * kBS));
+  CHECK(cudaMemset(sbuf, 0xEE, small.size() * kBS));
+  const auto before = ge->runtime().stats();
+  small_read_kernel<<<kBlocks, 128>>>(dqs, dsmall, sbuf, derr);
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(&err, derr, sizeof(int), cudaMemcpyDeviceToHost));
+  std::vector<uint8_t> sgot(small.size() * kBS), want(small.size() * kBS);
+  CHECK(cudaMemcpy(sgot.data(), sbuf, sgot.size(), cudaMemcpyDeviceToHost));
+  ge->engine().read(small.data(), small.size(), want.data());
+  const auto after = ge->runtime().stats();
+  const uint64_t landed = after.landed_requests - before.landed_requests;
+  const uint64_t copied = after.device_requests - before.device_requests;
+  for (size_t i = 0; i < small.size(); ++i) {
+    if (err || std::memcmp(&sgot[i * kBS], &want[i * kBS], kBS) != 0) {
+      std::printf("FAIL small read: seed=%u index %zu block %lld err=%d (landed %llu, engine-copied %llu)\n", seed, i,
+                  (long long)small[i], err, (unsigned long long)landed, (unsigned long long)copied);
+      return 1;
+    }
+  }
+  if (landed == 0 || copied == 0 || landed + copied != small.size()) {
+    std::printf("FAIL small read paths: landed %llu + engine-copied %llu, expected both > 0 summing to %zu\n",
+                (unsigned long long)landed, (unsigned long long)copied, small.size());
+    return 1;
+  }
+  cudaFree(dsmall);
+  ge->free(sbuf);
   auto st = ge->runtime().stats();
-  std::printf("PASS device API on %s: %u blocks x %u reads + writes, seed=%u, requests=%llu copy=%s\n", path, kBlocks,
-              kPerBlock, seed, (unsigned long long)st.gpu_requests, st.copy_mode.c_str());
+  std::printf("PASS device API on %s: %u blocks x %u reads + writes, seed=%u, requests=%llu copy=%s; %u blocks on %u "
+              "queues x %u small steps: landed %llu, engine-copied %llu (%s)\n", path, kBlocks, kPerBlock, seed,
+              (unsigned long long)st.gpu_requests, st.copy_mode.c_str(), kBlocks, kSharedQueues, kSmallSteps,
+              (unsigned long long)landed, (unsigned long long)copied, st.device_read_mode.c_str());
   ge->free(buf);
   return 0;
 }

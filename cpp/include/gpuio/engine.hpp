@@ -100,6 +100,7 @@ struct EngineStats {
   uint64_t worker_passes = 0;
   uint64_t poll_waits = 0;   // worker passes that polled for a completion (low-latency mode), not slept
   uint64_t block_waits = 0;  // blocking waits for a completion in the backend
+  uint64_t worker_sleeps = 0;  // times a worker ran out of work and slept (a post then pays a futex wake-up)
   std::string latency_mode;  // "low-latency" | "throughput" | "mixed" (both kinds of wait) | "none" (no waits)
   std::string low_latency;   // the option as resolved: "on", "off", "auto: on (16 CPUs for 2 workers)", ...
 };
@@ -174,6 +175,9 @@ class Engine {
   // Stops the workers after the batches in flight end. Later calls throw std::invalid_argument.
   void close();
   bool closed() const;
+  // Low-latency mode resolved on (EngineOptions::low_latency): the process has CPUs to spare for polling, and
+  // the backend's completions are fast. The GPU control plane then also never naps with a request outstanding.
+  bool low_latency_on() const;
 
   // Device memory (MemKind::device) moves through the staging pool and this mover. Not owned: it must
   // outlive every device batch; set it before the first one (nullptr detaches it when none is in flight).

@@ -19,6 +19,7 @@
 // engine's copies: see its header.
 // GpuEngine bundles an Engine with its runtime: CAM's host API (create, alloc, free, queue(i)).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,10 +43,22 @@ constexpr uint32_t stream_group_chunks = bounce_slots / 2;  // chunks of one req
                                                      // waits for the first (the rest of the slots serve others)
 constexpr uint64_t bounce_bytes_min = 1u << 20;
 constexpr uint32_t stream_kernel_copy_max = 64u << 10;  // stream_copy=kernel: larger chunks use the copy engine
+// Device API, device_read=auto (issue 14's latency path): a block-wide prefetch of at most landing_slot_bytes,
+// made while its DeviceQueue has nothing else pending, is read into one of the queue's landing slots (pinned
+// host-mapped memory) and the requesting block copies it to dst itself: no staging->GPU copy, no copy event for
+// the worker to poll. A slot is claimed with one atomicCAS in device memory; a request that finds its slot
+// (its thread block's linear index % landing_slots) busy takes the engine's copy instead, so no block ever waits
+// for another's slot.
+constexpr uint32_t landing_slot_bytes = 16u << 10;
+constexpr uint32_t landing_slots = 8;                // per device-API queue
 static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
+static_assert(landing_slots <= queue_ring_slots && landing_slot_bytes % 16 == 0);
 }  // namespace gpu_limits
 
 enum GpuOp : uint32_t { gpu_read = 0, gpu_write = 1 };
+// GpuRequest::mem_kind: MemKind (host 0, device 1), or a read into host-mapped memory that the requesting block
+// copies to its destination itself (DeviceQueue landed reads: host memory for the engine, counted apart).
+constexpr uint32_t gpu_mem_landed = 2;
 
 // One request from the GPU, written by a leader thread into host-mapped memory. `ready` is the doorbell:
 // it equals the request's sequence number once every other field is visible (system-scope fence first).
@@ -54,7 +67,7 @@ struct alignas(64) GpuRequest {
   uint64_t mem;       // destination of a read / source of a write (device memory, or host when mem_kind=0)
   uint32_t n;
   uint32_t op;        // GpuOp
-  uint32_t mem_kind;  // MemKind
+  uint32_t mem_kind;  // MemKind, or gpu_mem_landed
   uint32_t ready;
   uint64_t cell;      // stream path: device address of a host-mapped flag, 0 at publish, 1 once done; or 0
   uint64_t pad;
@@ -65,6 +78,8 @@ struct alignas(64) GpuRequest {
 // wrap-around (int32 difference). Request seq lives in ring[seq % queue_ring_slots].
 struct GpuQueueShared {
   GpuRequest ring[gpu_limits::queue_ring_slots];
+  // done and failures share one aligned 8-byte word: the GPU reads both with one PCIe read (device.cuh), and
+  // the control plane counts a failure before it moves done, so a snapshot with done >= seq holds seq's failure.
   alignas(64) uint32_t done;  // CPU->GPU: every request with seq <= done has finished (or failed)
   uint32_t failures;          // requests that failed so far
   uint32_t failed_seq;        // the last failed request
@@ -76,6 +91,15 @@ struct QueueRef {
   GpuQueueShared* shared = nullptr;  // device address of the host-mapped state
   uint32_t* tail = nullptr;          // device memory: last sequence number handed out
   uint32_t index = 0;
+  // device_read=auto (gpu_limits::landing_*): landing_slots slots of landing_slot_bytes, pinned host-mapped
+  // (device address), and their busy words in device memory (0 free, 1 claimed). nullptr: every read takes
+  // the engine's staging->GPU copy.
+  uint8_t* landing = nullptr;
+  uint32_t* landing_busy = nullptr;
+  uint32_t block_bytes = 0;  // the engine's block size (a read of n blocks is n * block_bytes)
+  // device memory: a done value some waiter saw (<= the real one: done only grows), so a publish that finds its
+  // ring slot free by it needs no PCIe read before writing the slot. nullptr: every publish reads done first.
+  uint32_t* done_cache = nullptr;
 };
 
 struct GpuOptions {
@@ -95,6 +119,11 @@ struct GpuOptions {
   // bytes are copied by one warp reading the host-mapped bounce slot; in stream_wait=kernel that warp is the
   // wait kernel itself, so a one-block read enqueues one kernel instead of a wait kernel and a copy)
   std::string stream_copy = "engine";
+  // Device-API reads (DeviceQueue::prefetch): auto (a read of at most gpu_limits::landing_slot_bytes with nothing
+  // else pending on its DeviceQueue lands in a host-mapped slot and the requesting block copies it itself: the
+  // one-block latency path) | batch (always the engine's staging->GPU copy; the throughput path, which larger
+  // reads take in auto too). stats() counts which path each read took.
+  std::string device_read = "auto";
 };
 
 struct GpuStats {
@@ -105,6 +134,14 @@ struct GpuStats {
   std::string device_name;
   uint64_t gpu_requests = 0;    // requests taken from GPU rings (device API + stream path)
   uint64_t gpu_failures = 0;
+  std::string device_read;      // GpuOptions::device_read
+  uint64_t landed_requests = 0; // device-API reads that landed in host-mapped memory (block copies them)
+  uint64_t device_requests = 0; // device-API requests with a GPU-memory destination/source (engine copies)
+  std::string device_read_mode; // what ran: "landed", "batch", "landed+batch" or "none"
+  // Control plane, device-API requests (seconds summed over them; device_api_requests of them): submit (ring
+  // slot seen -> engine.submit returned), engine (-> batch done seen), signal (-> done word published).
+  uint64_t device_api_requests = 0;
+  double device_api_submit_seconds = 0, device_api_engine_seconds = 0, device_api_signal_seconds = 0;
   uint64_t copies = 0;          // staging->GPU copy runs issued
   uint64_t copy_groups = 0;     // flushes (one batched call / kernel / group of copies each)
   uint64_t stage_in_copies = 0; // GPU->staging copies for writes
@@ -178,6 +215,11 @@ class GpuRuntime {
   void* alloc(size_t bytes);  // device memory (cudaMalloc: 256-byte aligned)
   void free(void* p);
   GpuStats stats() const;
+  // Control-plane hops of the last device-API requests (at most device_api_trace_max, oldest first), in ns:
+  // {submit, engine, signal} as in GpuStats::device_api_*; taking them empties the record. For latency
+  // breakdowns (medians, where the summed stats give means that a few slow reads dominate).
+  static constexpr size_t device_api_trace_max = 4096;
+  std::vector<std::array<uint32_t, 3>> take_device_api_trace();
   // Stops taking GPU requests (in-flight ones finish and are signalled), closes the engine, releases CUDA
   // resources. Idempotent. A kernel that publishes after close() waits forever: close after kernels end.
   void close();
@@ -231,10 +273,12 @@ double pread_memcpy_baseline(const std::string& path, const int64_t* ids, size_t
 // Latency probe: a kernel issues `iters` one-block reads through queue q (prefetch + prefetch_synchronize),
 // each of ids[i], into dst; fills ns[i] with each round trip as the GPU's global timer saw it.
 // publish_ns (optional): each read's publish alone (GPU clock), the rest of ns[i] is the control plane + data.
-// landed: each read lands in host-mapped memory and the probing block copies it to dst itself
-// (DeviceQueue::prefetch_landed: no staging->GPU copy by the engine).
+// landed: each read lands in host-mapped memory the probe owns and the probing block copies it to dst itself
+// (DeviceQueue::prefetch_landed); otherwise DeviceQueue::prefetch, whose path GpuOptions::device_read decides.
+// wait_ns (optional): publish end -> the leader seeing the read done (the rest after it is the block's copy).
 void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
-                   std::vector<int64_t>* publish_ns = nullptr, bool landed = false);
+                   std::vector<int64_t>* publish_ns = nullptr, bool landed = false,
+                   std::vector<int64_t>* wait_ns = nullptr);
 }  // namespace gpu
 
 }  // namespace gpuio

@@ -42,6 +42,10 @@ constexpr uint32_t ordered_chunk_bytes = 256u << 10;  // one copy; also the area
 constexpr uint64_t ordered_window_bytes = 8ull << 20;  // one region (freed once all its chunks landed)
 constexpr uint64_t ordered_min_bytes = ordered_chunk_bytes;
 constexpr uint32_t worker_spin_us = 50;           // an idle worker polls its inbox this long before sleeping
+// ... and this long in low-latency mode (CPUs to spare): a GPU-initiated one-block read's next request reaches the
+// worker only after the done word crossed PCIe, the block copied its data and published again (~15-30 us on the
+// H100, more with a slow block), and a futex wake-up of a sleeping worker costs tens of microseconds on a VM.
+constexpr uint32_t low_latency_idle_spin_us = 200;
 // Low-latency mode: a worker whose ring holds at most this many requests, with nothing else to do, polls for
 // their completions (no system call, no wake-up) for up to low_latency_poll_us per wait before blocking in the
 // backend. Deeper queues block at once: completions then arrive faster than a wake-up costs.

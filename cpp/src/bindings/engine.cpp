@@ -203,6 +203,7 @@ nb::dict stats_dict(const EngineStats& s) {
   d["worker_passes"] = s.worker_passes;
   d["poll_waits"] = s.poll_waits;
   d["block_waits"] = s.block_waits;
+  d["worker_sleeps"] = s.worker_sleeps;
   d["latency_mode"] = s.latency_mode;
   d["low_latency"] = s.low_latency;
   return d;

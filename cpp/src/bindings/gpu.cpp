@@ -4,6 +4,7 @@
 // no GPU path) exist.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
@@ -37,7 +38,7 @@ struct Runtime : GpuRuntime {
 // One-block GPU-initiated reads of ids into dst (CUDA memory of 64 slots of 4 KiB, reused round-robin): each
 // read's round trip in ns (GPU clock) and, with publish, the publish step's.
 static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<int64_t>& ids, nb::handle dst,
-                                  std::vector<int64_t>* publish, bool landed) {
+                                  std::vector<int64_t>* publish, bool landed, std::vector<int64_t>* wait = nullptr) {
   if (r.block_size != 4096)
     throw std::invalid_argument("the latency probe reads 4096-byte blocks; this engine's block_size is " +
                                 std::to_string(r.block_size));
@@ -49,7 +50,7 @@ static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<
   std::vector<int64_t> ns;
   QueueRef q = r.queue(queue);
   nb::gil_scoped_release unlocked;
-  gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, publish, landed);
+  gpu::latency_probe(q, ids.data(), static_cast<uint32_t>(ids.size()), d.ptr, ns, publish, landed, wait);
   return ns;
 }
 
@@ -64,6 +65,7 @@ GpuOptions gpu_options(nb::dict given) {
   o.bounce_bytes = take<uint64_t>(d, "bounce_bytes", o.bounce_bytes);
   o.bounce_wait_ms = take<uint32_t>(d, "bounce_wait_ms", o.bounce_wait_ms);
   o.stream_copy = take<std::string>(d, "stream_copy", o.stream_copy);
+  o.device_read = take<std::string>(d, "device_read", o.device_read);
   reject_unknown(d, "GPU");
   return o;
 }
@@ -77,6 +79,14 @@ nb::dict stats_dict(const GpuStats& s) {
   d["gpu_device"] = s.device_name;
   d["gpu_requests"] = s.gpu_requests;
   d["gpu_failures"] = s.gpu_failures;
+  d["device_read"] = s.device_read;
+  d["device_read_mode"] = s.device_read_mode;
+  d["gpu_landed_requests"] = s.landed_requests;
+  d["gpu_device_requests"] = s.device_requests;
+  d["gpu_api_requests"] = s.device_api_requests;
+  d["gpu_api_submit_seconds"] = s.device_api_submit_seconds;
+  d["gpu_api_engine_seconds"] = s.device_api_engine_seconds;
+  d["gpu_api_signal_seconds"] = s.device_api_signal_seconds;
   d["gpu_copies"] = s.copies;
   d["gpu_copy_groups"] = s.copy_groups;
   d["gpu_stage_in_copies"] = s.stage_in_copies;
@@ -112,6 +122,7 @@ GPUIO_BIND(gpu, 20) {
           d["bounce_bytes"] = o.bounce_bytes;
           d["bounce_wait_ms"] = o.bounce_wait_ms;
           d["stream_copy"] = o.stream_copy;
+          d["device_read"] = o.device_read;
           return d;
         },
         "Default of every GPU option (from GpuOptions), for gpuio.gpu.DEFAULTS.");
@@ -226,6 +237,16 @@ GPUIO_BIND(gpu, 20) {
              return probe(r, queue, ids, dst, nullptr, landed);
            },
            nb::arg("queue"), nb::arg("ids"), nb::arg("dst"), nb::arg("landed") = false)
+      .def("latency_probe_hops",  // (round trip, publish, publish end -> done seen) ns per read, GPU clock
+           [](Runtime& r, uint32_t queue, std::vector<int64_t> ids, nb::handle dst, bool landed) {
+             std::vector<int64_t> pub, wait;
+             std::vector<int64_t> ns = probe(r, queue, ids, dst, &pub, landed, &wait);
+             return nb::make_tuple(ns, pub, wait);
+           },
+           nb::arg("queue"), nb::arg("ids"), nb::arg("dst"), nb::arg("landed") = false)
+      // The control plane's hops of the last device-API requests, [(submit, engine, signal) ns], oldest first;
+      // taking them empties the record.
+      .def("take_device_api_trace", [](Runtime& r) { return r.take_device_api_trace(); })
       .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); })
       .def("close", [](Runtime& r) { r.close(); }, nb::call_guard<nb::gil_scoped_release>());
 #else

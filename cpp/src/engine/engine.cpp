@@ -304,6 +304,7 @@ EngineStats EngineImpl::stats() const {
     s.worker_passes += c.passes.load(std::memory_order_relaxed);
     s.poll_waits += c.poll_waits.load(std::memory_order_relaxed);
     s.block_waits += c.block_waits.load(std::memory_order_relaxed);
+    s.worker_sleeps += c.sleeps.load(std::memory_order_relaxed);
     s.ops += c.ops.load(std::memory_order_relaxed);
     s.bytes += c.bytes.load(std::memory_order_relaxed);
     s.queue_full_events += c.queue_full.load(std::memory_order_relaxed);
@@ -379,6 +380,7 @@ void Engine::close() { impl_->close(); }
 void Engine::set_device_mover(DeviceMover* m) { impl_->mover.store(m, std::memory_order_release); }
 FixedBuffer Engine::staging_region() const { return {impl_->staging->base(), impl_->staging->bytes()}; }
 bool Engine::closed() const { return impl_->closed(); }
+bool Engine::low_latency_on() const { return impl_->poll_depth > 0; }
 void Engine::sync() { impl_->sync(); }
 
 void Engine::create_file(const std::string& path, uint64_t nbytes) {

@@ -254,8 +254,9 @@ void Worker::handle(const IoCompletion& c) {
 
 bool Worker::spin_for_inbox() {
   // A futex wake of a sleeping vCPU costs tens of microseconds on the GPU machine's VM: a short poll first
-  // keeps back-to-back small requests (GPU-initiated one-block reads) off that path.
-  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(limits::worker_spin_us);
+  // keeps back-to-back small requests (GPU-initiated one-block reads) off that path; longer in low-latency mode.
+  const uint32_t us = engine_.poll_depth > 0 ? limits::low_latency_idle_spin_us : limits::worker_spin_us;
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
   while (std::chrono::steady_clock::now() < until) {
     if (has_inbox_.load(std::memory_order_acquire) || stop_.load(std::memory_order_acquire)) return true;
 #if defined(__x86_64__) || defined(__i386__)
@@ -358,6 +359,7 @@ void Worker::run(std::promise<void>& started) {
     counters_.busy_since_ns.store(-1, std::memory_order_release);
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count(),
                                 std::memory_order_release);
+    counters_.sleeps.store(counters_.sleeps.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     sleep_until_posted();
     busy_since = Clock::now();
     counters_.busy_since_ns.store(steady_ns(busy_since), std::memory_order_release);

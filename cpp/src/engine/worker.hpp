@@ -33,6 +33,7 @@ struct WorkerCounters {
   std::atomic<uint64_t> passes{0}, prepare_ns{0}, io_ns{0}, device_ns{0}, handle_ns{0}, copy_ns{0}, idle_ns{0};
   // Passes that polled for a completion (low-latency mode: shallow queue) vs blocking waits in the backend.
   std::atomic<uint64_t> poll_waits{0}, block_waits{0};
+  std::atomic<uint64_t> sleeps{0};  // idle -> futex sleep (the next post pays a wake-up)
   // Staging->device copies queued (DeviceMover::stage_out): one per extent on the slot path, one per chunk on
   // the batch-ordered path.
   std::atomic<uint64_t> device_copies{0}, device_copy_bytes{0};

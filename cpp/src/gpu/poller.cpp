@@ -1,7 +1,8 @@
 // The control plane's GPU side: one thread polls every queue's ring for doorbells (GpuRequest::ready),
 // turns each request into an engine batch, and publishes completions in order through GpuQueueShared::done.
-// It spins for poll_spin_us after the last activity (a GPU round trip then costs a few microseconds), then
-// naps in short, growing sleeps (2..20 us) so an idle engine costs next to no core.
+// It spins while any request is outstanding and for poll_spin_us after the last activity (a GPU round trip then
+// costs a few microseconds), then naps in short, growing sleeps (2..20 us) so an idle engine costs next to no
+// core. It never naps with a request outstanding: a completion waits at most one pass to be published.
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -19,6 +20,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 uint32_t load_acquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+uint32_t clamp_u32(int64_t ns) { return static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(ns, 0), UINT32_MAX)); }
 void store_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 }  // namespace
 
@@ -32,10 +35,14 @@ bool GpuRuntime::Impl::take_requests(uint32_t q) {
     took = true;
     InFlight f;
     f.seq = st.next++;
+    const bool device_api = q < opts.queues;
+    if (device_api) f.seen_ns = now_ns();
     requests.fetch_add(1, std::memory_order_relaxed);
     const uint32_t n = r.n;
     const IoOp op = r.op == gpu_write ? IoOp::write : IoOp::read;
-    const MemKind kind = r.mem_kind == 0 ? MemKind::host : MemKind::device;
+    // gpu_mem_landed: host-mapped memory the requesting block copies from itself; the engine sees a host read.
+    const MemKind kind = r.mem_kind == static_cast<uint32_t>(MemKind::device) ? MemKind::device : MemKind::host;
+    if (device_api) (r.mem_kind == gpu_mem_landed ? landed_requests : device_requests).fetch_add(1, std::memory_order_relaxed);
     const int64_t* ids = r.ids;
     if (r.cell) f.cell = cells_host + (reinterpret_cast<uint32_t*>(r.cell) - cells_dev);
     try {
@@ -53,7 +60,15 @@ bool GpuRuntime::Impl::take_requests(uint32_t q) {
           ids = ids_pinned;
         }
       }
-      f.handle = engine.submit(op, ids, n, reinterpret_cast<void*>(r.mem), kind);
+      void* mem = reinterpret_cast<void*>(r.mem);
+      // A queue landing slot names its device address (the same as the host one under UVA, but not assumed).
+      const uint64_t landing_bytes = uint64_t{opts.queues} * gpu_limits::landing_slots * gpu_limits::landing_slot_bytes;
+      if (r.mem_kind == gpu_mem_landed && landing_dev && r.mem >= reinterpret_cast<uint64_t>(landing_dev) &&
+          r.mem < reinterpret_cast<uint64_t>(landing_dev) + landing_bytes) {
+        mem = landing_host + (r.mem - reinterpret_cast<uint64_t>(landing_dev));
+      }
+      f.handle = engine.submit(op, ids, n, mem, kind);
+      if (device_api) f.submitted_ns = now_ns();
     } catch (const IoError& e) {
       f.failed_at_submit = true;
       f.err = e.error_code();
@@ -95,9 +110,11 @@ bool GpuRuntime::Impl::finish_requests(uint32_t q) {
         f.message = e.what();
       }
     }
+    const int64_t done_seen = f.submitted_ns ? now_ns() : 0;
     if (f.err != 0) fail(q, f);
-    store_release(&shared_host[q].done, f.seq);  // after the failure words: the GPU reads done first
+    store_release(&shared_host[q].done, f.seq);  // after the failure words: the GPU reads both in one load
     if (f.cell) store_release(f.cell, 1);
+    if (f.submitted_ns) record_hops(f, done_seen, now_ns());
     st.inflight.pop_front();
     finished = true;
   }
@@ -132,18 +149,41 @@ bool GpuRuntime::Impl::finish_host() {
   return finished;
 }
 
+void GpuRuntime::Impl::record_hops(const InFlight& f, int64_t done_seen_ns, int64_t published_ns) {
+  const std::array<uint32_t, 3> h{clamp_u32(f.submitted_ns - f.seen_ns), clamp_u32(done_seen_ns - f.submitted_ns),
+                                  clamp_u32(published_ns - done_seen_ns)};
+  api_requests.fetch_add(1, std::memory_order_relaxed);
+  api_submit_ns.fetch_add(h[0], std::memory_order_relaxed);
+  api_engine_ns.fetch_add(h[1], std::memory_order_relaxed);
+  api_signal_ns.fetch_add(h[2], std::memory_order_relaxed);
+  std::lock_guard<std::mutex> g(trace_mu);  // uncontended but for a reader taking the record
+  if (trace.size() < GpuRuntime::device_api_trace_max) {
+    trace.push_back(h);
+  } else {
+    trace[trace_next] = h;
+    trace_next = (trace_next + 1) % trace.size();
+  }
+}
+
 void GpuRuntime::Impl::run_poller() {
   cudaSetDevice(device);
   prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: naps stay short
   auto last_active = Clock::now();
   const auto spin = std::chrono::microseconds(opts.poll_spin_us);
+  // Low-latency mode (the engine's): no nap while a request is outstanding. Otherwise (slow-completion backends,
+  // few CPUs) the spin window alone decides, as the engine's workers do.
+  const bool spin_outstanding = engine.low_latency_on();
+  bool outstanding = false;  // after a pass: some request taken is not yet signalled
   auto pass = [&] {
     bool any = false;
+    outstanding = false;
     for (uint32_t q = 0; q < total_queues(); ++q) {
       if (!stop.load(std::memory_order_relaxed)) any |= take_requests(q);
       any |= finish_requests(q);
+      outstanding |= !qstate[q].inflight.empty();
     }
     any |= finish_host();
+    outstanding |= !host_inflight.empty();
     return any;
   };
   long nap_ns = 2000;
@@ -153,7 +193,9 @@ void GpuRuntime::Impl::run_poller() {
       nap_ns = 2000;
       continue;
     }
-    if (Clock::now() - last_active < spin) {
+    // Spin while a request is outstanding (its completion is published within one pass, never after a nap) and
+    // for the spin window after the last activity (the GPU's next request usually follows within it).
+    if ((spin_outstanding && outstanding) || Clock::now() - last_active < spin) {
       __builtin_ia32_pause();
       continue;
     }

@@ -23,9 +23,11 @@ __device__ __forceinline__ uint64_t global_ns() {
 }
 
 // ns[i]: the whole round trip of read i; ns[iters + i]: its publish alone (slot wait, request fields and ids over
-// PCIe into the host-mapped ring, the system fence, the doorbell), so the rest is the control plane's and the data's.
+// PCIe into the host-mapped ring, the system fence, the doorbell); ns[2 * iters + i]: publish end -> the leader
+// seeing done (doorbell to the CPU, control plane, engine, done word back); the rest is the data's copy by the
+// block (landed reads) or nothing (the engine copied before done).
 // landing (optional): host-mapped memory of 64 slots; the reads land there and the block copies them to dst
-// (DeviceQueue::prefetch_landed) instead of the engine's staging->GPU copy.
+// (DeviceQueue::prefetch_landed). Without it, DeviceQueue::prefetch: the runtime's device_read decides.
 __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, uint8_t* dst, uint32_t block_bytes,
                                uint8_t* landing, int64_t* ns, int* err) {
   DeviceQueue dq(q);
@@ -43,6 +45,7 @@ __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, u
     if (threadIdx.x == 0) {
       ns[i] = static_cast<int64_t>(t1 - t0);
       ns[iters + i] = static_cast<int64_t>(tp - t0);
+      ns[2 * iters + i] = static_cast<int64_t>(dq.done_seen_ns() - tp);
       if (e && !*err) *err = e;
     }
   }
@@ -51,14 +54,14 @@ __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, u
 }  // namespace
 
 void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
-                   std::vector<int64_t>* publish_ns, bool landed) {
+                   std::vector<int64_t>* publish_ns, bool landed, std::vector<int64_t>* wait_ns) {
   uint8_t* landing = nullptr;  // host-mapped: under UVA the same address on both sides
   if (landed) GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&landing), 64 * 4096, cudaHostAllocMapped));
   int64_t* ids = nullptr;
   int64_t* out = nullptr;
   int* err = nullptr;
   GPUIO_CUDA(cudaMalloc(&ids, sizeof(int64_t) * iters));
-  GPUIO_CUDA(cudaMalloc(&out, sizeof(int64_t) * 2 * iters));
+  GPUIO_CUDA(cudaMalloc(&out, sizeof(int64_t) * 3 * iters));
   GPUIO_CUDA(cudaMalloc(&err, sizeof(int)));
   GPUIO_CUDA(cudaMemcpy(ids, ids_host, sizeof(int64_t) * iters, cudaMemcpyHostToDevice));
   GPUIO_CUDA(cudaMemset(err, 0, sizeof(int)));
@@ -68,10 +71,11 @@ void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* ds
   latency_kernel<<<1, 32, 0, s>>>(q, ids, iters, static_cast<uint8_t*>(dst_device), 4096, landing, out, err);
   GPUIO_CUDA(cudaGetLastError());
   GPUIO_CUDA(cudaStreamSynchronize(s));
-  ns.resize(2 * size_t{iters});
+  ns.resize(3 * size_t{iters});
   int e = 0;
-  GPUIO_CUDA(cudaMemcpy(ns.data(), out, sizeof(int64_t) * 2 * iters, cudaMemcpyDeviceToHost));
-  if (publish_ns) publish_ns->assign(ns.begin() + iters, ns.end());
+  GPUIO_CUDA(cudaMemcpy(ns.data(), out, sizeof(int64_t) * 3 * iters, cudaMemcpyDeviceToHost));
+  if (publish_ns) publish_ns->assign(ns.begin() + iters, ns.begin() + 2 * size_t{iters});
+  if (wait_ns) wait_ns->assign(ns.begin() + 2 * size_t{iters}, ns.end());
   ns.resize(iters);
   GPUIO_CUDA(cudaMemcpy(&e, err, sizeof(int), cudaMemcpyDeviceToHost));
   cudaStreamDestroy(s);

@@ -31,6 +31,8 @@ void GpuRuntime::Impl::start() {
   if (opts.copy != "auto") detail::parse_copy_mode(opts.copy);  // names a bad value before any CUDA work
   GPUIO_EXPECT(opts.stream_copy == "engine" || opts.stream_copy == "kernel",
                "stream_copy='" + opts.stream_copy + "' is not one of engine, kernel");
+  GPUIO_EXPECT(opts.device_read == "auto" || opts.device_read == "batch",
+               "device_read='" + opts.device_read + "' is not one of auto, batch");
   GPUIO_EXPECT(opts.bounce_bytes >= gpu_limits::bounce_bytes_min,
                "bounce_bytes=" + std::to_string(opts.bounce_bytes) + " must be >= " +
                    std::to_string(gpu_limits::bounce_bytes_min));
@@ -86,6 +88,16 @@ void GpuRuntime::Impl::start() {
   GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&shared_dev), shared_host, 0));
   GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&tails), sizeof(uint32_t) * nq));
   GPUIO_CUDA(cudaMemset(tails, 0, sizeof(uint32_t) * nq));
+  GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&done_cache), sizeof(uint32_t) * nq));
+  GPUIO_CUDA(cudaMemset(done_cache, 0, sizeof(uint32_t) * nq));
+  if (opts.device_read == "auto") {
+    const size_t slots = size_t{opts.queues} * gpu_limits::landing_slots;
+    GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&landing_host), slots * gpu_limits::landing_slot_bytes,
+                             cudaHostAllocMapped));
+    GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&landing_dev), landing_host, 0));
+    GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&landing_busy), sizeof(uint32_t) * slots));
+    GPUIO_CUDA(cudaMemset(landing_busy, 0, sizeof(uint32_t) * slots));
+  }
   GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&cells_host), sizeof(uint32_t) * gpu_limits::stream_cells_max,
                            cudaHostAllocMapped));
   std::memset(cells_host, 0, sizeof(uint32_t) * gpu_limits::stream_cells_max);
@@ -115,6 +127,12 @@ void GpuRuntime::Impl::shutdown() {
   if (ids_pinned) cudaFreeHost(ids_pinned);
   if (cells_host) cudaFreeHost(cells_host);
   if (tails) cudaFree(tails);
+  if (done_cache) cudaFree(done_cache);
+  done_cache = nullptr;
+  if (landing_busy) cudaFree(landing_busy);
+  if (landing_host) cudaFreeHost(landing_host);
+  landing_busy = nullptr;
+  landing_host = landing_dev = nullptr;
   if (shared_host) cudaFreeHost(shared_host);
   if (staging_registered) cudaHostUnregister(staging.base);
   control_stream = nullptr;
@@ -183,6 +201,17 @@ GpuStats GpuRuntime::stats() const {
   s.device_name = m.device_name;
   s.gpu_requests = m.requests.load();
   s.gpu_failures = m.failures.load();
+  s.device_read = m.opts.device_read;
+  s.landed_requests = m.landed_requests.load();
+  s.device_requests = m.device_requests.load();
+  s.device_read_mode = s.landed_requests && s.device_requests ? "landed+batch"
+                       : s.landed_requests                    ? "landed"
+                       : s.device_requests                    ? "batch"
+                                                              : "none";
+  s.device_api_requests = m.api_requests.load();
+  s.device_api_submit_seconds = m.api_submit_ns.load() * 1e-9;
+  s.device_api_engine_seconds = m.api_engine_ns.load() * 1e-9;
+  s.device_api_signal_seconds = m.api_signal_ns.load() * 1e-9;
   if (m.mover) {
     s.copies = m.mover->copies();
     s.copy_groups = m.mover->groups();
@@ -202,6 +231,17 @@ GpuStats GpuRuntime::stats() const {
   s.poller_cpu_seconds = m.poller_cpu.load();
   s.last_error = last_error();
   return s;
+}
+
+std::vector<std::array<uint32_t, 3>> GpuRuntime::take_device_api_trace() {
+  std::lock_guard<std::mutex> g(impl_->trace_mu);
+  std::vector<std::array<uint32_t, 3>> out;
+  out.reserve(impl_->trace.size());
+  // Oldest first: once full, the oldest record is the one the next write would replace.
+  for (size_t i = 0; i < impl_->trace.size(); ++i) out.push_back(impl_->trace[(impl_->trace_next + i) % impl_->trace.size()]);
+  impl_->trace.clear();
+  impl_->trace_next = 0;
+  return out;
 }
 
 GpuEngine::~GpuEngine() {

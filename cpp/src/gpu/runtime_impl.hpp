@@ -46,6 +46,12 @@ struct GpuRuntime::Impl {
   GpuQueueShared* shared_host = nullptr;
   GpuQueueShared* shared_dev = nullptr;
   uint32_t* tails = nullptr;
+  uint32_t* done_cache = nullptr;  // device memory, one word per queue (QueueRef::done_cache)
+  // device_read=auto: per device-API queue, gpu_limits::landing_slots slots of landing_slot_bytes (pinned,
+  // host-mapped) and their busy words (device memory; claimed and released by the GPU alone)
+  uint8_t* landing_host = nullptr;
+  uint8_t* landing_dev = nullptr;
+  uint32_t* landing_busy = nullptr;
   uint32_t* cells_host = nullptr;  // stream path: per-call words receiving the request's seq
   uint32_t* cells_dev = nullptr;
   std::atomic<uint32_t> next_cell{0};
@@ -58,6 +64,7 @@ struct GpuRuntime::Impl {
   // Control plane.
   struct InFlight {
     uint32_t seq;
+    int64_t seen_ns = 0, submitted_ns = 0;  // device-API requests: ring slot seen, engine.submit returned
     uint32_t* cell = nullptr;  // host view of the request's completion flag (stream path)
     BatchHandle handle;
     bool failed_at_submit = false;
@@ -81,6 +88,12 @@ struct GpuRuntime::Impl {
   std::atomic<bool> stop{false};
   std::atomic<double> poller_cpu{0};
   std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> landed_requests{0}, device_requests{0};  // device-API requests by mem_kind
+  // Control-plane hops of device-API requests (GpuStats::device_api_*), written by the poller alone.
+  std::atomic<uint64_t> api_requests{0}, api_submit_ns{0}, api_engine_ns{0}, api_signal_ns{0};
+  std::mutex trace_mu;
+  std::vector<std::array<uint32_t, 3>> trace;  // guarded by trace_mu; the last device_api_trace_max hops
+  size_t trace_next = 0;                       // guarded by trace_mu: where the next record goes once full
   std::atomic<uint32_t> failures{0};
   mutable std::mutex error_mu;
   std::string last_error;
@@ -88,7 +101,17 @@ struct GpuRuntime::Impl {
 
   Impl(Engine& e, const GpuOptions& o) : engine(e), opts(o) {}
   uint32_t total_queues() const { return opts.queues + 1; }
-  QueueRef ref(uint32_t i) const { return {shared_dev + i, tails + i, i}; }
+  QueueRef ref(uint32_t i) const {
+    QueueRef r{shared_dev + i, tails + i, i};
+    r.block_bytes = engine.options().block_size;
+    r.done_cache = done_cache + i;
+    if (landing_dev && i < opts.queues) {  // not the stream path's queue
+      r.landing = landing_dev + size_t{i} * gpu_limits::landing_slots * gpu_limits::landing_slot_bytes;
+      r.landing_busy = landing_busy + size_t{i} * gpu_limits::landing_slots;
+    }
+    return r;
+  }
+  void record_hops(const InFlight& f, int64_t done_seen_ns, int64_t published_ns);
 
   void start();
   void run_poller();

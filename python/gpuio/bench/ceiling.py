@@ -33,6 +33,7 @@ import numpy as np
 
 from gpuio.bench.ceiling_controller import (JUDGE_S, SETTLE_FACTOR, _search, controller_result,  # noqa: F401
                                             controller_table, judge_counts)
+from gpuio.bench.ceiling_device_api import device_api_rows, hop_lines
 
 BS = 4096
 KINDS = ("null", "sim", "paced", "shm-uring", "shm-posix")
@@ -365,9 +366,10 @@ def latency(path: str, reads: int, rounds: int, log, gpu: bool) -> dict:
     finally:
         for e in engines.values():
             e.close()
-    ref = res["pread O_DIRECT"]
+    beside = "pread O_DIRECT (beside the device API)"  # the device API's rows: pread of their own rounds
     table = {}
     for name, xs in res.items():
+        ref = res[beside] if name.startswith("gpu-initiated") and beside in res else res["pread O_DIRECT"]
         table[name] = dict(p50_us=_pct(xs, 50) / 1e3, p99_us=_pct(xs, 99) / 1e3, n=len(xs),
                            p50_ratio=_pct(xs, 50) / _pct(ref, 50), p99_ratio=_pct(xs, 99) / _pct(ref, 99),
                            mode=modes.get(name, ""),
@@ -377,6 +379,8 @@ def latency(path: str, reads: int, rounds: int, log, gpu: bool) -> dict:
         log(f"latency {name:26s} p50 {t['p50_us']:7.1f} us  p99 {t['p99_us']:7.1f} us  ratio to pread p50 "
             f"{t['p50_ratio']:.2f} p99 {t['p99_ratio']:.2f}  {t['mode']} "
             + " ".join(f"{k}={v:.1f}" for k, v in t["stage_us"].items()))
+    for line in hop_lines(table):
+        log(line)
     return table
 
 
@@ -440,27 +444,14 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
                 out[name], stages[name], modes[name] = ts, [st], s1_mode(e)
         finally:
             e.close()
-    # The device API, once per staging->GPU copy method: the one-block copy is most of what it adds to the device
-    # (copy=17.3 us of 53.2 on the H100, 2026-11-23, by cudaMemcpyBatchAsync + event); the cheapest one is named.
-    dst = torch.empty((64, BS), dtype=torch.uint8, device="cuda")
-    # landed: the read lands in host-mapped memory and the requesting block copies it (prefetch_landed): no copy
-    for copy in ("batch", "percopy", "kernel", "landed"):
-        e = Engine(path, workers=1, writable=False)
-        g = e.attach_gpu(copy="batch" if copy == "landed" else copy, stream_wait=waits[0])
-        landed = copy == "landed"
-        try:
-            # warm: the engine worker's first GPU copy creates its CUDA stream, events and descriptors (ms), which
-            # the 2026-11-23 run counted in "handle" (59 us per op over 900 reads)
-            g.latency_probe(rng.integers(0, nblocks, 20).tolist(), dst, landed=landed)
-            s0 = e._core.stats()
-            ns, pub = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst, parts=True, landed=landed)
-            d = _delta(s0, e._core.stats())
-            name = "gpu-initiated (device API)" + ("" if copy == "batch" else f" copy={copy}")
-            st = _stage_us(d, d["ops"])
-            st.update(publish=_pct(pub, 50) / 1e3, after_publish=_pct([a - p for a, p in zip(ns, pub)], 50) / 1e3)
-            out[name], stages[name], modes[name] = ns, [st], s1_mode(e)
-        finally:
-            e.close()
+    # The device API, per read path, in rounds interleaved with pread O_DIRECT, each with its per-hop medians
+    # (ceiling_device_api.py). Before issue 14's fix the engine's staging->GPU copy was 16.9 of 53.2 us (H100).
+    rows, st, md, pread = device_api_rows(path, nblocks, max(1, reads // 3), 3, rng, waits[0], pread_ns, _stage_us,
+                                          _delta)
+    out.update(rows)
+    stages.update(st)
+    modes.update(md)
+    out["pread O_DIRECT (beside the device API)"] = pread
     return out
 
 
