@@ -152,3 +152,29 @@ def test_runs_in_order_with_per_run_caps_print_every_judged_line(tmp_path, capsy
         assert any(what in x for x in judged), (what, judged)
     assert "mmap: 1 steps measured, the rest at the pace of steps 1-1" in out
     assert all(("MET" in x) for x in judged if "goal" in x)
+
+
+def test_sigterm_prints_the_report_of_the_finished_runs(tmp_path):
+    """An outer timeout (gpu-check.sh's `timeout`) sends SIGTERM: the job stops, prints the table and judged
+    lines of the runs that finished, and exits 143 — a slow last phase does not lose the earlier figures."""
+    import signal
+    import time
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), OMP_NUM_THREADS="1",
+               PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "../../examples/rgat_igbh.py"),
+                          "--root", str(tmp_path / "igbh"), *TINY, "--steps", "100000", "--runs", "mmap/file,gpuio/file",
+                          "--time-cap", "mmap=0.000001"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
+    lines, t_end = [], time.time() + 240
+    for line in p.stdout:  # wait until the first run is done and the second has started its steps
+        lines.append(line)
+        if line.startswith("done mmap"):
+            break
+    time.sleep(3)
+    p.send_signal(signal.SIGTERM)
+    rest, _ = p.communicate(timeout=max(t_end - time.time(), 10))
+    out = "".join(lines) + rest
+    assert p.returncode == 143, out
+    assert "stopped by SIGTERM" in out and "the report covers the 1 run(s) that finished" in out
+    assert "judged: scale:" in out and "mmap: capped by --time-cap after 1 steps" in out
+    assert "done gpuio" not in out
