@@ -90,7 +90,7 @@ def test_judged_bound_belady_structure_and_hit_rate_lines():
     assert "= 1.300 (goal <= 1.2): NOT MET" in text
     # structure over the common 5 steps: 3.5 s in memory vs 5 s on storage
     assert "structure on storage vs in memory (gpuio): 0.700 x the steps/s (goal >= 0.8): NOT MET" in text
-    assert "structure cache 448 MiB" in text and "steps 1-5" in text
+    assert "64 MiB per relation, 448 MiB of device memory" in text and "steps 1-5" in text
     assert "vs the mmap loader" not in text  # no mmap run, no line
 
 

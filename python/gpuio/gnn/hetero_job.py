@@ -332,6 +332,18 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     return r
 
 
+def _release_memory() -> None:
+    """Free what earlier runs left: objects, cached GPU blocks, and cached pinned host blocks (torch keeps
+    freed pinned memory for reuse; in a memory cgroup it would shrink the next run's page cache)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        empty_host = (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
+                      or getattr(torch._C, "_host_emptyCache", None))  # the older name
+        if empty_host is not None:
+            empty_host()
+
+
 class _Stopped(Exception):
     """SIGTERM (an outer timeout): stop, report the runs that finished."""
 
@@ -389,9 +401,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             load_cap, cap = (planned[0], planned[1]) if timing else (0.0, planned[0])
             if b != "gpuio":
                 hosts.clear()
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            _release_memory()  # the last run's stores, pinned buffers included, leave the cgroup first
             if cfg.cold:
                 if int(os.environ.get("LOCAL_RANK", "0")) == 0:
                     evict_page_cache(cfg.root)
@@ -428,7 +438,9 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
     if rank == 0:
         info = dict(steps=cfg.steps, warmup=cfg.warmup_steps, feature_bytes=ds.feature_bytes(),
                     num_edges=ds.num_edges, limit=mem["limit"] if mem else None,
-                    struct_cache_mb=cfg.struct_cache_mb, relations=len(ds.edge_types))
+                    struct_cache_mb=cfg.struct_cache_mb, relations=len(ds.edge_types),
+                    structure_file_bytes=sum(os.path.getsize(os.path.join(ds.relation_path(et), f))
+                                             for et in ds.edge_types for f in ("colptr.npy", "row.npy")))
         print_report(results, say, info)
         if cfg.json_out:
             with open(cfg.json_out, "w") as f:
