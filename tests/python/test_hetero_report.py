@@ -143,3 +143,15 @@ def test_load_only_stops_after_its_deadline_and_closes_the_loader():
     assert 3 <= r["steps"] < 100 and ld.closed and len(r["step_end_s"]) == r["steps"]
     assert r["step_end_s"] == sorted(r["step_end_s"]) and r["run_s"] >= r["step_end_s"][-1]
     assert load_only(_SlowLoader(4, 0.0))["steps"] == 4
+
+
+def test_a_capped_pass_is_timed_to_the_end_of_its_last_step():
+    """A capped pass's wall time also holds the wait for the loader's read in hand after the cap (up to one
+    batch of page faults for mmap): comparisons must not charge it to the capped backend."""
+    from gpuio.gnn.hetero_job import _end_at_last_step
+    r = dict(run_s=30.0, steps=3, step_end_s=[5.0, 10.0, 15.0], capped=True)
+    _end_at_last_step(r)
+    assert r["run_s"] == 15.0 and r["wall_s"] == 30.0 and at(r, 3) == 15.0
+    full = dict(run_s=16.0, steps=3, step_end_s=[5.0, 10.0, 15.0], capped=False)  # the final sync counts
+    _end_at_last_step(full)
+    assert full["run_s"] == 16.0 and at(full, 3) == 16.0

@@ -272,6 +272,8 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     if timing:  # loading alone first, on stores and structure of its own (dropped before the run's are built)
         r_load = load_only(loader(new_graph(), make_sources(backend, ds, cfg, scores, hosts), ds.train_idx,
                                   cfg.seed + rank), deadline(load_cap))
+        r_load["capped"] = r_load["steps"] < cfg.steps
+        _end_at_last_step(r_load)
         gc.collect()  # its stores are gone before the run's are made
     graph = new_graph()
     sources = make_sources(backend, ds, cfg, scores, hosts)
@@ -287,6 +289,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     r = train_steps(model, loader(graph, sources, ds.train_idx, cfg.seed + rank), opt, sync=sync,
                     deadline=deadline(cap))
     r["capped"], r["cfg_steps"], r["time_cap_s"] = r["steps"] < cfg.steps, cfg.steps, float(cap)
+    _end_at_last_step(r)
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
     r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
@@ -330,6 +333,14 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
         params = {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
         torch.save(params, cfg.save_params + (f".rank{rank}" if world > 1 else ""))
     return r
+
+
+def _end_at_last_step(r: dict) -> None:
+    """A capped pass's time is the end of its last step (each step ends synchronised): its wall time also
+    holds the wait for the loader's worker to finish the read in hand, which no step used (wall_s keeps it)."""
+    r["wall_s"] = r["run_s"]
+    if r.get("capped") and r["step_end_s"]:
+        r["run_s"] = r["step_end_s"][-1]
 
 
 def _release_memory() -> None:
