@@ -97,6 +97,7 @@ class FeatureStore:
         slots = min(gpu_cache_bytes // self.page_bytes, self.num_pages)
         self.cache = PageCache(self.num_pages, slots, self.page_rows, self.row_shape, self.dtype,
                                self.device, policy)
+        self.host: HostBuffer | None = None
         if host_buffer is not None:
             if host_buffer.row_slot.numel() != self.num_rows:
                 raise ValueError(f"host_buffer indexes {host_buffer.row_slot.numel()} rows, the table has "
