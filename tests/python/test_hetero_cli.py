@@ -134,13 +134,16 @@ def test_runs_in_order_with_per_run_caps_print_every_judged_line(tmp_path, capsy
     features with the structure in memory, mmap capped; every judged line printed with its goal."""
     code, out, err = _main(["demo", "--hetero", "--root", str(tmp_path / "igbh"), *TINY, "--steps", "4",
                             "--runs", "gpuio/file,gpuio/memory,mmap/file", "--timing", "--belady",
-                            "--time-cap", "load=60,gpuio/file=60,gpuio/memory=60,mmap=0.000001", "--budget", "600",
+                            "--time-cap", "load=61,gpuio/file=62,gpuio/memory=63,mmap=0.000001", "--budget", "900",
                             "--json", str(tmp_path / "r.json")], capsys)
     assert code == 0, err
     import json
     res = json.loads((tmp_path / "r.json").read_text())["results"]
     assert [(r["backend"], r["structure"]) for r in res] == [("gpuio", "file"), ("gpuio", "memory"), ("mmap", "file")]
     assert [r["steps"] for r in res] == [4, 4, 1] and res[2]["capped"] and res[2]["time_cap_s"] < 1
+    # each run got its own cap (the budget leaves room for all): the run after the loading-alone pass is
+    # re-planned with the run's own cap, not the next run's
+    assert [r["time_cap_s"] for r in res[:2]] == [62.0, 63.0]
     assert "belady" in res[0] and "vs_bound" in res[0] and "belady" not in res[1] and "vs_bound" not in res[1]
     assert res[0]["load_only"]["steps"] == 4 and res[0]["bound"]["steps"] == 4
     # the constant tier is read once: the second gpuio run's tables read only pages, no host-buffer fill

@@ -241,11 +241,12 @@ def evict_page_cache(root: str) -> int:
 
 def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, structure: str | None = None,
                 cap: float = 0.0, load_cap: float = 0.0, timing: bool = False, belady: bool = False,
-                hosts: dict | None = None) -> dict:
+                hosts: dict | None = None, replan=None) -> dict:
     """One run: `cfg.steps` training steps (at most `cap` seconds of them) of `backend` with the structure
     in `structure`, evaluated unless capped. timing: first loading alone (at most `load_cap` seconds, stores
     and structure of its own), then compute alone on held batches. belady: bytes read vs MIN on the trace.
-    hosts: shared host buffers (make_sources)."""
+    hosts: shared host buffers (make_sources). replan: () -> the run's cap, asked again after the loading-alone
+    pass (the budget left then)."""
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
@@ -274,6 +275,8 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                                   cfg.seed + rank), deadline(load_cap))
         r_load["capped"] = r_load["steps"] < cfg.steps
         _end_at_last_step(r_load)
+        if replan is not None:
+            cap = replan()
         gc.collect()  # its stores are gone before the run's are made
     graph = new_graph()
     sources = make_sources(backend, ds, cfg, scores, hosts)
@@ -400,6 +403,8 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
     nominal = [cap_for(caps, f"{b}/{s}", b) for b, s in pairs]
     if first_gpuio is not None and cfg.timing:  # the loading-alone pass is a run of its own for the budget
         nominal.insert(first_gpuio, cap_for(caps, CAP_LOAD, "gpuio"))
+    def left():  # seconds of the budget left (None: no budget)
+        return cfg.budget - (time.perf_counter() - T_START) if cfg.budget else None
     hosts: dict = {}  # the gpuio runs' shared host buffers (one fill per job), freed before other runs
     results = []
     old = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
@@ -407,8 +412,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
         for i, (b, structure) in enumerate(pairs):
             timing = cfg.timing and i == first_gpuio
             j = i + (1 if first_gpuio is not None and cfg.timing and i > first_gpuio else 0)
-            remaining = cfg.budget - (time.perf_counter() - T_START) if cfg.budget else None
-            planned = plan_caps(nominal[j:], remaining)
+            planned = plan_caps(nominal[j:], left())
             load_cap, cap = (planned[0], planned[1]) if timing else (0.0, planned[0])
             if b != "gpuio":
                 hosts.clear()
@@ -420,7 +424,8 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
                     import torch.distributed as dist
                     dist.barrier()  # no rank starts before the files are cold
             r = run_backend(b, ds, cfg, scores, rank, world, structure, cap=cap, load_cap=load_cap, timing=timing,
-                            belady=cfg.belady and i == first_gpuio, hosts=hosts)
+                            belady=cfg.belady and i == first_gpuio, hosts=hosts,
+                            replan=lambda j=j: plan_caps(nominal[j + 1:], left())[0])
             if all(q != "gpuio" for q, _ in pairs[i + 1:]):
                 hosts.clear()  # no later gpuio run: the pinned host buffers leave the cgroup now
             r["cgroup"] = cgroup_memory()
