@@ -18,6 +18,12 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 step() { echo; echo "=== $* ==="; }
 status=0
+# GPUIO_CALL_S: seconds this whole script may take (the device call's limit less a margin); the steps that know it
+# (hetero) fit their timeouts into what is left, so a slow phase cannot eat the later ones. Unset: no deadline.
+t_call=$(date +%s)
+left() { if [[ -n ${GPUIO_CALL_S:-} ]]; then echo $(( t_call + GPUIO_CALL_S - $(date +%s) )); else echo 999999; fi; }
+# within LIMIT RESERVE: a phase's timeout: LIMIT, or what is left of the call less RESERVE when that is smaller
+within() { local l=$(( $(left) - $2 )); if (( l < $1 )); then echo $(( l > 1 ? l : 1 )); else echo "$1"; fi; }
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
@@ -58,9 +64,13 @@ fi
 export PYTHONPATH=$site:/tmp/whl-site
 export PYTHONUNBUFFERED=1
 nv="nvcc -O2 -std=c++17 -arch=sm_90 -Icpp/include"
+steps=" ${GPUIO_STEPS:-gpu demo host} "
+want() { [[ $steps == *" $1 "* ]]; }
+if want gpu; then  # only the gpu step runs these two programs (their nvcc time is spent for nothing otherwise)
 $nv tests/cuda/test_device_api.cu $build/cpp/libgpuio.a -L$uring/usr/lib/x86_64-linux-gnu -luring -o /tmp/test_device_api \
   && $nv examples/cam_pipeline.cu $build/cpp/libgpuio.a -L$uring/usr/lib/x86_64-linux-gnu -luring -o /tmp/cam_pipeline \
   || { note "CUDA test/example build FAILED"; status=1; }
+fi
 note "build: $(( $(date +%s) - t0 )) s"
 
 step "gpuio info"
@@ -74,8 +84,6 @@ python3 -c "from gpuio.cli.info import info; info(json_out=False)" 2>&1 | tee "$
 #   gnn   GNN epoch benchmark, memory-constrained (issue 4)
 #   demo  `gpuio demo` as the README runs it, from an empty directory, timed and bounded (issue 10)
 #   hetero  RGAT on an IGBH-shaped graph (issue 15; GPUIO_HETERO_* size it)
-steps=" ${GPUIO_STEPS:-gpu demo host} "
-want() { [[ $steps == *" $1 "* ]]; }
 # in_cgroup MEM CMD...: run CMD with its page cache limited by a cgroup v2 memory.max (BENCHMARKS.md).
 in_cgroup() {
   local mem=$1 cg=/sys/fs/cgroup/gpuio-check-$$; shift
@@ -174,29 +182,49 @@ fi
 # names the judged runs). GPUIO_HETERO_* size it:
 #   _ROOT (dataset dir, default .check-work/igbh), _PAPERS (default 2000000), _GEN (generator options, the same in
 #   every call: they decide reuse; default "--gen-device cuda"), _GEN_TIMEOUT (default 540), _SKIP_TINY=1 (no smoke),
-#   _ARGS (the run in the memory cgroup; default "--backends gpuio,mmap"; empty: generate only), _MEM (cgroup,
-#   default 12G), _TIMEOUT (default 540), _FREE_ARGS (a second run outside the cgroup, e.g. "--backends gpuio,memory":
-#   losses and accuracy against in-memory features), _FREE_TIMEOUT (default 300), _CLEAN=1 (delete the dataset after),
-#   _NPROC (ranks of the cgroup run, a list: "1 2" runs it on one GPU, then on two with torchrun).
+#   _TINY_AT=end (the smoke after the other phases, only if >= 40 s are left), _ARGS (the run in the memory cgroup;
+#   default "--backends gpuio,mmap"; empty: generate only), _MEM (cgroup, default 12G), _TIMEOUT (default 540),
+#   _HOMO (arguments of benchmarks/belady_gnn.py, run after the job: the homogeneous Belady ratio; empty: not run),
+#   _HOMO_TIMEOUT (default 90), _FREE_ARGS (a run outside the cgroup, e.g. "--backends gpuio,memory": losses and
+#   accuracy against in-memory features), _FREE_TIMEOUT (default 300), _CLEAN=1 (delete the dataset after),
+#   _NPROC (ranks of the cgroup run, a list: "1 2" runs it on one GPU, then on two with torchrun),
+#   _RESERVE (seconds of the call kept for the phases after the cgroup run; default 75 with _HOMO + 45 with
+#   _TINY_AT=end + 60 with _FREE_ARGS).
+# With GPUIO_CALL_S every phase's timeout shrinks to what is left of the call (the cgroup run's to what is left less
+# _RESERVE, generation's keeps 120 s for the run), and the run gets --budget (its timeout less 30 s) so its per-run
+# caps shrink to fit; at its timeout it gets SIGTERM and still prints its report (judged lines of finished runs).
 # Order: tiny CUDA smoke; generation (outside the cgroup, timed; reused when present); the cgroup run (page cache
-# dropped first); the free run. The dataset stays on disk for the next call unless _CLEAN=1.
+# dropped first); the homogeneous Belady run; the free run; the smoke if _TINY_AT=end. The dataset stays on disk for
+# the next call unless _CLEAN=1. Files: hetero.txt (generation + the run), hetero.json, hetero_homo.txt,
+# hetero_tiny.txt, hetero_free.txt (the device tool returns at most 8 files).
 if want hetero; then
   step "RGAT on an IGBH-shaped graph (issue 15), memory-constrained"
   hroot=${GPUIO_HETERO_ROOT:-$repo/.check-work/igbh}
   hgen="--papers ${GPUIO_HETERO_PAPERS:-2000000} ${GPUIO_HETERO_GEN---gen-device cuda}"
   hargs=${GPUIO_HETERO_ARGS---backends gpuio,mmap}
-  if [[ ${GPUIO_HETERO_SKIP_TINY:-0} != 1 ]]; then
-    mkdir -p /tmp/hetero-tiny && timeout 150 python3 examples/rgat_igbh.py --root /tmp/hetero-tiny/d --papers 2000 \
+  homo=${GPUIO_HETERO_HOMO:-}
+  tiny() {
+    mkdir -p /tmp/hetero-tiny && timeout -k 5 "$1" python3 examples/rgat_igbh.py --root /tmp/hetero-tiny/d --papers 2000 \
       --features 64 --steps 5 --eval-nodes 256 --backends gpuio,memory --belady ${GPUIO_HETERO_TINY_ARGS:-} > "$out/hetero_tiny.txt" 2>&1 \
       || { note "rgat_igbh tiny FAILED"; tail -20 "$out/hetero_tiny.txt"; status=1; }
-    tail -4 "$out/hetero_tiny.txt" | tee -a "$summary"
+    grep -E "losses|^judged: (bytes|accuracy)" "$out/hetero_tiny.txt" | sed "s/^/[tiny] /" | tee -a "$summary"
+  }
+  tiny_end=0
+  if [[ ${GPUIO_HETERO_SKIP_TINY:-0} != 1 ]]; then
+    if [[ ${GPUIO_HETERO_TINY_AT:-start} == end ]]; then tiny_end=1; else tiny 150; fi
   fi
+  free_args=${GPUIO_HETERO_FREE_ARGS:-}
+  reserve=${GPUIO_HETERO_RESERVE:-$(( (${#homo} > 0 ? 75 : 0) + tiny_end * 45 + (${#free_args} > 0 ? 60 : 0) ))}
   mkdir -p "$(dirname "$hroot")"; df -h "$(dirname "$hroot")" | tail -1
   t0=$(date +%s)
-  timeout ${GPUIO_HETERO_GEN_TIMEOUT:-540} python3 examples/rgat_igbh.py --root "$hroot" $hgen --generate-only 2>&1 \
-    | tee "$out/hetero_gen.txt" | tail -3 || { note "hetero generation FAILED"; status=1; }
-  note "hetero dataset ($hgen): $(tail -1 "$out/hetero_gen.txt") [$(( $(date +%s) - t0 )) s]"
+  gen_to=$(within ${GPUIO_HETERO_GEN_TIMEOUT:-540} $(( reserve + 120 )))
+  timeout -k 10 "$gen_to" python3 examples/rgat_igbh.py --root "$hroot" $hgen --generate-only 2>&1 \
+    | tee /tmp/hetero_gen.txt | tail -3 || { note "hetero generation FAILED or timed out (${gen_to} s)"; status=1; }
+  t1=$(date +%s); sync  # the generator's dirty pages reach the disk before anything is timed
+  note "hetero dataset ($hgen): $(tail -1 /tmp/hetero_gen.txt) [$(( t1 - t0 )) s, sync $(( $(date +%s) - t1 )) s]"
+  cp /tmp/hetero_gen.txt "$out/hetero.txt"
   du -sh "$hroot" 2>/dev/null | tee -a "$summary"
+  [[ -f $hroot/meta.json ]] || { note "hetero dataset incomplete: no run"; hargs=""; }
   # GPUIO_HETERO_NPROC: ranks per run, e.g. "1 2" runs the same job on 1 then 2 GPUs (torchrun, NCCL) in the cgroup
   for np in ${GPUIO_HETERO_NPROC:-1}; do
     [[ -n $hargs ]] || break
@@ -207,15 +235,30 @@ if want hetero; then
     ((np > 1)) && launch=(env OMP_NUM_THREADS=$(( $(nproc) / np )) python3 -m torch.distributed.run --standalone
                           --nproc_per_node "$np" examples/rgat_igbh.py)
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-    in_cgroup ${GPUIO_HETERO_MEM:-12G} timeout ${GPUIO_HETERO_TIMEOUT:-540} "${launch[@]}" --root "$hroot" \
-      $hgen $hargs --json "$out/hetero$sfx.json" 2>&1 | tee "$out/hetero$sfx.txt" | tail -40
-    grep -E "^memory given|x faster|keeps|Belady|losses|capped|rank\(s\)|hit rates|max\(load" "$out/hetero$sfx.txt" \
-      | sed "s/^/[$np GPU] /" >> "$summary"
+    job_to=$(within ${GPUIO_HETERO_TIMEOUT:-540} "$reserve")
+    budget=()
+    [[ -n ${GPUIO_CALL_S:-} ]] && budget=(--budget $(( job_to > 90 ? job_to - 30 : job_to * 2 / 3 )))
+    note "hetero run ($np GPU): timeout ${job_to} s ${budget[*]}; $(left) s of the call left"
+    in_cgroup ${GPUIO_HETERO_MEM:-12G} timeout -k 15 "$job_to" "${launch[@]}" --root "$hroot" \
+      $hgen $hargs "${budget[@]}" --json "$out/hetero$sfx.json" 2>&1 | tee -a "$out/hetero$sfx.txt" | tail -60
+    grep -E "^memory given|^done |capped by|rank\(s\)|^judged|stopped by" \
+      "$out/hetero$sfx.txt" | sed "s/^/[$np GPU] /" >> "$summary"
   done
-  if [[ -n ${GPUIO_HETERO_FREE_ARGS:-} ]]; then
-    timeout ${GPUIO_HETERO_FREE_TIMEOUT:-300} python3 examples/rgat_igbh.py --root "$hroot" $hgen $GPUIO_HETERO_FREE_ARGS \
-      --json "$out/hetero_free.json" 2>&1 | tee "$out/hetero_free.txt" | tail -25
-    grep -E "losses|test accuracy|rank\(s\)" "$out/hetero_free.txt" >> "$summary"
+  if [[ -n $homo ]]; then  # bytes vs MIN do not depend on the page cache (the tables read O_DIRECT): no cgroup
+    homo_to=$(within ${GPUIO_HETERO_HOMO_TIMEOUT:-90} $(( tiny_end * 45 + (${#free_args} > 0 ? 60 : 0) )))
+    timeout -k 5 "$homo_to" python3 benchmarks/belady_gnn.py $homo --workdir "$(dirname "$hroot")" \
+      --json /tmp/belady_gnn.json > "$out/hetero_homo.txt" 2>&1 || { note "belady_gnn FAILED or timed out (${homo_to} s)"; status=1; }
+    tail -4 "$out/hetero_homo.txt"
+    grep -E "^judged" "$out/hetero_homo.txt" >> "$summary"
+    rm -f "$(dirname "$hroot")/gpuio-belady-features.npy"
+  fi
+  if [[ -n $free_args ]]; then
+    timeout -k 10 "$(within ${GPUIO_HETERO_FREE_TIMEOUT:-300} $(( tiny_end * 45 )))" python3 examples/rgat_igbh.py \
+      --root "$hroot" $hgen $free_args --json /tmp/hetero_free.json 2>&1 | tee "$out/hetero_free.txt" | tail -25
+    grep -E "losses|test accuracy|rank\(s\)|^judged" "$out/hetero_free.txt" >> "$summary"
+  fi
+  if ((tiny_end)); then
+    if (( $(left) >= 40 )); then tiny "$(within 150 3)"; else note "tiny smoke skipped: $(left) s of the call left"; fi
   fi
   [[ ${GPUIO_HETERO_CLEAN:-0} == 1 ]] && rm -rf "$hroot"
 fi

@@ -81,6 +81,12 @@ CASES = [
     (["--igbh", "nosuch"], "--igbh", "no such directory"),
     (["--json", "/proc/x.json"], "--json", "/proc/x.json"),
     (["--nosuch"], "--nosuch", ""),
+    (["--time-cap", "disk=3"], "--time-cap", "unknown"),
+    (["--time-cap", "mmap=-1"], "--time-cap", "lie in"),
+    (["--runs", "gpuio/disk"], "--runs", "'gpuio/disk'"),
+    (["--runs", "gpuio/file,gpuio/file"], "--runs", "once"),
+    (["--warmup-steps", "-2"], "--warmup-steps", "-2"),
+    (["--budget", "-1"], "--budget", "-1"),
 ]
 
 
@@ -121,3 +127,57 @@ def test_time_cap_stops_each_run_and_compares_the_common_steps(tmp_path, capsys,
     assert [r["steps"] for r in res] == [1, 1] and all(r["capped"] and "test_acc" not in r for r in res)
     assert "gpuio: capped by --time-cap after 1 steps" in out and "not evaluated" in out
     assert "gpuio vs mmap (structure file):" in out and "over the same 1 steps" in out
+
+
+def test_runs_in_order_with_per_run_caps_print_every_judged_line(tmp_path, capsys, one_thread):
+    """The one-call GPU command's shape (scripts/gpu-check.sh hetero): gpuio with timing and Belady, the same
+    features with the structure in memory, mmap capped; every judged line printed with its goal."""
+    code, out, err = _main(["demo", "--hetero", "--root", str(tmp_path / "igbh"), *TINY, "--steps", "4",
+                            "--runs", "gpuio/file,gpuio/memory,mmap/file", "--timing", "--belady",
+                            "--time-cap", "load=61,gpuio/file=62,gpuio/memory=63,mmap=0.000001", "--budget", "900",
+                            "--json", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    import json
+    res = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [(r["backend"], r["structure"]) for r in res] == [("gpuio", "file"), ("gpuio", "memory"), ("mmap", "file")]
+    assert [r["steps"] for r in res] == [4, 4, 1] and res[2]["capped"] and res[2]["time_cap_s"] < 1
+    # each run got its own cap (the budget leaves room for all): the run after the loading-alone pass is
+    # re-planned with the run's own cap, not the next run's
+    assert [r["time_cap_s"] for r in res[:2]] == [62.0, 63.0]
+    assert "belady" in res[0] and "vs_bound" in res[0] and "belady" not in res[1] and "vs_bound" not in res[1]
+    assert res[0]["load_only"]["steps"] == 4 and res[0]["bound"]["steps"] == 4
+    # the constant tier is read once: the second gpuio run's tables read only pages, no host-buffer fill
+    assert res[1]["per_type"]["paper"]["host"] > 0
+    judged = [x for x in out.splitlines() if x.startswith("judged: ")]
+    for what in ("scale:", "4-step time vs the mmap loader (structure file)", "run / max(loading alone, compute alone)",
+                 "cache hit rates per tier (gpuio/file", "bytes read vs Belady's MIN (gpuio/file",
+                 "structure on storage vs in memory (gpuio)", "regime (gpuio/file)", "accuracy (gpuio/file)"):
+        assert any(what in x for x in judged), (what, judged)
+    assert "mmap: 1 steps measured, the rest at the pace of steps 1-1" in out
+    assert all(("MET" in x) for x in judged if "goal" in x)
+
+
+def test_sigterm_prints_the_report_of_the_finished_runs(tmp_path):
+    """An outer timeout (gpu-check.sh's `timeout`) sends SIGTERM: the job stops, prints the table and judged
+    lines of the runs that finished, and exits 143 — a slow last phase does not lose the earlier figures."""
+    import signal
+    import time
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), OMP_NUM_THREADS="1",
+               PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "../../examples/rgat_igbh.py"),
+                          "--root", str(tmp_path / "igbh"), *TINY, "--steps", "100000", "--runs", "mmap/file,gpuio/file",
+                          "--time-cap", "mmap=0.000001"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
+    lines, t_end = [], time.time() + 240
+    for line in p.stdout:  # wait until the first run is done and the second has started its steps
+        lines.append(line)
+        if line.startswith("done mmap"):
+            break
+    time.sleep(3)
+    p.send_signal(signal.SIGTERM)
+    rest, _ = p.communicate(timeout=max(t_end - time.time(), 10))
+    out = "".join(lines) + rest
+    assert p.returncode == 143, out
+    assert "stopped by SIGTERM" in out and "the report covers the 1 run(s) that finished" in out
+    assert "judged: scale:" in out and "mmap: capped by --time-cap after 1 steps" in out
+    assert "done gpuio" not in out

@@ -65,14 +65,17 @@ class FeatureStore:
 
     def __init__(self, tf, gpu_cache_bytes: int = 256 << 20, host_cache_rows: int = 0, hot_scores=None,
                  window: int = 8, accumulate: bool = True, *,
-                 policy: str = "clock", device=None, inflight_pages_min: int = INFLIGHT_PAGES_MIN):
+                 policy: str = "clock", device=None, inflight_pages_min: int = INFLIGHT_PAGES_MIN,
+                 host_buffer: HostBuffer | None = None):
         """tf: a `gpuio.TensorFile` (or any gpuio.rows.Rows).
         gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.
         host_cache_rows: rows in the constant host buffer (default 0), the highest of `hot_scores` (one
         score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: batches of
         look-ahead protected from eviction (default 8). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
         pages are missing. device: where the cache lives and rows are delivered (default: CUDA if
-        available, else CPU)."""
+        available, else CPU). host_buffer: an existing HostBuffer of this table to share instead of filling
+        one (stores of successive runs over one table: the constant tier is read once; host_cache_rows and
+        hot_scores are then ignored, and this store's table counts no fill)."""
         if gpu_cache_bytes < 0:
             raise ValueError(f"gpu_cache_bytes must be >= 0, got {gpu_cache_bytes}")
         if len(tf.shape) < 1:
@@ -94,8 +97,15 @@ class FeatureStore:
         slots = min(gpu_cache_bytes // self.page_bytes, self.num_pages)
         self.cache = PageCache(self.num_pages, slots, self.page_rows, self.row_shape, self.dtype,
                                self.device, policy)
-        hot_rows = pick_hot_rows(self.num_rows, host_cache_rows, hot_scores)
-        self.host = HostBuffer(tf, hot_rows, self.num_rows, self.device) if hot_rows.numel() else None
+        self.host: HostBuffer | None = None
+        if host_buffer is not None:
+            if host_buffer.row_slot.numel() != self.num_rows:
+                raise ValueError(f"host_buffer indexes {host_buffer.row_slot.numel()} rows, the table has "
+                                 f"{self.num_rows}")
+            self.host = host_buffer
+        else:
+            hot_rows = pick_hot_rows(self.num_rows, host_cache_rows, hot_scores)
+            self.host = HostBuffer(tf, hot_rows, self.num_rows, self.device) if hot_rows.numel() else None
         self.window = WindowBuffer(self.num_pages, window, self.device)
         self.acc = Accumulator(accumulate, inflight_pages_min)
         self._observers: list[Callable[[torch.Tensor], None]] = []

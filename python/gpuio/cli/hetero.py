@@ -43,8 +43,17 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 inline: bool = typer.Option(False, "--inline", help="load on the training thread (no loader thread)"),
                 belady: bool = typer.Option(False, "--belady", help="record the row trace; bytes read vs MIN"),
                 timing: bool = typer.Option(False, "--timing", help="gpuio: also time loading alone and compute alone"),
-                time_cap: float = typer.Option(0.0, help="seconds each backend's steps may run (0: no cap); a "
-                                                         "capped run is compared over the common steps"),
+                time_cap: str = typer.Option("", help="seconds a run's steps may take: 0/empty no cap, S every run, "
+                                                      "or per label: gpuio=120,mmap=50,gpuio/memory=40,load=90 "
+                                                      "(load: the --timing pass); a capped run is compared over "
+                                                      "the common steps"),
+                runs: str = typer.Option("", help="runs in order as backend/structure, e.g. gpuio/file,gpuio/memory,"
+                                                  "mmap/file (overrides --backends and --structure); --timing and "
+                                                  "--belady apply to the first gpuio run"),
+                warmup_steps: int = typer.Option(-1, help="steps left out of the per-step comparisons of capped "
+                                                          "runs (-1: a quarter of the common steps)"),
+                budget: float = typer.Option(0.0, help="seconds the whole job may take (0: no limit): the time caps "
+                                                       "shrink to fit, and SIGTERM still prints the report"),
                 device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
                 save_params: str = typer.Option("", help="save final parameters here (.rank<r> per rank)"),
@@ -66,7 +75,21 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     fan = _check.int_list("--fanouts", fanouts, lambda v: v >= 1 or v == -1, "integers >= 1 (or -1: all)")
     _check.number_in("--gpu-cache-fraction", gpu_cache_fraction, 0.0, 1.0)
     _check.number_in("--host-fraction", host_fraction, 0.0, 1.0)
-    _check.number_in("--time-cap", time_cap, 0.0, 86400.0)
+    from gpuio.gnn.hetero_report import BACKENDS as RUN_BACKENDS, STRUCTURES as RUN_STRUCTURES, parse_caps
+    items = [x.strip() for x in runs.split(",")] if runs else []
+    for item in items:
+        b, _, s = item.partition("/")
+        if b not in RUN_BACKENDS or (s and s not in RUN_STRUCTURES):
+            _check.fail("--runs", runs, f"{item!r} is not backend/structure (backends {', '.join(RUN_BACKENDS)}; "
+                                        f"structures {', '.join(RUN_STRUCTURES)})")
+    if len(set(items)) != len(items):
+        _check.fail("--runs", runs, "each run must be named once")
+    try:
+        parse_caps(time_cap)
+    except ValueError as e:
+        _check.fail("--time-cap", time_cap, str(e))
+    _check.int_at_least("--warmup-steps", warmup_steps, -1, " (-1: a quarter of the steps)")
+    _check.number_in("--budget", budget, 0.0, 86400.0)
     _check.device("--device", device)
     _dataset_dir("--root", root)
     if igbh and not os.path.isdir(igbh):
@@ -91,7 +114,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                            steps=steps, batch_size=batch_size, fanouts=fan,
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
                            struct_cache_mb=struct_cache_mb, sample_threads=sample_threads, eval_nodes=eval_nodes, background=not inline,
-                           belady=belady, timing=timing, time_cap=time_cap, device=device, seed=seed, save_params=save_params,
+                           belady=belady, timing=timing, time_cap=time_cap, runs=runs,
+                           warmup_steps=warmup_steps, budget=budget, device=device, seed=seed, save_params=save_params,
                            json_out=json_out, generate_only=generate_only).resolve()
     except ValueError as e:  # a combination the single checks above cannot see
         raise _check.InputError(str(e)) from None

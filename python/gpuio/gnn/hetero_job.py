@@ -25,6 +25,9 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
+import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 
@@ -32,11 +35,10 @@ import numpy as np
 import torch
 
 from gpuio.gnn.config import apply_machine_defaults
-
-BACKENDS = ("gpuio", "mmap", "memory")
-STRUCTURES = ("file", "memory")
+from gpuio.gnn.hetero_report import BACKENDS, CAP_LOAD, STRUCTURES, at, cap_for, parse_caps, plan_caps, print_report
 CPU_DEFAULTS = dict(papers=4000, features=128, batch_size=256, eval_nodes=1000)
 GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=1024, eval_nodes=20_000)
+T_START = time.perf_counter()  # the job's clock for --budget (reset by run)
 COMPUTE_ONLY_BATCHES = 10  # batches held on the device to time compute alone (~1 GB each at 1024 columns)
 
 
@@ -70,8 +72,13 @@ class HeteroConfig:
     background: bool = True  # loader thread (False: inline on the training thread)
     belady: bool = False  # record the row trace of the gpuio run, compare its bytes with MIN
     timing: bool = False  # gpuio: also time loading alone and compute alone
-    time_cap: float = 0.0  # seconds a backend's timed steps may run (0: no cap); a capped run stops early,
-    #                        is compared over the common steps, is not evaluated, and says so
+    time_cap: str = ""  # seconds a run's timed steps may run: "" / 0 no cap, "S" every run, or per label
+    #                     "gpuio=120,mmap=50,gpuio/memory=40,load=90" (hetero_report.parse_caps); a capped run
+    #                     stops early, is compared over the common steps, is not evaluated, and says so
+    runs: str = ""  # "backend/structure,..." in order (e.g. "gpuio/file,gpuio/memory,mmap/file"); "" = every
+    #                 backend under every structure. timing and belady apply to the first gpuio run
+    warmup_steps: int = -1  # steps left out of per-step comparisons of capped runs (-1: a quarter of them)
+    budget: float = 0.0  # seconds the whole job may take (0: none): the caps shrink to fit (plan_caps)
     save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
     json_out: str = ""
     generate_only: bool = False  # write (or import) the dataset, then stop
@@ -79,9 +86,24 @@ class HeteroConfig:
 
     @property
     def structures(self) -> tuple:
-        return tuple(self.structure.split(","))
+        return tuple(dict.fromkeys(s for _, s in self.run_list)) if self.runs else tuple(self.structure.split(","))
+
+    @property
+    def run_list(self) -> list:
+        """[(backend, structure), ...] in the order they run."""
+        if self.runs:
+            return [tuple(x.strip().split("/", 1)) if "/" in x else (x.strip(), self.structure.split(",")[0])
+                    for x in self.runs.split(",")]
+        return [(b, s) for s in self.structure.split(",") for b in self.backends]
 
     def resolve(self) -> "HeteroConfig":
+        if self.runs:
+            pairs = self.run_list
+            bad = [f"{b}/{s}" for b, s in pairs if b not in BACKENDS or s not in STRUCTURES]
+            if bad or len(set(pairs)) != len(pairs):
+                raise ValueError(f"runs must be distinct backend/structure pairs of {BACKENDS} x {STRUCTURES}, "
+                                 f"got {self.runs!r}")
+            self.backends = tuple(dict.fromkeys(b for b, _ in pairs))
         apply_machine_defaults(self, CPU_DEFAULTS, GPU_DEFAULTS, BACKENDS)
         if not self.structures or any(s not in STRUCTURES for s in self.structures) or \
                 len(set(self.structures)) != len(self.structures):
@@ -90,8 +112,9 @@ class HeteroConfig:
             raise ValueError(f"sample_threads must be >= 0 (0: the loader's default), got {self.sample_threads}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.time_cap < 0:
-            raise ValueError(f"time_cap must be >= 0 seconds, got {self.time_cap}")
+        parse_caps(self.time_cap)  # ValueError on a bad spec
+        if self.budget < 0:
+            raise ValueError(f"budget must be >= 0 seconds, got {self.budget}")
         for name in ("gpu_cache_fraction", "host_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
@@ -134,7 +157,10 @@ def sample_scores(ds) -> dict:
     return {nt: torch.from_numpy(s) for nt, s in scores.items()}
 
 
-def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None) -> dict:
+def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None, hosts: dict | None = None) -> dict:
+    """Per node type the backend's row source. gpuio: a FeatureStore per type; `hosts` (type -> HostBuffer),
+    when given, is shared: a type found there reuses its buffer (the constant tier, read once per job), a
+    type not there gets one filled and added."""
     from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
     from gpuio.tensor import TensorFile
     out = {}
@@ -147,9 +173,12 @@ def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None) -> di
         else:
             tf = TensorFile.open(path)
             host_rows = int(tf.num_rows * cfg.host_fraction)
+            shared = (hosts or {}).get(nt)
             out[nt] = FeatureStore(tf, gpu_cache_bytes=int(tf.nbytes * cfg.gpu_cache_fraction),
                                    host_cache_rows=host_rows, hot_scores=scores[nt] if host_rows else None,
-                                   window=cfg.window, accumulate=True, device=cfg.device)
+                                   window=cfg.window, accumulate=True, device=cfg.device, host_buffer=shared)
+            if hosts is not None and shared is None and out[nt].host is not None:
+                hosts[nt] = out[nt].host
     return out
 
 
@@ -210,34 +239,48 @@ def evict_page_cache(root: str) -> int:
     return n
 
 
-def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, structure: str | None = None) -> dict:
+def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, structure: str | None = None,
+                cap: float = 0.0, load_cap: float = 0.0, timing: bool = False, belady: bool = False,
+                hosts: dict | None = None, replan=None) -> dict:
+    """One run: `cfg.steps` training steps (at most `cap` seconds of them) of `backend` with the structure
+    in `structure`, evaluated unless capped. timing: first loading alone (at most `load_cap` seconds, stores
+    and structure of its own), then compute alone on held batches. belady: bytes read vs MIN on the trace.
+    hosts: shared host buffers (make_sources). replan: () -> the run's cap, asked again after the loading-alone
+    pass (the budget left then)."""
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     dev = torch.device(cfg.device)
     structure = structure or cfg.structures[0]
-    graph = HeteroGraphStore.from_dataset(ds, in_memory=structure == "memory",
-                                          cache_bytes=cfg.struct_cache_mb << 20, device=dev)
 
+    def new_graph():  # cold structure caches for each timed pass
+        return HeteroGraphStore.from_dataset(ds, in_memory=structure == "memory",
+                                             cache_bytes=cfg.struct_cache_mb << 20, device=dev)
     lookahead = min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0))
     threads = dict(sample_threads=cfg.sample_threads) if cfg.sample_threads else {}
 
-    def loader(sources, seed_nodes, sampler_seed, shuffle=True, steps=cfg.steps):
+    def loader(graph, sources, seed_nodes, sampler_seed, shuffle=True, steps=cfg.steps):
         return HeteroBatchLoader(HeteroNeighborSampler(graph, list(cfg.fanouts), seed=sampler_seed), sources,
                                  seed_nodes, "paper", cfg.batch_size, labels=ds.y, shuffle=shuffle, seed=cfg.seed,
                                  depth=cfg.depth, device=dev, rank=rank if shuffle else 0,
                                  world_size=world if shuffle else 1, max_batches=steps,
                                  background=cfg.background, lookahead=lookahead, **threads)
 
+    def deadline(seconds):
+        return time.perf_counter() + seconds if seconds else None
     in_dims = {nt: ds.feature_shape(nt)[1] for nt in ds.node_types}
-    timing = cfg.timing and backend == "gpuio"  # the bound max(load, compute) is judged for gpuio
-    if timing:  # loading alone first, on stores of its own (dropped before the run's are built)
-        r_load = load_only(loader(make_sources(backend, ds, cfg, scores), ds.train_idx, cfg.seed + rank))
-        gc.collect()  # its stores (host buffers: 20 % of the data) are gone before the run's are made
-    sources = make_sources(backend, ds, cfg, scores)
-    trace = ({nt: record_served(s) for nt, s in sources.items()} if cfg.belady and backend == "gpuio"
-             else None)
+    if timing:  # loading alone first, on stores and structure of its own (dropped before the run's are built)
+        r_load = load_only(loader(new_graph(), make_sources(backend, ds, cfg, scores, hosts), ds.train_idx,
+                                  cfg.seed + rank), deadline(load_cap))
+        r_load["capped"] = r_load["steps"] < cfg.steps
+        _end_at_last_step(r_load)
+        if replan is not None:
+            cap = replan()
+        gc.collect()  # its stores are gone before the run's are made
+    graph = new_graph()
+    sources = make_sources(backend, ds, cfg, scores, hosts)
+    trace = {nt: record_served(s) for nt, s in sources.items()} if belady else None
     model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -246,9 +289,10 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
     struct_before, feat_before = sum(s["bytes_from_device"] for s in graph.stats().values()), _storage_bytes(sources)
-    deadline = time.perf_counter() + cfg.time_cap if cfg.time_cap else None
-    r = train_steps(model, loader(sources, ds.train_idx, cfg.seed + rank), opt, sync=sync, deadline=deadline)
-    r["capped"], r["cfg_steps"] = r["steps"] < cfg.steps, cfg.steps
+    r = train_steps(model, loader(graph, sources, ds.train_idx, cfg.seed + rank), opt, sync=sync,
+                    deadline=deadline(cap))
+    r["capped"], r["cfg_steps"], r["time_cap_s"] = r["steps"] < cfg.steps, cfg.steps, float(cap)
+    _end_at_last_step(r)
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
     r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
@@ -261,13 +305,11 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                            device_tier_ratio=div(tot["device_bytes"], tot["min_device_bytes"]),
                            ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
                            window_min_ratio=div(tot["window_min_bytes"], tot["min_bytes"]))
-    if not r["capped"]:  # a model trained for fewer steps has no comparable accuracy
-        r["test_acc"] = accuracy(model, loader(sources, ds.test_idx[: cfg.eval_nodes], cfg.seed + 10_007,
-                                               shuffle=False, steps=None))
+        trace.clear()
     r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,
              label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
              step_ms=1000 * r["run_s"] / max(r["steps"], 1))
-    if stores:
+    if stores:  # the steps' tiers (before evaluation and the held batches read more)
         st = {nt: s.stats() for nt, s in stores.items()}
         req = sum(s["rows_requested"] for s in st.values()) or 1
         r.update(host_hit_rate=sum(s["rows_host"] for s in st.values()) / req,
@@ -275,21 +317,58 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                  device_rate=sum(s["rows_device"] for s in st.values()) / req,
                  per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
                            for nt, s in st.items()})
+    if not r["capped"]:  # a model trained for fewer steps has no comparable accuracy
+        r["test_acc"] = accuracy(model, loader(graph, sources, ds.test_idx[: cfg.eval_nodes], cfg.seed + 10_007,
+                                               shuffle=False, steps=None))
     if timing:
         r["load_only"] = r_load
-        held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES), loader(sources, ds.train_idx, cfg.seed + rank))]
+        held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES), loader(graph, sources, ds.train_idx, cfg.seed + rank))]
         fresh_model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
         c = compute_only(fresh_model, held, torch.optim.Adam(fresh_model.parameters(), lr=cfg.lr))
-        r["compute_only"] = dict(c, run_s_scaled=c["run_s"] * r["steps"] / max(c["steps"], 1))
-        bound = max(r["load_only"]["run_s"], r["compute_only"]["run_s_scaled"])
-        r["vs_bound"] = r["run_s"] / max(bound, 1e-9)
+        del held
+        n = min(r["steps"], r_load["steps"])  # the same steps of both (a cap may have stopped either)
+        per_step = c["run_s"] / max(c["steps"], 1)
+        r["compute_only"] = dict(c, run_s_scaled=per_step * r["steps"])
+        r["bound"] = dict(steps=n, run_s=at(r, n), load_s=at(r_load, n), compute_s=per_step * n,
+                          compute_steps=c["steps"])
+        r["vs_bound"] = r["bound"]["run_s"] / max(r["bound"]["load_s"], r["bound"]["compute_s"], 1e-9)
     if cfg.save_params:
         params = {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
         torch.save(params, cfg.save_params + (f".rank{rank}" if world > 1 else ""))
     return r
 
 
+def _end_at_last_step(r: dict) -> None:
+    """A capped pass's time is the end of its last step (each step ends synchronised): its wall time also
+    holds the wait for the loader's worker to finish the read in hand, which no step used (wall_s keeps it)."""
+    r["wall_s"] = r["run_s"]
+    if r.get("capped") and r["step_end_s"]:
+        r["run_s"] = r["step_end_s"][-1]
+
+
+def _release_memory() -> None:
+    """Free what earlier runs left: objects, cached GPU blocks, and cached pinned host blocks (torch keeps
+    freed pinned memory for reuse; in a memory cgroup it would shrink the next run's page cache)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        empty_host = (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
+                      or getattr(torch._C, "_host_emptyCache", None))  # the older name
+        if empty_host is not None:
+            empty_host()
+
+
+class _Stopped(Exception):
+    """SIGTERM (an outer timeout): stop, report the runs that finished."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Stopped()
+
+
 def run(cfg: HeteroConfig, log=print) -> list[dict]:
+    global T_START
+    T_START = time.perf_counter()
     cfg = cfg.resolve()
     rank, world, local = _dist(cfg.device)
     if world > 1 and cfg.device.startswith("cuda"):
@@ -318,20 +397,42 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
         say("memory given: no cgroup limit on this process (the page cache may hold the data; run under a memory "
             "cgroup for out-of-core figures, as scripts/gpu-check.sh's hetero step does)")
     scores = sample_scores(ds) if "gpuio" in cfg.backends and cfg.host_fraction > 0 else None
+    pairs = cfg.run_list
+    first_gpuio = next((i for i, (b, _) in enumerate(pairs) if b == "gpuio"), None)
+    caps = parse_caps(cfg.time_cap)
+    nominal = [cap_for(caps, f"{b}/{s}", b) for b, s in pairs]
+    if first_gpuio is not None and cfg.timing:  # the loading-alone pass is a run of its own for the budget
+        nominal.insert(first_gpuio, cap_for(caps, CAP_LOAD, "gpuio"))
+    def left():  # seconds of the budget left (None: no budget)
+        return cfg.budget - (time.perf_counter() - T_START) if cfg.budget else None
+    hosts: dict = {}  # the gpuio runs' shared host buffers (one fill per job), freed before other runs
     results = []
-    for structure in cfg.structures:
-        for b in cfg.backends:
+    old = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
+    try:
+        for i, (b, structure) in enumerate(pairs):
+            timing = cfg.timing and i == first_gpuio
+            j = i + (1 if first_gpuio is not None and cfg.timing and i > first_gpuio else 0)
+            planned = plan_caps(nominal[j:], left())
+            load_cap, cap = (planned[0], planned[1]) if timing else (0.0, planned[0])
+            if b != "gpuio":
+                hosts.clear()
+            _release_memory()  # the last run's stores, pinned buffers included, leave the cgroup first
             if cfg.cold:
                 if int(os.environ.get("LOCAL_RANK", "0")) == 0:
                     evict_page_cache(cfg.root)
                 if world > 1:
                     import torch.distributed as dist
                     dist.barrier()  # no rank starts before the files are cold
-            r = run_backend(b, ds, cfg, scores, rank, world, structure)
+            r = run_backend(b, ds, cfg, scores, rank, world, structure, cap=cap, load_cap=load_cap, timing=timing,
+                            belady=cfg.belady and i == first_gpuio, hosts=hosts,
+                            replan=lambda j=j: plan_caps(nominal[j + 1:], left())[0])
+            if all(q != "gpuio" for q, _ in pairs[i + 1:]):
+                hosts.clear()  # no later gpuio run: the pinned host buffers leave the cgroup now
             r["cgroup"] = cgroup_memory()
             # at once, so a run stopped by an outer timeout still shows the backends it finished
             say(f"done {r['label']}: {r['steps']} steps in {r['run_s']:.2f} s ({r['step_ms']:.1f} ms/step"
-                f"{', capped' if r['capped'] else ''}), test accuracy {r.get('test_acc', float('nan')):.3f}")
+                f"{', capped at ' + format(cap, '.0f') + ' s' if r['capped'] else ''}), test accuracy "
+                f"{r.get('test_acc', float('nan')):.3f} [job at {time.perf_counter() - T_START:.0f} s]")
             mine = {k: r[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes", "structure_bytes",
                                       "sample_s", "feature_s")}
             if world > 1:  # every rank's figures, for the aggregate throughput rank 0 prints
@@ -341,111 +442,30 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             else:
                 r["ranks"] = [mine]
             results.append(r)
+    except _Stopped:
+        say(f"stopped by SIGTERM at {time.perf_counter() - T_START:.0f} s (an outer timeout): the report covers the "
+            f"{len(results)} run(s) that finished")
+        stopped = True
+    else:
+        stopped = False
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
     if rank == 0:
-        print_report(results, say)
+        info = dict(steps=cfg.steps, warmup=cfg.warmup_steps, feature_bytes=ds.feature_bytes(),
+                    num_edges=ds.num_edges, limit=mem["limit"] if mem else None,
+                    struct_cache_mb=cfg.struct_cache_mb, relations=len(ds.edge_types),
+                    structure_file_bytes=sum(os.path.getsize(os.path.join(ds.relation_path(et), f))
+                                             for et in ds.edge_types for f in ("colptr.npy", "row.npy")))
+        print_report(results, say, info)
         if cfg.json_out:
             with open(cfg.json_out, "w") as f:
                 json.dump(dict(config=asdict(cfg), results=results), f, indent=1, default=str)
+    if stopped:
+        sys.stdout.flush()
+        os._exit(143)  # the loader threads of the interrupted run may still be blocked
     if world > 1:
         import torch.distributed as dist
         dist.barrier()
         dist.destroy_process_group()
     return results
-
-
-def print_report(results: list[dict], say=print) -> None:
-    cols = [r.get("label", r["backend"]) for r in results]
-    width = max([12] + [len(c) + 2 for c in cols])
-    say(f"{'':28}" + "".join(f"{c:>{width}}" for c in cols))
-    fmt = (lambda v: f"{v:>{width}.3f}" if isinstance(v, float) else f"{v:>{width}}")
-    rows = [("steps", "steps"), (f"time for the steps s", "run_s"), ("ms per step", "step_ms"),
-            ("feature loading s", "feature_s"), ("sampling s", "sample_s"), ("trainer waiting s", "stall_s"),
-            ("compute s", "compute_s"), ("host buffer hit rate", "host_hit_rate"),
-            ("GPU cache hit rate", "gpu_hit_rate"), ("rows from storage", "device_rate"),
-            ("structure bytes read (steps)", "structure_bytes"), ("test accuracy", "test_acc")]
-    for name, key in rows:
-        say(f"{name:28}" + "".join(fmt(r[key]) if key in r else f"{'-':>{width}}" for r in results))
-    for r, name in zip(results, cols):
-        if "per_type" in r:
-            say(f"{name} hit rates per type (host / GPU / storage): " + ", ".join(
-                f"{nt} {v['host']:.2f}/{v['gpu']:.2f}/{v['storage']:.2f}" for nt, v in r["per_type"].items()))
-        if "belady" in r:
-            b = r["belady"]
-            say(f"{name} bytes read {b['gpuio_bytes']:,} vs Belady MIN {b['min_bytes']:,} (same host "
-                f"buffer, same device cache slots): ratio {b['ratio']:.3f} (goal <= 1.2), device tier alone "
-                f"{b['device_tier_ratio']:.3f}; vs MIN using all capacity as one cache {b['ratio_whole']:.3f}; "
-                f"keep-the-soonest seeing {b['lookahead']} batches ahead: {b['window_min_ratio']:.3f} x MIN")
-        if "vs_bound" in r:
-            say(f"{name}: load alone {r['load_only']['run_s']:.3f} s, compute alone "
-                f"{r['compute_only']['run_s_scaled']:.3f} s (scaled from {r['compute_only']['steps']} steps); "
-                f"run / max(load, compute) = {r['vs_bound']:.3f}")
-
-    for r, name in zip(results, cols):
-        m = r.get("cgroup")
-        if m and m["limit"] is not None:
-            say(f"{name}: cgroup peak so far {m['peak'] / 2**30:.2f} GiB of {m['limit'] / 2**30:.2f} GiB; at the end "
-                f"anonymous {m['anon'] / 2**30:.2f} GiB, page cache {m['file'] / 2**30:.2f} GiB")
-    for r, name in zip(results, cols):  # over all ranks: the figures the 1- vs N-GPU comparison uses
-        ranks = r.get("ranks") or []
-        if not ranks:
-            continue
-        wall = max(q["run_s"] for q in ranks)
-        seeds = sum(q["steps"] for q in ranks) * r["batch_size"]
-        read = sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
-        wait = sum(q["stall_s"] for q in ranks) / max(sum(q["run_s"] for q in ranks), 1e-9)
-        sample = sum(q.get("sample_s", 0.0) for q in ranks)
-        feature = sum(q.get("feature_s", 0.0) for q in ranks)
-        # the producer's larger share names what the trainers wait on (sample_s: its wait for sampled
-        # batches); sampling runs where the structures deliver (the job's device)
-        bound = ("sampling" if sample > feature else
-                 "feature reads" if r["backend"] == "gpuio" else "feature page faults")
-        regime = (f"loading-bound: the trainers wait on {bound}" if wait > 0.5 else
-                  "compute-bound: loading keeps up")
-        say(f"{name}: {len(ranks)} rank(s): {seeds / wall:,.0f} seeds/s ({seeds:,} seeds in {wall:.2f} s, slowest "
-            f"rank); storage read {read / wall / 1e6:,.1f} MB/s over all ranks "
-            f"({'features and structure' if r['backend'] == 'gpuio' else 'structure only; page faults not counted'}); "
-            f"trainers waited {wait:.0%} of the time ({regime})")
-
-    def find(backend, structure):
-        return next((r for r in results if r["backend"] == backend and r.get("structure") == structure), None)
-    for r, name in zip(results, cols):
-        if r.get("capped"):
-            say(f"{name}: capped by --time-cap after {r['steps']} steps ({r['run_s']:.1f} s; all steps at that pace "
-                f"~{r['run_s'] * r['cfg_steps'] / max(r['steps'], 1):.0f} s, extrapolated); not evaluated")
-    for r, name in zip(results, cols):
-        ref = find("memory", r.get("structure")) or next((q for q in results if q["backend"] == "memory"), None)
-        if ref is not None and r is not ref and r["losses"] and ref["losses"]:
-            n = min(r["steps"], ref["steps"])
-            say(f"{name}: losses {_same(r['losses'][:n], ref['losses'][:n])} in-memory features over {n} steps; "
-                f"time x{_at(r, n) / _at(ref, n):.2f} of in-memory")
-    for structure in STRUCTURES:
-        mm, gp = find("mmap", structure), find("gpuio", structure)
-        if mm is not None and gp is not None:
-            n = min(mm["steps"], gp["steps"])
-            say(f"gpuio vs mmap (structure {structure}): {_at(mm, n) / _at(gp, n):.2f} x faster over "
-                f"{'the same' if n == gp['steps'] == mm['steps'] else 'the first'} {n} steps (same batches)")
-    for backend in BACKENDS:
-        f, m = find(backend, "file"), find(backend, "memory")
-        if f is not None and m is not None:
-            n = min(f["steps"], m["steps"])
-            say(f"{backend}: structure on storage keeps {_at(m, n) / _at(f, n):.3f} x the steps/s of structure in "
-                f"memory over {n} steps (goal >= 0.8; same batches: losses "
-                f"{_same(f['losses'][:n], m['losses'][:n])} the in-memory structure's), structure read "
-                f"{f['structure_bytes'] / 2**20:.1f} MiB in {f['steps']} steps")
-
-
-def _at(r: dict, n: int) -> float:
-    """Seconds from the start of r's timed run to the end of its step n (1-based); the run's wall time when
-    it made exactly n steps (that includes the final synchronisation)."""
-    return r["run_s"] if n == r["steps"] else r["step_end_s"][n - 1]
-
-
-def _same(a: list, b: list) -> str:
-    """How two loss sequences compare: identical, within float tolerance, or different (with the max gap)."""
-    if len(a) != len(b):
-        return f"NOT COMPARABLE ({len(a)} vs {len(b)} steps) to"
-    diff = float(np.max(np.abs(np.array(a) - np.array(b)))) if a else 0.0
-    if diff == 0:
-        return "identical to"
-    close = diff <= 1e-4 * max(b)
-    return f"{'within 1e-4' if close else 'DIFFERENT'} (max |diff| {diff:.2e}) {'of' if close else 'from'}"

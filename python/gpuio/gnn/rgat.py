@@ -70,11 +70,21 @@ def train_steps(model, loader, optimizer, on_step=None, sync=None, deadline: flo
     return r
 
 
-def load_only(loader) -> dict:
-    """Iterate `loader` with no model: the time of sampling + feature loading alone."""
-    t0 = time.perf_counter()
-    n = sum(1 for _ in loader)
-    return dict(run_s=time.perf_counter() - t0, steps=n, **loader.times)
+def load_only(loader, deadline: float | None = None) -> dict:
+    """Iterate `loader` with no model: the time of sampling + feature loading alone; past `deadline` (a
+    time.perf_counter) it stops after the batch in hand. step_end_s: seconds to the end of each batch."""
+    t0, ends = time.perf_counter(), []
+    it = iter(loader)
+    try:
+        for _ in it:
+            ends.append(time.perf_counter() - t0)
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()  # a generator left early stops its producer
+    return dict(run_s=time.perf_counter() - t0, steps=len(ends), step_end_s=ends, **loader.times)
 
 
 def compute_only(model, batches: list, optimizer) -> dict:
