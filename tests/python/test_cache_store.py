@@ -151,3 +151,12 @@ def test_block_sized_rows_all_miss_hit_and_mixed(tmp_path, in_place):
         s = fs.stats()
         assert s["rows_host"] == 1 and s["pages_bypass"] >= 32 and s["rows_gpu_cache"] > 0
         assert s["rows_host"] + s["rows_gpu_cache"] + s["rows_device"] == s["rows_requested"]
+
+
+def test_pinned_empty_without_cuda_is_a_plain_tensor_of_the_shape():
+    """The host buffer's allocator: the shape and dtype asked for (pinned exactly on a GPU machine: test_gpu.py)."""
+    from gpuio.gpu import pinned_empty
+
+    t = pinned_empty((5, 7), torch.float16)
+    assert t.shape == (5, 7) and t.dtype == torch.float16 and t.is_contiguous()
+    assert pinned_empty((0, 3), torch.float32).shape == (0, 3)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from gpuio.gpu import mapped_view
+from gpuio.gpu import mapped_view, pinned_empty
 
 _LOAD_ROWS_MAX = 65536  # rows per read while filling the buffer: bounds the staging memory at start
 
@@ -21,9 +21,8 @@ class HostBuffer:
         """source: a row table with gather(idx) -> rows; rows: ids to hold (distinct, in range)."""
         rows = rows.to("cpu", torch.long)
         self.rows = rows
-        pin = torch.cuda.is_available()
         shape = (rows.numel(), *source.shape[1:])
-        self.data = torch.empty(shape, dtype=source.torch_dtype, pin_memory=pin)
+        self.data = pinned_empty(shape, source.torch_dtype)  # exactly its size (torch's pinning rounds up to 2^k)
         for lo in range(0, rows.numel(), _LOAD_ROWS_MAX):
             self.data[lo:lo + _LOAD_ROWS_MAX] = source.gather(rows[lo:lo + _LOAD_ROWS_MAX])
         # row id -> position in the buffer, -1 when not held; lives where lookups run.
