@@ -15,19 +15,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 out=${OUT:-$repo/gpu-ceiling-out}
 mkdir -p "$out"
-build=/tmp/gpuio-build
-site=/tmp/gpuio-site
-uring=/tmp/uring
-if [[ ! -f $build/cpp/libgpuio.a || ! -d $site/gpuio ]]; then
-  GPUIO_STEPS=none bash scripts/gpu-check.sh > "$out/gpu-check-build.txt" 2>&1 || { tail -20 "$out/gpu-check-build.txt"; exit 1; }
-fi
-t0=$(date +%s)
-cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }  # this tree's changes
-rm -rf $site/gpuio && cp -r python/gpuio $site/ && cp $build/cpp/src/bindings/_core*.so $site/gpuio/
-echo "build: $(( $(date +%s) - t0 )) s"
-export PYTHONPATH=$site:$repo/tests/python
-export LD_LIBRARY_PATH=$uring/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONUNBUFFERED=1
+source scripts/gpu-reuse-build.sh
 lat=${GPUIO_DATA:-$repo/gpuio-gpu-bench.bin}
 [[ -f $lat ]] || lat=$repo/gpuio-ceiling-lat.bin
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

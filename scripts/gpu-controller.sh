@@ -11,18 +11,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 out=${OUT:-$repo/gpu-controller-out}
 mkdir -p "$out"
-build=/tmp/gpuio-build
-site=/tmp/gpuio-site
-if [[ ! -f $build/cpp/libgpuio.a || ! -d $site/gpuio ]]; then
-  GPUIO_STEPS=none bash scripts/gpu-check.sh > "$out/gpu-check-build.txt" 2>&1 || { tail -20 "$out/gpu-check-build.txt"; exit 1; }
-fi
-t0=$(date +%s)
-cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }  # this tree's changes
-rm -rf $site/gpuio && cp -r python/gpuio $site/ && cp $build/cpp/src/bindings/_core*.so $site/gpuio/
-echo "build: $(( $(date +%s) - t0 )) s; cpus: $(nproc)"
-export PYTHONPATH=$site:$repo/tests/python
-export LD_LIBRARY_PATH=/tmp/uring/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONUNBUFFERED=1
+source scripts/gpu-reuse-build.sh
 timeout 330 python3 benchmarks/engine_ceiling.py --kinds sim,shm-uring --dests host --devices 1,4,8,12,16 \
   --workers 1,2,3,4,5,6,7,8 --sections grid,controller --seconds 0.3 --judge-seconds 1 --inflight 2 \
   --json "$out/controller.json" ${GPUIO_CONTROLLER_ARGS:-} > "$out/controller.txt" 2>&1

@@ -16,17 +16,7 @@ what=${1:-tests}
 scale=${2:-26}
 algos=${3:-bfs}
 dir=${GPUIO_GRAPH_DIR:-/var/tmp/gpuio-graph-s$scale}
-build=/tmp/gpuio-build
-site=/tmp/gpuio-site
-uring=/tmp/uring
-if [[ ! -f $build/cpp/libgpuio.a || ! -d $site/gpuio ]]; then
-  GPUIO_STEPS=none bash scripts/gpu-check.sh > "$out/gpu-check-build.txt" 2>&1 || { tail -20 "$out/gpu-check-build.txt"; exit 1; }
-fi
-cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }  # this tree's changes
-rm -rf $site/gpuio && cp -r python/gpuio $site/ && cp $build/cpp/src/bindings/_core*.so $site/gpuio/
-export PYTHONPATH=$site:$repo/tests/python
-export LD_LIBRARY_PATH=$uring/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONUNBUFFERED=1
+source scripts/gpu-reuse-build.sh
 
 case $what in
   tests)
