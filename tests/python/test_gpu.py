@@ -12,30 +12,19 @@ import numpy as np
 import pytest
 
 import gpuio
+from gpu_util import skip_without_gpu, watchdog, why_no_gpu
 
 torch = pytest.importorskip("torch")
 
 
-def _why_no_gpu():
-    from gpuio import _core
-
-    if not _core.cuda_built:
-        return "gpuio built without the CUDA layer"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    p = gpuio.gpu.probe()
-    return p["error"] or None
-
-
-_reason = _why_no_gpu()
-needs_gpu = pytest.mark.skipif(_reason is not None, reason=f"no GPU path: {_reason}")
+_reason = why_no_gpu()
+needs_gpu = skip_without_gpu(_reason)
 BS = 4096
 
 
 @pytest.fixture(autouse=True)
 def _watchdog(request):
-    print(f"\n[test_gpu] start {request.node.name}", file=sys.stderr, flush=True)
-    faulthandler.dump_traceback_later(float(os.environ.get("TEST_GPU_TIMEOUT_S", "60")), exit=True)
+    watchdog("test_gpu", request)
     yield
     faulthandler.cancel_dump_traceback_later()
 

@@ -3,36 +3,24 @@ queue's host-mapped slots and the requesting block copies it itself (no staging-
 device_read=batch keeps the engine's copy; stats() says which path ran; the probe's per-hop breakdown adds up.
 Skipped where there is no CUDA layer or no GPU; a faulthandler watchdog bounds each test (TEST_GPU_TIMEOUT_S)."""
 import faulthandler
-import os
-import sys
 
 import numpy as np
 import pytest
 
 import gpuio
+from gpu_util import skip_without_gpu, watchdog, why_no_gpu
 
 torch = pytest.importorskip("torch")
 BS = 4096
 
 
-def _why_no_gpu():
-    from gpuio import _core
-
-    if not _core.cuda_built:
-        return "gpuio built without the CUDA layer"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return gpuio.gpu.probe()["error"] or None
-
-
-_reason = _why_no_gpu()
-needs_gpu = pytest.mark.skipif(_reason is not None, reason=f"no GPU path: {_reason}")
+_reason = why_no_gpu()
+needs_gpu = skip_without_gpu(_reason)
 
 
 @pytest.fixture(autouse=True)
 def _watchdog(request):
-    print(f"\n[test_gpu_latency] start {request.node.name}", file=sys.stderr, flush=True)
-    faulthandler.dump_traceback_later(float(os.environ.get("TEST_GPU_TIMEOUT_S", "60")), exit=True)
+    watchdog("test_gpu_latency", request)
     yield
     faulthandler.cancel_dump_traceback_later()
 

@@ -13,24 +13,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import gpuio  # noqa: E402
+from gpu_util import skip_without_gpu, why_no_gpu  # noqa: E402
 
 CHILD = os.path.join(os.path.dirname(__file__), "gpu_threads_child.py")
 TIMEOUT_S = float(os.environ.get("GPUIO_THREADS_TIMEOUT_S", "60"))
 
 
-def _why_no_gpu():
-    from gpuio import _core
-
-    if not _core.cuda_built:
-        return "gpuio built without the CUDA layer"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return gpuio.gpu.probe()["error"] or None
-
-
-_reason = _why_no_gpu()
-pytestmark = pytest.mark.skipif(_reason is not None, reason=f"no GPU path: {_reason}")
+_reason = why_no_gpu()
+pytestmark = skip_without_gpu(_reason)
 
 
 def native_stacks(pid: int) -> str:
