@@ -39,9 +39,9 @@ struct Outcome {
   std::set<uint32_t> probed;
 };
 
-// curve[k]: the rate with k workers (curve[0] unused). Feeds windows until settled (or max_windows).
-Outcome climb(const std::vector<double>& curve, uint32_t lo, uint32_t hi, uint32_t start, Noise noise = {1, 0.0},
-              int max_windows = 128) {
+// Feeds the search windows (window(at): the rate measured with `at` workers) until it settles or max_windows pass.
+template <typename Window>
+Outcome climb_with(uint32_t lo, uint32_t hi, uint32_t start, int max_windows, Window window) {
   RateClimb c(lo, hi, start, kGain);
   Outcome o;
   uint32_t at = std::clamp(start, lo, hi);
@@ -49,7 +49,7 @@ Outcome climb(const std::vector<double>& curve, uint32_t lo, uint32_t hi, uint32
     EXPECT_GE(at, lo);
     EXPECT_LE(at, hi);
     o.probed.insert(at);
-    at = c.observe(at, curve[at] * (1 + noise()));
+    at = c.observe(at, window(at));
     if (c.settled()) {
       o.windows = w;
       o.chosen = at;
@@ -59,6 +59,12 @@ Outcome climb(const std::vector<double>& curve, uint32_t lo, uint32_t hi, uint32
   o.windows = -1;
   o.chosen = at;
   return o;
+}
+
+// curve[k]: the rate with k workers (curve[0] unused), each window off by the noise.
+Outcome climb(const std::vector<double>& curve, uint32_t lo, uint32_t hi, uint32_t start, Noise noise = {1, 0.0},
+              int max_windows = 128) {
+  return climb_with(lo, hi, start, max_windows, [&](uint32_t at) { return curve[at] * (1 + noise()); });
 }
 
 double best_of(const std::vector<double>& curve, uint32_t lo, uint32_t hi) {
@@ -397,22 +403,8 @@ struct BusyWindows {
 };
 
 Outcome climb_busy(const std::vector<double>& curve, uint32_t start, uint64_t seed, double amp) {
-  RateClimb c(1, 8, start, kGain);
   BusyWindows busy{Noise{seed, amp}};
-  Outcome o;
-  uint32_t at = start;
-  for (int w = 1; w <= 128; ++w) {
-    o.probed.insert(at);
-    at = c.observe(at, busy(curve[at]));
-    if (c.settled()) {
-      o.windows = w;
-      o.chosen = at;
-      return o;
-    }
-  }
-  o.windows = -1;
-  o.chosen = at;
-  return o;
+  return climb_with(1, 8, start, 128, [&](uint32_t at) { return busy(curve[at]); });
 }
 
 }  // namespace
