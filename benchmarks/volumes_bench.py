@@ -41,12 +41,10 @@ BASELINE = "gpuio-base"
 
 
 # -- clients (each runs in its own process: `volumes_bench.py --client JSON`) ------------------------------
-def _offsets(rng, pattern: str, n_req: int, count: int) -> np.ndarray:
+def _offsets(rng, pattern: str, n_req: int, count: int, start: int = 0) -> np.ndarray:
     if pattern == "rand":
         return rng.integers(0, n_req, count)
-    # sequential: every client from the volume's first request, as each fio job starts at offset 0 (clients
-    # that started at random places read other objects than fio's, which share the OSDs' caches)
-    return np.arange(count) % n_req
+    return (start + np.arange(count)) % n_req
 
 
 class _Offsets:
@@ -55,7 +53,9 @@ class _Offsets:
 
     def __init__(self, rng, pattern: str, n_req: int, per: int, count: int = 1 << 18):
         self.per, self.count = per, max(per, count - count % per)
-        self.ids = _offsets(rng, pattern, n_req, self.count)
+        # sequential: every client from the volume's first request, as each fio job starts at offset 0 (clients
+        # that started at random places read other objects than fio's jobs, which share the OSDs' caches)
+        self.ids = _offsets(rng, pattern, n_req, self.count, start=0)
         self.pos = 0
 
     def next(self) -> np.ndarray:
