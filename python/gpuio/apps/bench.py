@@ -10,11 +10,12 @@ acceptance ratios are printed with their targets (they mean something only on th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import traceback
+
+from .report import acceptance, report, table  # noqa: F401  (apps.bench.table etc. stay importable)
 
 APPS = ("gemm-bf16", "gemm-fp32", "sort", "vecadd", "resize", "gpt2")
 SIZES = ("tiny", "small", "medium", "large")
@@ -72,54 +73,6 @@ def run_all(size: str, device: str = "auto", cold: bool = False, store: str | No
     return rows
 
 
-def _f(v, fmt="{:.3f}"):
-    return fmt.format(v) if isinstance(v, (int, float)) else "-"
-
-
-def table(rows: list[dict]) -> str:
-    head = ("app", "size", "regime", "gpuio s", "baseline", "baseline s", "speedup", "I/O s", "compute s",
-            "ideal s", "gpuio/ideal", "check")
-    lines = [[r["app"], r["size"], r.get("regime", "-"), _f(r.get("gpuio_s")), r.get("baseline", "-"),
-              _f(r.get("baseline_s")), _f(r.get("speedup"), "{:.2f}x"), _f(r.get("io_s")), _f(r.get("compute_s")),
-              _f(r.get("ideal_s")), _f(r.get("of_ideal"), "{:.2f}"), r["check"][:70]] for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
-    fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines])
-
-
-def acceptance(rows: list[dict]) -> list[str]:
-    """The issue's judged ratios from these rows, each with its target (meaningful on the GPU machine)."""
-    out = []
-    for r in rows:
-        a = r["app"]
-        if "gpuio_s" not in r:
-            continue
-        if a.startswith("gemm") or a == "vecadd":
-            out.append(f"{a}: time / max(I/O, compute) = {r['of_ideal']:.2f} (target <= 1.1)")
-        if a == "vecadd" and "of_raw" in r:
-            out.append(f"vecadd: rate / raw device read+write = {r['of_raw']:.2f} (target >= 0.9)")
-        if a == "sort":
-            out.append(f"sort: pread/pwrite baseline / gpuio = {r['speedup']:.2f} (target >= 1.5); "
-                       f"gpuio / I/O-bound ideal = {r['gpuio_s'] / r['io_s']:.2f} (target <= 1.3); "
-                       f"thread-pool async baseline {r.get('threads_s', float('nan')):.3f} s; lines of merge I/O "
-                       f"code gpuio {r['merge_io_lines_gpuio']} vs hand-written async "
-                       f"{r['merge_io_lines_handwritten_async']}")
-        if a.startswith("gpt2"):
-            s = f"{a}: checkpoint save / load " + "; ".join(
-                f"vs {o} {r[f'save_vs_{o}']:.2f}x / {r[f'load_vs_{o}']:.2f}x"
-                + (" (target >= 3)" if o == "torch" else "")
-                for o in ("torch", "safetensors", "basic") if f"save_vs_{o}" in r)
-            if "save_vs_torch_unsynced" in r:
-                s += f"; saves timed until fsync (torch.save up to its return: {r['save_vs_torch_unsynced']:.2f}x)"
-            if "save_of_raw" in r:
-                s += f"; of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"
-            out.append(s)
-        if a == "resize":
-            out.append(f"resize: I/O {r['io_s']:.3f} s, compute {r['compute_s']:.3f} s, gpuio {r['gpuio_s']:.3f} s, "
-                       f"{r['baseline']} {r['baseline_s']:.3f} s")
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="apps_bench", description=__doc__.split("\n")[0])
     ap.add_argument("--size", default="tiny", choices=SIZES)
@@ -134,24 +87,6 @@ def main(argv=None) -> int:
     rows = run_all(a.size, a.device, a.cold, a.store, a.apps, a.workers,
                    on_row=lambda r: print(f"  {r['app']}: {r['check']} ({r['wall_s']:.1f} s)", flush=True))
     return report(rows, a.json)
-
-
-def report(rows: list[dict], json_path: str | None) -> int:
-    print(table(rows))
-    for line in acceptance(rows):
-        print(line)
-    if json_path:
-        from ..bench import meta
-
-        with open(json_path, "w") as f:
-            json.dump({"meta": meta.collect(os.path.dirname(os.path.abspath(json_path))), "rows": rows}, f,
-                      indent=1, default=str)
-        print(f"JSON: {json_path}")
-    failed = [r["app"] for r in rows if r["check"].startswith("FAILED")]
-    for r in rows:
-        if "traceback" in r:
-            print(r["traceback"], file=sys.stderr)
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

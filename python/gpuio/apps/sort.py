@@ -448,7 +448,7 @@ def main(argv=None) -> int:
           f"lines of I/O code in the merge: gpuio {r['merge_io_lines_gpuio']}, "
           f"hand-written async {r['merge_io_lines_handwritten_async']}")
     if a.json:
-        from .bench import report
+        from .report import report
         return report([r], a.json)
     return 0
 
