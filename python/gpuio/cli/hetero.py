@@ -94,7 +94,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     _dataset_dir("--root", root)
     if igbh and not os.path.isdir(igbh):
         _check.fail("--igbh", igbh, "no such directory (an IGBH `processed` folder)")
-    if json_out:
+    if json_out and os.environ.get("RANK", "0") == "0":  # only rank 0 writes it; ranks trying it at once raced
         _check.output_file("--json", json_out)
     if save_params:
         _check.output_dir("--save-params", os.path.dirname(os.path.abspath(save_params)))
