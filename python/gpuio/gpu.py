@@ -203,35 +203,6 @@ class StreamHandle:
         return self._event
 
 
-def pinned_empty(shape: Any, dtype: Any):
-    """A page-locked host tensor of exactly its size (pageable where there is no CUDA or CUDA refuses).
-    torch's pin_memory=True rounds every block up to a power of two: a 3.2 GB host buffer pinned 4 GiB, which
-    put the IGBH job (2 M papers, 20 % host buffer, 12 GiB cgroup) over its memory limit on the H100. Here the
-    memory is NumPy's, registered with cudaHostRegister (portable, mapped: mapped_view works on it) and
-    unregistered when the last view of it is gone."""
-    import weakref
-
-    import numpy as np
-    import torch
-
-    t = torch.empty(shape, dtype=dtype)
-    if t.numel() == 0 or not torch.cuda.is_available():
-        return t
-    n = t.numel() * t.element_size()
-    base = np.empty(n + 4096, np.uint8)
-    raw = base[(-base.ctypes.data) % 4096:][:n]  # page-aligned
-    cudart = torch.cuda.cudart()
-    try:
-        ok = int(cudart.cudaHostRegister(raw.ctypes.data, raw.nbytes, 3)) == 0  # portable | mapped
-    except (RuntimeError, AttributeError):
-        ok = False
-    if not ok:
-        return torch.empty(shape, dtype=dtype, pin_memory=True)
-    # NumPy clears weak references before it frees the data: the pages are unregistered while still there.
-    weakref.finalize(base, cudart.cudaHostUnregister, raw.ctypes.data)
-    return torch.from_numpy(raw).view(dtype).view(t.shape)
-
-
 def mapped_view(host: Any, device: Any):
     """A CUDA tensor on `device` that aliases the pinned host tensor `host` (same shape and dtype): kernels on
     that GPU read it in place over PCIe, as GIDS's constant CPU buffer is read. None where that is not possible

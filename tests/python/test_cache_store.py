@@ -155,7 +155,7 @@ def test_block_sized_rows_all_miss_hit_and_mixed(tmp_path, in_place):
 
 def test_pinned_empty_without_cuda_is_a_plain_tensor_of_the_shape():
     """The host buffer's allocator: the shape and dtype asked for (pinned exactly on a GPU machine: test_gpu.py)."""
-    from gpuio.gpu import pinned_empty
+    from gpuio.cache.host_buffer import pinned_empty
 
     t = pinned_empty((5, 7), torch.float16)
     assert t.shape == (5, 7) and t.dtype == torch.float16 and t.is_contiguous()

@@ -306,13 +306,14 @@ def test_host_buffer_rows_gathered_in_place_by_the_gpu():
 
 @needs_gpu
 def test_pinned_empty_pins_exactly_its_size_and_outlives_its_name():
-    """gpuio.gpu.pinned_empty: page-locked (torch sees it pinned, mapped_view works), and the registration lives
+    """gpuio.cache.host_buffer.pinned_empty: page-locked (torch sees it pinned, mapped_view works), and the registration lives
     as long as a view of the memory does (torch's pin_memory would have pinned 16 MiB for these 9 MB)."""
     import gc
 
     import torch
 
-    from gpuio.gpu import mapped_view, pinned_empty
+    from gpuio.cache.host_buffer import pinned_empty
+    from gpuio.gpu import mapped_view
 
     t = pinned_empty((3, 750_001), torch.float32)
     assert t.shape == (3, 750_001) and t.dtype == torch.float32 and t.is_pinned() and t.is_contiguous()
