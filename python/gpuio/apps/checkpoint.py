@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from .pipeline import buffer, sync
+from .pipeline import buffer, host_piece, sync
 from .store import Extent, Store
 
 ALIGN_BYTES = 4096
@@ -83,10 +83,8 @@ def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.
     bs = store.block_size
     total = len(header) + sum(_as_bytes(t).numel() for _, t, _ in entries)
     chunk_bytes = max(bs, min(chunk_bytes, -(-total // bs) * bs) // bs * bs)  # small checkpoints: small pieces
-    from ..tensor import _aligned_bytes
-
     cuda = device.type == "cuda"
-    slots = [_aligned_bytes(chunk_bytes, pin=cuda) for _ in range(2)]
+    slots = [host_piece(chunk_bytes, pinned=cuda) for _ in range(2)]
     inflight: list = [None, None]
     cur, fill, written = 0, 0, 0
 
@@ -197,9 +195,7 @@ def _read_staged(store: Store, ext: Extent, buf: torch.Tensor, whole: int, stage
     piece = max(bs, min(stage_bytes, whole) // bs * bs)
     offs = list(range(0, whole, piece))
     cuda = buf.is_cuda
-    from ..tensor import _aligned_bytes
-
-    slots = [_aligned_bytes(piece, pin=cuda) for _ in range(min(STAGE_SLOTS, len(offs)))]
+    slots = [host_piece(piece, pinned=cuda) for _ in range(min(STAGE_SLOTS, len(offs)))]
     copied: list = [None] * len(slots)  # per slot: the CUDA event of its last copy out
     reads = {}
 

@@ -65,9 +65,15 @@ def buffer(nbytes: int, device: torch.device) -> torch.Tensor:
     """A uint8 buffer for reads: GPU memory, or 4 KiB-aligned host memory (O_DIRECT lands in it in place)."""
     if device.type == "cuda":
         return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return host_piece(nbytes, pinned=False)
+
+
+def host_piece(nbytes: int, pinned: bool) -> torch.Tensor:
+    """A uint8 staging piece in 4 KiB-aligned host memory (O_DIRECT reads and writes it in place), page-locked
+    when it is copied to or from CUDA memory (pinned), so those copies run at full rate."""
     from ..tensor import _aligned_bytes
 
-    return _aligned_bytes(nbytes, pin=False)
+    return _aligned_bytes(nbytes, pin=pinned)
 
 
 class _Streams:
