@@ -76,6 +76,19 @@ def host_piece(nbytes: int, pinned: bool) -> torch.Tensor:
     return _aligned_bytes(nbytes, pin=pinned)
 
 
+def write_padded(store, ext: Extent, offset: int, values: torch.Tensor, host: torch.Tensor,
+                 block: int = 4096) -> None:
+    """Write the 1-D tensor `values` at `offset` of `ext` through the aligned host buffer `host` (a uint8
+    buffer of at least the values' bytes rounded up to `block`): copied in, zero-padded to a whole block,
+    written by O_DIRECT in place. `values` may live on any device."""
+    n = values.numel() * values.element_size()
+    nb = -(-n // block) * block
+    if nb > n:
+        host[n:nb].zero_()
+    host[:n].view(values.dtype).copy_(values)
+    store.write(ext, offset, host[:nb])
+
+
 class _Streams:
     """CPU: no streams. CUDA: an io stream and `slots` write streams beside the current (compute) one, with
     buffer events. Writes take the write streams in turn: a stream-ordered write of CUDA memory moves one

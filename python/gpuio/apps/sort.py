@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from . import common
-from .pipeline import Step, buffer, drop_caches, regime, resolve_device, row, run_steps, sync
+from .pipeline import Step, buffer, drop_caches, regime, resolve_device, row, run_steps, sync, write_padded
 from .store import PosixStore
 
 SIZES = {  # n: keys; budget: device memory for the sort (bytes)
@@ -135,11 +135,7 @@ class ExternalSort:
         for r in range(self.runs):
             k = keys(r * self.run_keys, self.run_len(r), self.seed, self.device)
             self.sums += checksums(k)
-            nb = -(-k.numel() * KEY // BLOCK) * BLOCK
-            if nb > k.numel() * KEY:
-                host[k.numel() * KEY:nb].zero_()
-            host[:nb].view(torch.int32)[:k.numel()].copy_(k)
-            store.write(self.ext["input"], r * self.run_keys * KEY, host[:nb])
+            write_padded(store, self.ext["input"], r * self.run_keys * KEY, k, host, BLOCK)
         self.sums = self.sums.cpu()
 
     # -- phase 1 --------------------------------------------------------------------------------------

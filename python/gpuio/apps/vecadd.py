@@ -17,7 +17,7 @@ import sys
 import torch
 
 from . import common
-from .pipeline import Step, buffer, measure_steps, resolve_device
+from .pipeline import Step, buffer, measure_steps, resolve_device, write_padded
 
 SIZES = {  # n: elements per vector; batch_bytes per vector per step
     "tiny": dict(n=1 << 18, batch_bytes=1 << 20),
@@ -62,11 +62,7 @@ class VecAdd:
         for name in "ab":
             for start in range(0, self.n, chunk):
                 count = min(chunk, self.n - start)
-                nb = -(-count * ITEM // 4096) * 4096
-                if nb > count * ITEM:
-                    host[count * ITEM:nb].zero_()
-                host[:nb].view(torch.float64)[:count].copy_(values(name, start, count, self.device))
-                store.write(self.ext[name], start * ITEM, host[:nb])
+                write_padded(store, self.ext[name], start * ITEM, values(name, start, count, self.device), host)
 
     def _add(self, bufs):
         # into a ring of output buffers: a fresh 1 MiB host tensor per step costs its page faults each time
