@@ -139,7 +139,8 @@ class FeatureStore:
 
     def announce(self, idx) -> None:
         """Declare rows a coming batch will read; their pages stay cached until that batch is served
-        (batches are served in announcement order; at most `window` are remembered)."""
+        (batches are served in announcement order; the `window` served soonest are protected, later ones
+        wait and are protected as earlier ones are served)."""
         rows = check_row_ids(idx, self.num_rows).to(self.device)
         if self.host is not None:
             rows = rows[self.host.lookup(rows) < 0]
@@ -168,7 +169,7 @@ class FeatureStore:
                  host_rows=self.host.num_rows if self.host else 0, policy=self.cache.policy,
                  requests_in_flight=self.acc.pending_miss_pages, batches_pending=len(self.acc.pending),
                  window_batches=len(self.window.pending), window_protected_pages=self.window.protected_pages(),
-                 window_dropped=self.window.dropped)
+                 window_waiting=self.window.waiting)
         if hasattr(self.tf, "stats"):
             c["storage"] = self.tf.stats()  # the table's own counters: blocks actually read
         return c
