@@ -1,8 +1,9 @@
 """`gpuio.loader.NodeBatchLoader`: sampled mini-batches whose features are fetched ahead of training.
 
-A worker thread samples seed batches, announces each sampled batch to the feature store's window
-(pages the next batches need stay cached), submits its rows (the store's accumulator may merge the
-misses of several batches into one read), and queues finished batches; the training loop pops them.
+A worker thread samples seed batches, announces each sampled batch at once to the feature store's
+window (pages the next batches need stay cached), submits its rows once the store's `window` newer
+batches are sampled (the store's accumulator may merge the misses of several batches into one read), and
+queues finished batches; the training loop pops them.
 So sampling and feature I/O of batch i+1.. overlap compute on batch i; `depth` bounds how many finished
 batches wait (memory). The same sampler seed and input gives the same batches whatever the feature
 source, which is how the demo compares gpuio with mmap and in-memory features.
@@ -107,11 +108,22 @@ class NodeBatchLoader:
         yield from background(lambda stop: self._produce(seeds, stop), len(seeds), self.depth, self.times,
                               self.device)
 
+    def lookahead(self) -> int:
+        """Batches sampled and announced before their rows are submitted: the feature store's window
+        (0 for a store without one, or a plain row source: each batch is submitted as it is sampled)."""
+        window = getattr(self.features, "window", None)
+        return int(getattr(window, "window", 0)) if hasattr(self.features, "submit") else 0
+
     def _produce(self, seeds, stop: threading.Event):
-        """On the worker: sample, announce and submit each batch; yield batches as their rows arrive."""
+        """On the worker: sample each batch and announce it at once; submit it once `lookahead()` newer
+        batches are sampled (so the store's window knows the coming batches while it serves this one);
+        yield batches as their rows arrive. Batches and their order do not depend on the look-ahead: one
+        thread samples them in order, with the sampler's generator, however far ahead."""
         store = self.features
         accumulating = hasattr(store, "submit")
-        pending: deque = deque()
+        ahead_max = self.lookahead()
+        ahead: deque = deque()  # sampled and announced, not yet submitted
+        pending: deque = deque()  # submitted (or gathered), not yet handed out
         for s in seeds:
             if stop.is_set():
                 return
@@ -121,12 +133,18 @@ class NodeBatchLoader:
             self.times["sample_s"] += t1 - t0
             if accumulating:
                 store.announce(sampled.node)
-                pending.append((s, sampled, store.submit(sampled.node)))
+                ahead.append((s, sampled))
+                if len(ahead) > ahead_max:
+                    s0, sampled0 = ahead.popleft()
+                    pending.append((s0, sampled0, store.submit(sampled0.node)))
             else:
                 pending.append((s, sampled, store.gather(sampled.node.cpu())))
             self.times["feature_s"] += time.perf_counter() - t1
             yield from self._ready(pending, force=False)
         t1 = time.perf_counter()
+        while ahead:
+            s0, sampled0 = ahead.popleft()
+            pending.append((s0, sampled0, store.submit(sampled0.node)))
         if accumulating:
             store.flush()
         self.times["feature_s"] += time.perf_counter() - t1
