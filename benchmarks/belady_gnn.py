@@ -8,7 +8,7 @@ per tier (gpuio.cache.belady.store_vs_min): the same constant host buffer, MIN o
 device cache's slots; and against MIN using all capacity as one cache (one page per host row). Printed per
 configuration: window look-ahead on/off and each eviction policy; goal ratio <= 1.2. Beside it, the bytes
 the farthest-in-future rule would read seeing only `window` groups ahead (what a window-aware admission
-could reach; NodeBatchLoader announces each batch just before submitting it, so its window sees ~0).
+could reach; NodeBatchLoader samples and announces `window` batches ahead of the one it submits).
 The heterogeneous job prints the same ratio with `examples/rgat_igbh.py --belady`.
 
     python benchmarks/belady_gnn.py                 # 2 M nodes x 256 float32 (2 GiB), 100 steps

@@ -102,7 +102,7 @@ class HeteroBatchLoader:
         self.lookahead, self.sample_threads = lookahead, sample_threads
         self._serial = 0  # batches sampled by earlier iterations (each batch's generator follows it)
         windows = [getattr(f, "window", None) for f in features.values()]
-        # announced-but-unserved batches reach lookahead + depth + 1; a smaller window drops the oldest
+        # announced-but-unserved batches reach lookahead + depth + 1; a smaller window protects only the oldest
         too_small = [w.window for w in windows if w is not None and lookahead and w.window <= lookahead + depth]
         if too_small:
             raise ValueError(f"lookahead {lookahead} with depth {depth} needs feature-store windows > "
