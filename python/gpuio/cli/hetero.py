@@ -56,6 +56,9 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                                                        "shrink to fit, and SIGTERM still prints the report"),
                 device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
+                deterministic: bool = typer.Option(False, "--deterministic",
+                                                   help="deterministic CUDA kernels: runs on the same batches give "
+                                                        "bit-equal losses (slower)"),
                 save_params: str = typer.Option("", help="save final parameters here (.rank<r> per rank)"),
                 json_out: str = typer.Option("", "--json", help="write config and results as JSON"),
                 generate_only: bool = typer.Option(False, "--generate-only",
@@ -115,7 +118,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
                            struct_cache_mb=struct_cache_mb, sample_threads=sample_threads, eval_nodes=eval_nodes, background=not inline,
                            belady=belady, timing=timing, time_cap=time_cap, runs=runs,
-                           warmup_steps=warmup_steps, budget=budget, device=device, seed=seed, save_params=save_params,
+                           warmup_steps=warmup_steps, budget=budget, device=device, seed=seed, deterministic=deterministic, save_params=save_params,
                            json_out=json_out, generate_only=generate_only).resolve()
     except ValueError as e:  # a combination the single checks above cannot see
         raise _check.InputError(str(e)) from None

@@ -83,6 +83,8 @@ class HeteroConfig:
     json_out: str = ""
     generate_only: bool = False  # write (or import) the dataset, then stop
     cold: bool = True  # drop the dataset's files from the page cache before every run
+    deterministic: bool = False  # torch's deterministic kernels (no atomics in scatter/index_add on CUDA): two
+    #                              runs on the same batches then give bit-equal losses; slower on CUDA
 
     @property
     def structures(self) -> tuple:
@@ -370,6 +372,9 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
     global T_START
     T_START = time.perf_counter()
     cfg = cfg.resolve()
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts: before any matmul
+        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without such a kernel warns, named
     rank, world, local = _dist(cfg.device)
     if world > 1 and cfg.device.startswith("cuda"):
         cfg.device = f"cuda:{local}"
