@@ -69,6 +69,7 @@ def main(argv=None) -> list[dict]:
     from gpuio.loader import NodeBatchLoader
     from gpuio.pyg import NeighborSampler
     from gpuio.tensor import TensorFile
+    os.makedirs(a.workdir, exist_ok=True)  # a fresh machine: the folder named may not exist yet
     path = os.path.join(a.workdir, "gpuio-belady-features.npy")
     t0 = time.perf_counter()
     data = synthetic_graph(path, a.nodes, a.edges, a.features, 8, seed=0, split=(1.0, 0.0, 0.0))

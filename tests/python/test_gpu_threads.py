@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import gpuio  # noqa: E402
+
 from gpu_util import skip_without_gpu, why_no_gpu  # noqa: E402
 
 CHILD = os.path.join(os.path.dirname(__file__), "gpu_threads_child.py")
