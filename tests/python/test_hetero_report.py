@@ -94,6 +94,27 @@ def test_judged_bound_belady_structure_and_hit_rate_lines():
     assert "vs the mmap loader" not in text  # no mmap run, no line
 
 
+def _rank(run_s, feature_bytes, stall_s, feature_s=10.0, sample_s=1.0):
+    return dict(run_s=run_s, feature_bytes=feature_bytes, structure_bytes=0, stall_s=stall_s, feature_s=feature_s,
+                sample_s=sample_s, steps=10)
+
+
+def test_disk_bound_line_judges_all_ranks_reads_against_the_disks_rate():
+    # two ranks, 100 s (slowest), 17 + 17.5 GB read: 345 MB/s against a 352 MB/s disk = 0.98
+    gp = _run("gpuio", "file", [100.0], cfg_steps=1, batch_size=1024,
+              ranks=[_rank(100.0, 17.0e9, 90.0), _rank(99.0, 17.5e9, 91.0)])
+    line = next(x for x in judged_lines([gp], dict(INFO, disk_mbs=352.0)) if "when the disk is the bound" in x)
+    assert "2 GPU(s)" in line and "345.0 MB/s" in line and "= 0.98 x" in line and "(goal >= 0.9): MET" in line
+    slow = _run("gpuio", "file", [100.0], cfg_steps=1, batch_size=1024, ranks=[_rank(100.0, 10.0e9, 90.0)] * 2)
+    line = next(x for x in judged_lines([slow], dict(INFO, disk_mbs=352.0)) if "disk is the bound" in x)
+    assert "= 0.57 x" in line and "NOT MET" in line
+    # compute-bound: the point is not judged in this regime, only reported
+    calm = _run("gpuio", "file", [100.0], cfg_steps=1, batch_size=1024, ranks=[_rank(100.0, 1e9, 10.0)] * 2)
+    line = next(x for x in judged_lines([calm], dict(INFO, disk_mbs=352.0)) if "disk is the bound" in x)
+    assert "not this regime (compute-bound" in line and "MET" not in line
+    assert not any("disk is the bound" in x for x in judged_lines([gp], INFO))  # no disk rate given: no line
+
+
 def test_judged_scale_line_flags_a_small_run_without_a_cgroup():
     line = judged_lines([], dict(INFO, feature_bytes=1e9, num_edges=5e6, limit=None))[0]
     assert "(>= 20 GB: NO)" in line and "(>= 100 M: NO)" in line and "NO memory cgroup" in line

@@ -37,6 +37,10 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 gpu_cache_fraction: float = typer.Option(0.1, help="device cache per type, share of its table"),
                 host_fraction: float = typer.Option(0.2, help="constant host buffer, share of each type's rows"),
                 struct_cache_mb: int = typer.Option(64, help="page cache per relation file, MiB"),
+                window: int = typer.Option(8, help="batches each feature store's window buffer protects "
+                                                   "(GIDS's window buffer; larger reads fewer bytes)"),
+                lookahead: int = typer.Option(4, help="batches announced to the windows before their rows are "
+                                                      "submitted (at most --window minus 3)"),
                 sample_threads: int = typer.Option(0, help="threads sampling the coming batches per rank "
                                                            "(0: gpuio.pyg.hetero_loader's default)"),
                 eval_nodes: int = typer.Option(0, help="test papers evaluated (0: 1000 CPU, 20000 CUDA)"),
@@ -54,6 +58,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                                                           "runs (-1: a quarter of the common steps)"),
                 budget: float = typer.Option(0.0, help="seconds the whole job may take (0: no limit): the time caps "
                                                        "shrink to fit, and SIGTERM still prints the report"),
+                disk_mbs: float = typer.Option(0.0, help="the raw device's 4 KiB random-read rate in MB/s (e.g. "
+                                                         "iobench): judges a disk-bound run against it"),
                 device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
                 deterministic: bool = typer.Option(False, "--deterministic",
@@ -69,6 +75,11 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     _check.int_at_least("--steps", steps, 1)
     _check.int_at_least("--seed", seed, 0)
     _check.int_at_least("--struct-cache-mb", struct_cache_mb, 0)
+    _check.int_at_least("--window", window, 1)
+    _check.int_at_least("--lookahead", lookahead, 0)
+    if lookahead > window - 3:
+        _check.fail("--lookahead", lookahead, f"must be at most --window - 3 = {window - 3} (the window also "
+                                                   "holds the 2 submitted batches and the one being served)")
     _check.int_at_least("--sample-threads", sample_threads, 0, " (0: the loader's default)")
     _check.choice("--dtype", dtype, ("float32", "float16"))
     _check.positive_number("--edge-scale", edge_scale)
@@ -93,6 +104,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
         _check.fail("--time-cap", time_cap, str(e))
     _check.int_at_least("--warmup-steps", warmup_steps, -1, " (-1: a quarter of the steps)")
     _check.number_in("--budget", budget, 0.0, 86400.0)
+    _check.number_in("--disk-mbs", disk_mbs, 0.0, 1e6)
     _check.device("--device", device)
     _dataset_dir("--root", root)
     if igbh and not os.path.isdir(igbh):
@@ -116,9 +128,9 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                            structure=",".join(structures),
                            steps=steps, batch_size=batch_size, fanouts=fan,
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
-                           struct_cache_mb=struct_cache_mb, sample_threads=sample_threads, eval_nodes=eval_nodes, background=not inline,
+                           struct_cache_mb=struct_cache_mb, window=window, lookahead=lookahead, sample_threads=sample_threads, eval_nodes=eval_nodes, background=not inline,
                            belady=belady, timing=timing, time_cap=time_cap, runs=runs,
-                           warmup_steps=warmup_steps, budget=budget, device=device, seed=seed, deterministic=deterministic, save_params=save_params,
+                           warmup_steps=warmup_steps, budget=budget, device=device, seed=seed, deterministic=deterministic, disk_mbs=disk_mbs, save_params=save_params,
                            json_out=json_out, generate_only=generate_only).resolve()
     except ValueError as e:  # a combination the single checks above cannot see
         raise _check.InputError(str(e)) from None

@@ -82,6 +82,7 @@ class HeteroConfig:
     save_params: str = ""  # write the final parameters here (rank r: <path>.rank<r>)
     json_out: str = ""
     generate_only: bool = False  # write (or import) the dataset, then stop
+    disk_mbs: float = 0.0  # the raw device's 4 KiB random-read rate (MB/s, e.g. iobench): judges the disk-bound runs
     cold: bool = True  # drop the dataset's files from the page cache before every run
     deterministic: bool = False  # torch's deterministic kernels (no atomics in scatter/index_add on CUDA): two
     #                              runs on the same batches then give bit-equal losses; slower on CUDA
@@ -459,7 +460,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
     if rank == 0:
         info = dict(steps=cfg.steps, warmup=cfg.warmup_steps, feature_bytes=ds.feature_bytes(),
                     num_edges=ds.num_edges, limit=mem["limit"] if mem else None,
-                    struct_cache_mb=cfg.struct_cache_mb, relations=len(ds.edge_types),
+                    struct_cache_mb=cfg.struct_cache_mb, relations=len(ds.edge_types), disk_mbs=cfg.disk_mbs,
                     structure_file_bytes=sum(os.path.getsize(os.path.join(ds.relation_path(et), f))
                                              for et in ds.edge_types for f in ("colptr.npy", "row.npy")))
         print_report(results, say, info)

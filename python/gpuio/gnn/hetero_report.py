@@ -13,7 +13,7 @@ import numpy as np
 BACKENDS = ("gpuio", "mmap", "memory")
 STRUCTURES = ("file", "memory")
 CAP_LOAD = "load"  # the --time-cap label of gpuio's loading-alone pass (--timing)
-GOALS = dict(mmap=3.0, bound=1.2, belady=1.2, structure=0.8)  # issue 15's bars
+GOALS = dict(mmap=3.0, bound=1.2, belady=1.2, structure=0.8, disk=0.9)  # issue 15's bars
 RUN_OVERHEAD_S = 25.0  # per run, outside its capped steps (stores, host buffer, evaluation): plan_caps
 
 
@@ -123,7 +123,8 @@ def _verdict(ok: bool) -> str:
 def judged_lines(results: list, info: dict) -> list:
     """One line per judged point that the runs allow (issue 15), each `judged: <point>: <figure> (goal ...):
     MET | NOT MET [how measured]`. info: steps (the configured steps), warmup, feature_bytes, num_edges,
-    limit (cgroup bytes or None), struct_cache_mb, relations (count), structure_file_bytes."""
+    limit (cgroup bytes or None), struct_cache_mb, relations (count), structure_file_bytes, disk_mbs (the raw
+    device's 4 KiB random-read rate, MB/s, measured outside the job; 0: not given)."""
     out = []
     steps, warmup = info["steps"], info.get("warmup", -1)
     fb, ne, limit = info.get("feature_bytes", 0), info.get("num_edges", 0), info.get("limit")
@@ -156,6 +157,23 @@ def judged_lines(results: list, info: dict) -> list:
                        f"max({b['load_s']:.2f} s, {b['compute_s']:.2f} s) = {r['vs_bound']:.3f} (goal <= "
                        f"{GOALS['bound']}): {_verdict(r['vs_bound'] <= GOALS['bound'])} [over steps 1-{b['steps']}; "
                        f"compute alone scaled from {b['compute_steps']} held batches]")
+    disk = info.get("disk_mbs", 0.0)
+    for r in results:
+        ranks = r.get("ranks") or []
+        if disk and r["backend"] == "gpuio" and ranks:
+            wall = max(q["run_s"] for q in ranks)
+            mbs = sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks) / max(wall, 1e-9) / 1e6
+            wait, words = regime(r, ranks)
+            storage_bound = wait > 0.5 and "feature reads" in words
+            what = f"{len(ranks)} GPU(s) when the disk is the bound"
+            if not storage_bound:
+                out.append(f"judged: {what}: not this regime ({words}); storage read {mbs:,.1f} MB/s = "
+                           f"{mbs / disk:.2f} x the disk's {disk:,.1f} MB/s")
+                continue
+            out.append(f"judged: {what}: storage read {mbs:,.1f} MB/s over all ranks = {mbs / disk:.2f} x the disk's "
+                       f"4 KiB random-read rate {disk:,.1f} MB/s (goal >= {GOALS['disk']}): "
+                       f"{_verdict(mbs / disk >= GOALS['disk'])} [regime: {words}, trainers waited {wait:.0%}; "
+                       "features and structure; the disk's rate measured outside the job, --disk-mbs]")
     for r in results:
         if "per_type" in r:
             out.append(f"judged: cache hit rates per tier ({r['label']}, GIDS Table 1; rows requested): host buffer "
