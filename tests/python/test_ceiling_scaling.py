@@ -18,7 +18,7 @@ def _no_env(monkeypatch):
 
 
 def _engine(n, **sim):
-    return gpuio.Engine([f"sim{i}" for i in range(n)], backend="sim", workers=1,
+    return gpuio.Engine([f"sim{i}" for i in range(n)], backend="sim", workers=1, stripe_bytes=4096,
                         sim=dict(device_bytes=8 << 20, null_paced=True, **sim))
 
 
@@ -49,7 +49,7 @@ def test_devices_serve_in_parallel_at_their_rate():
     n, per, mb_s = 4, 100, 41
     s = 4096 / mb_s * 1e-6
     with _engine(n, latency_ns=1000, link_mb_s=mb_s) as e:
-        ids = np.arange(n * per)  # blocks are striped over the devices: per reads on each
+        ids = np.arange(n * per)  # blocks are striped over the devices one by one: per reads on each
         out = np.empty((n * per, 4096), dtype=np.uint8)
         e.read(ids[:n], out[:n])
 
