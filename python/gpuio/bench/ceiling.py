@@ -132,7 +132,7 @@ STAGE_NAMES = dict(prepare="request setup (prepare)", io="backend submit/reap ca
 def name_bound(r: dict, cpus: int) -> str:
     """The stage or resource that sets this run's rate, from its measured counters (not a guess)."""
     wall, w = r["seconds"], r["workers_active"]
-    rate = scaling.device_rate_bound(r)  # devices with a rate of their own (paced-null) that reached it
+    rate = scaling.device_rate_bound(r)  # devices with a rate of their own (paced-null) that reached it (>= 97 %)
     if rate:
         return rate
     if r["cores_busy"] >= 0.9 * cpus:
@@ -152,8 +152,8 @@ def name_bound(r: dict, cpus: int) -> str:
         st = {k: v for k, v in r["stage_us"].items() if k not in ("submit", "wait")}
         top = max(st, key=st.get)
         return f"worker cores: {STAGE_NAMES[top]} {st[top] / max(1e-9, sum(st.values())):.0%} of worker time"
-    return scaling.depth_bound(r) or (f"not saturated (workers {work / max(1, w):.0%} busy, caller "
-                                      f"{r['submit_frac']:.0%}): depth/latency")
+    return scaling.depth_bound(r) or scaling.device_rate_bound(r, scaling.DEVICE_NEAR) or (
+        f"not saturated (workers {work / max(1, w):.0%} busy, caller {r['submit_frac']:.0%}): depth/latency")
 
 
 def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: float, batch: int, qd: int,

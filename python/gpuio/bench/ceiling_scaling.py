@@ -12,7 +12,8 @@ import re
 
 BS = 4096
 EFFICIENCY_BAR = 0.9   # issue 14: IOPS(N) >= 0.9 x N x one device
-DEVICE_SATURATED = 0.9  # a run at >= this fraction of N x the rated rate is bounded by the devices themselves
+DEVICE_SATURATED = 0.97  # a run at >= this fraction of N x the rated rate is bounded by the devices themselves;
+DEVICE_NEAR = 0.9        # at >= this one too, unless a host resource is named first (workers, caller, copies)
 DEPTH_MARGIN = 2.0     # outstanding reads below this many times Little's law's need: named as the depth bound
 
 _RATED = re.compile(r"null=on\(paced: latency_ns=(\d+) link_mb_s=(\d+)")
@@ -39,13 +40,13 @@ def depth_needed(r: dict) -> float:
     return r["devices"] * d["iops"] * d["latency_us"] * 1e-6
 
 
-def device_rate_bound(r: dict) -> str | None:
-    """The devices' own rate when the run reached it (the bound every rated device count should name)."""
+def device_rate_bound(r: dict, at: float = DEVICE_SATURATED) -> str | None:
+    """The devices' own rate when the run reached `at` of it (the bound every rated device count should name)."""
     d = r.get("rated")
     if not d:
         return None
     cap = r["devices"] * d["iops"]
-    if r["iops"] < DEVICE_SATURATED * cap:
+    if r["iops"] < at * cap:
         return None
     return (f"the devices' own rate: {r['iops'] / cap:.0%} of N x {d['iops'] / 1e6:.3f} M IOPS "
             f"({d['link_mb_s']} MB/s link, {d['latency_us']:.1f} us latency each)")
