@@ -102,6 +102,14 @@ def test_bounds_named_for_rated_devices():
     assert b.startswith("worker cores: completion handling")
 
 
+def test_pcie_named_for_gpu_destination_near_the_measured_copy_rate():
+    r = _row(12, 5e6, rated=None, dest="gpu", gbps=44.0, pcie_gbps=50.0)
+    assert ceiling.name_bound(r, 16).startswith("PCIe host->GPU copies: 44.0 GB/s = 88% of the 50.0 GB/s")
+    assert not ceiling.name_bound(dict(r, gbps=40.0), 16).startswith("PCIe")
+    assert not ceiling.name_bound(dict(r, dest="host"), 16).startswith("PCIe")
+    assert not ceiling.name_bound(dict(r, pcie_gbps=None), 16).startswith("PCIe")
+
+
 def test_judged_scaling_names_the_bound_where_efficiency_drops():
     rows, lines = [], []
     for n, eff, w in ((1, 1.0, 1), (4, 0.97, 2), (8, 0.8, 6), (8, 0.7, 8), (12, 0.6, 6)):

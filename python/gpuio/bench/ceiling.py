@@ -132,7 +132,7 @@ STAGE_NAMES = dict(prepare="request setup (prepare)", io="backend submit/reap ca
 def name_bound(r: dict, cpus: int) -> str:
     """The stage or resource that sets this run's rate, from its measured counters (not a guess)."""
     wall, w = r["seconds"], r["workers_active"]
-    rate = scaling.device_rate_bound(r)  # devices with a rate of their own (paced-null) that reached it (>= 97 %)
+    rate = scaling.device_rate_bound(r) or scaling.pcie_bound(r)  # the devices' own rate (>= 97 %), the PCIe rate
     if rate:
         return rate
     if r["cores_busy"] >= 0.9 * cpus:
@@ -246,7 +246,8 @@ def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
 
 
 def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None,
-         ctl: list | None = None, stagings=("ordered",), inflight: int = 2, judge_s: float = JUDGE_S) -> list[dict]:
+         ctl: list | None = None, stagings=("ordered",), inflight: int = 2, judge_s: float = JUDGE_S,
+         pcie_gbps: float | None = None) -> list[dict]:
     """Every (kind, dest, N, W); with ctl (a list), after each N's hand-picked counts also the engine's own choice
     (workers=0), run right then so both see the same machine load."""
     rows = []
@@ -259,6 +260,7 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
                     base = max(r["iops"] for r in got) / n
                 for r in got:
                     r["efficiency"] = r["iops"] / (n * base)
+                    r["pcie_gbps"] = pcie_gbps if dest == "gpu" else None
                     r["bound"] = name_bound(r, cpus)
                     rows.append(r)
                     log(_row_text(r))
@@ -555,11 +557,14 @@ def run(kinds=("null", "sim", "paced", "paced-null", "shm-uring"), dests=("host"
             log(f"sim backend's own cost per request (1 device, 1 worker): {c['cost_us']:.2f} us = 1/sim "
                 f"({c['sim_iops'] / 1e6:.3f} M IOPS) - 1/null ({c['null_iops'] / 1e6:.3f} M IOPS); its device counter "
                 f"says {c['device_counter_us']:.2f} us; the engine alone costs {c['engine_us']:.2f} us/op")
+        if "gpu" in dests and "grid" in sections:
+            p = res["pcie_h2d_gbps"] = scaling.pcie_h2d_gbps()
+            log(f"pinned host->GPU copy: {p:.1f} GB/s (best of 5 x 256 MiB; named the bound at >= 85 % of it)")
         save = (lambda rows: write_json(dict(res, rows=rows), json_path)) if json_path else None
         ctl = res["controller"] = []
         rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save,
                                   ctl if "controller" in sections else None, stagings, inflight,
-                                  judge_s) if "grid" in sections else []
+                                  judge_s, res.get("pcie_h2d_gbps")) if "grid" in sections else []
         if rows:
             summary(rows, ctl, log)
             controller_table(ctl, log)

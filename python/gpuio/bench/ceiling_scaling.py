@@ -9,12 +9,14 @@ reports (describe(): "null=on(paced: latency_ns=... link_mb_s=...)"), read here,
 from __future__ import annotations
 
 import re
+import time
 
 BS = 4096
 EFFICIENCY_BAR = 0.9   # issue 14: IOPS(N) >= 0.9 x N x one device
 DEVICE_SATURATED = 0.97  # a run at >= this fraction of N x the rated rate is bounded by the devices themselves;
 DEVICE_NEAR = 0.9        # at >= this one too, unless a host resource is named first (workers, caller, copies)
 DEPTH_MARGIN = 2.0     # outstanding reads below this many times Little's law's need: named as the depth bound
+PCIE_SATURATED = 0.85  # GPU destination: GB/s at >= this fraction of the measured pinned host->GPU copy rate
 
 _RATED = re.compile(r"null=on\(paced: latency_ns=(\d+) link_mb_s=(\d+)")
 
@@ -50,6 +52,32 @@ def device_rate_bound(r: dict, at: float = DEVICE_SATURATED) -> str | None:
         return None
     return (f"the devices' own rate: {r['iops'] / cap:.0%} of N x {d['iops'] / 1e6:.3f} M IOPS "
             f"({d['link_mb_s']} MB/s link, {d['latency_us']:.1f} us latency each)")
+
+
+def pcie_h2d_gbps(nbytes: int = 256 << 20, reps: int = 5) -> float:
+    """Pinned host -> GPU copy rate by copy engine (GB/s, best of reps one-shot copies of nbytes): the PCIe rate the
+    GPU destination's staging->GPU copies can approach. Needs CUDA (torch)."""
+    import torch
+
+    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst.copy_(src, non_blocking=True)
+    torch.cuda.synchronize()
+    best = 0.0
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize()
+        best = max(best, nbytes / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def pcie_bound(r: dict) -> str | None:
+    """The PCIe copy rate, when a GPU-destination run moved >= PCIE_SATURATED of the measured host->GPU rate."""
+    p = r.get("pcie_gbps")
+    if r["dest"] != "gpu" or not p or r["gbps"] < PCIE_SATURATED * p:
+        return None
+    return f"PCIe host->GPU copies: {r['gbps']:.1f} GB/s = {r['gbps'] / p:.0%} of the {p:.1f} GB/s measured pinned copy"
 
 
 def depth_bound(r: dict) -> str | None:
