@@ -1,6 +1,6 @@
 """The engine at CAM's scale (issue 14): N emulated devices, 4 KiB random reads into host / GPU memory.
 
-Grid: device kinds (null device, sim free-running, /dev/shm files via uring or posix) x destinations (host, gpu)
+Grid: device kinds (null device, sim free-running or paced, paced null devices, /dev/shm files via uring or posix) x destinations (host, gpu)
 x N devices x W workers; per run IOPS, GB/s, CPU cores busy, GPU SMs, scaling efficiency and the per-stage time
 the engine counts, with the bound named from those counters; then the engine's own worker count (controller)
 next to the best hand-picked one; then one-block latency vs pread O_DIRECT. The logic lives in
@@ -18,7 +18,9 @@ import sys
 
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kinds", default="null,sim,paced,shm-uring", help="null,sim,paced,shm-uring,shm-posix")
+    ap.add_argument("--kinds", default="null,sim,paced,paced-null,shm-uring",
+                    help="null,sim,paced,paced-null,shm-uring,shm-posix (paced-null: devices with a latency and a rate of "
+                         "their own that cost the host no model or data work; the scaling efficiency is judged on them)")
     ap.add_argument("--dests", default="host,gpu", help="host,gpu (gpu skipped, saying why, without CUDA)")
     ap.add_argument("--devices", default="1,4,8,12,16")
     ap.add_argument("--workers", default="1,2,3,4,6,8")
@@ -42,7 +44,7 @@ def parse(argv=None):
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.tiny:
-        a.kinds, a.devices, a.workers, a.seconds, a.batch = "null,sim,paced,shm-uring", "1,2", "1,2", 0.03, 512
+        a.kinds, a.devices, a.workers, a.seconds, a.batch = "null,sim,paced,paced-null,shm-uring", "1,2", "1,2", 0.03, 512
         a.queue_depth, a.shm_mib, a.latency_reads, a.latency_rounds = 64, 2, 20, 1
         a.judge_seconds = 0.03
     return a

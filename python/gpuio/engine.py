@@ -130,8 +130,11 @@ class Engine:
       lock                exclusive flock on every device (single writer; survives kill -9 safely)
       lock_wait_ms        how long to wait for another holder's lock before OSError(EWOULDBLOCK)
       sim                 backend "sim" (paths are names like "sim0"): dict(preset, device_bytes, paced,
-                          backing_dir, channels, write_buffer_pages, seed, null); GPUIO_SIM env overrides;
-                          null=True: zero-latency devices (no model, no data moved) to measure the engine alone
+                          backing_dir, channels, write_buffer_pages, seed, null, null_paced, latency_ns, link_mb_s);
+                          GPUIO_SIM env overrides; null=True: zero-latency devices (no model, no data moved) to
+                          measure the engine alone; null_paced=True: devices with a latency and a link rate of their
+                          own (latency_ns, link_mb_s; 0: the preset's) but no model and no data moved on the host
+                          (reads leave the buffers as they were), like drives that do their work in hardware
       fault               backend "fault:<backend>": dict(seed, eio_rate, short_rate, latency_rate, latency_us,
                           torn_write_rate, disappear_after, disappear_device, bytes_per_s)
       rbd                 backend "rbd" (paths "rbd:POOL[/NAMESPACE]/IMAGE", which select it): dict(conf, user,

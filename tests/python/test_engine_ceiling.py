@@ -24,10 +24,11 @@ def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
     assert "| kind | dest | N | best W | M IOPS |" in out and "bound" in out
     rows = res["rows"]
     assert {(r["kind"], r["devices"], r["workers"]) for r in rows} == {
-        (k, n, w) for k in ("null", "sim", "paced", "shm-uring") for n in (1, 2) for w in (1, 2)}
+        (k, n, w) for k in ("null", "sim", "paced", "paced-null", "shm-uring") for n in (1, 2) for w in (1, 2)}
     for r in rows:
         assert r["iops"] > 0 and r["ops"] > 0 and r["gbps"] == pytest.approx(r["iops"] * 4096 / 1e9)
-        assert r["bound"] and set(r["stage_us"]) == {"submit", "prepare", "io", "device", "handle", "signal", "copy"}
+        assert r["bound"] and set(r["stage_us"]) == {"submit", "prepare", "io", "device", "wait", "handle", "signal",
+                                                     "copy"}
         assert r["cores_busy"] >= 0 and r["worker_busy"] > 0
         # Efficiency comes from the measured rates: IOPS(N, W) / (N x best IOPS of 1 device) of the same kind.
         # (per destination: on a GPU machine the grid also has gpu/ordered and gpu/slots rows)
@@ -37,7 +38,12 @@ def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
     # Only the sim spends time inside the emulated device; the null device does no model work and moves no data.
     sim = [r for r in rows if r["kind"] in ("sim", "paced")]
     assert all(r["stage_us"]["device"] > 0 for r in sim)
-    assert all("null=on" in r["backend"] for r in rows if r["kind"] == "null")
+    assert all("null=on" in r["backend"] for r in rows if r["kind"] in ("null", "paced-null"))
+    # The paced null devices report their rated figures; the judged scaling line covers them.
+    assert all(r["rated"] and r["rated"]["iops"] > 0 for r in rows if r["kind"] == "paced-null")
+    assert all(r["rated"] is None for r in rows if r["kind"] != "paced-null")
+    assert [x["kind"] for x in res["judged_scaling"]] == ["paced-null"] * len(res["judged_scaling"])
+    assert "JUDGED scaling paced-null -> host, <= 6 workers: efficiency" in out
     c = res["sim_cost"]
     assert c["cost_us"] == pytest.approx(1e6 / c["sim_iops"] - 1e6 / c["null_iops"])
     for x in res["controller"]:
@@ -130,7 +136,7 @@ def test_gpuio_bench_ceiling_cli(tmp_path):
     assert r.exit_code == 0, r.output + repr(r.exception)
     doc = json.loads((tmp_path / "c.json").read_text())
     assert "| kind | dest |" in r.output and doc["rows"] and all(x["iops"] > 0 for x in doc["rows"])
-    assert {x["kind"] for x in doc["rows"]} == {"null", "sim", "paced"}
+    assert {x["kind"] for x in doc["rows"]} == {"null", "sim", "paced", "paced-null"}
 
 
 def test_ceiling_staging_choice_is_checked_and_reported(monkeypatch):

@@ -94,8 +94,11 @@ struct EngineStats {
   // prepare (requests into the ring), io (the backend's submit+reap call, a system call for uring, including a
   // blocking wait), device (the part of io inside an emulated device: sim model + data copy; 0 elsewhere),
   // handle (completions: bookkeeping, staging->host copies), copy (staging->GPU launches and polls), signal
-  // (publishing a finished batch: controller, state word, futex wake), idle_spin (polling an empty inbox).
+  // (publishing a finished batch: controller, state word, futex wake), idle_spin (polling an empty inbox);
+  // device_wait (the part of io spent waiting for a paced emulated device's completion to fall due: device time,
+  // not host work; 0 elsewhere).
   double submit_seconds = 0, prepare_seconds = 0, io_seconds = 0, device_seconds = 0, handle_seconds = 0;
+  double device_wait_seconds = 0;
   double copy_seconds = 0, signal_seconds = 0, idle_spin_seconds = 0;
   uint64_t worker_passes = 0;
   uint64_t poll_waits = 0;   // worker passes that polled for a completion (low-latency mode), not slept

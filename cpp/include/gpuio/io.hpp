@@ -65,6 +65,9 @@ class IoQueue {
   // Nanoseconds this queue spent inside an emulated device (sim: its flash model and data copy) so far; 0 where
   // the device's work is not visible to the caller (kernel or remote devices). Read by the owner thread only.
   virtual uint64_t device_ns() const { return 0; }
+  // Nanoseconds reap() spent waiting for an emulated device's completion to fall due (paced sim devices): the
+  // device's time, not work on the caller's core; part of the caller's time in reap(). 0 for other backends.
+  virtual uint64_t device_wait_ns() const { return 0; }
 };
 
 struct DeviceInfo {
@@ -84,8 +87,9 @@ struct FixedBuffer {
 // The sim backend: each path names one emulated SSD ("sim0", "sim1", ...; no file is opened unless
 // backing_dir is set). Timing comes from the flash model (gpuio/sim.hpp).
 // Environment override, read in one place when the backend opens: GPUIO_SIM="preset=tlc,channels=1,
-// device_bytes=1073741824,paced=1,write_buffer_pages=-1,seed=1,backing_dir=/path,null=0" (any subset); the values
-// in effect are reported by describe().
+// device_bytes=1073741824,paced=1,write_buffer_pages=-1,seed=1,backing_dir=/path,null=0,null_paced=0,latency_ns=0,
+// link_mb_s=0"
+// (any subset); the values in effect are reported by describe().
 struct SimOptions {
   std::string preset = "znand";      // znand | tlc (gpuio::sim::preset_names())
   uint64_t device_bytes = 1ull << 30;  // capacity of each device
@@ -97,6 +101,16 @@ struct SimOptions {
   // Zero-latency null device (null_blk with memory_backed=0): no flash model and no data copy; every request
   // completes at once with its full length and read buffers are left as they were. Measures the engine alone.
   bool null = false;
+  // The paced null device (implies null; needs paced): no flash model and no data either, but each device has a
+  // latency and a link rate of its own (io/link_clock.hpp): a request completes, in real time, at
+  // max(arrival + latency_ns, the device's previous completion + its bytes over link_mb_s). Its cost to the host is
+  // bookkeeping (one compare-and-swap per device per submission), as a real drive's flash work and DMA are its own
+  // hardware's; read buffers are left as they were (no data is produced).
+  bool null_paced = false;
+  uint64_t latency_ns = 0;           // paced null: a read's latency on an idle device; 0: the preset model's for
+                                     // one page read on an idle drive (znand 11.4 us, tlc 67 us)
+  uint32_t link_mb_s = 0;            // paced null: the device's rate in MB/s (bytes/us); 0: the preset's host link
+                                     // (timings.host_mb_s: znand 3200 = 0.78 M 4 KiB reads/s)
 };
 
 // The rbd backend (built when librbd is found): each path names a volume, "rbd:POOL/IMAGE" or

@@ -55,6 +55,9 @@ SimOptions sim_options(nb::dict d) {
   s.write_buffer_pages = take<int64_t>(d, "write_buffer_pages", s.write_buffer_pages);
   s.seed = take<uint64_t>(d, "seed", s.seed);
   s.null = take<bool>(d, "null", s.null);
+  s.null_paced = take<bool>(d, "null_paced", s.null_paced);
+  s.latency_ns = take<uint64_t>(d, "latency_ns", s.latency_ns);
+  s.link_mb_s = take<uint32_t>(d, "link_mb_s", s.link_mb_s);
   reject_unknown(d, "sim");
   return s;
 }
@@ -196,6 +199,7 @@ nb::dict stats_dict(const EngineStats& s) {
   d["prepare_seconds"] = s.prepare_seconds;
   d["io_seconds"] = s.io_seconds;
   d["device_seconds"] = s.device_seconds;
+  d["device_wait_seconds"] = s.device_wait_seconds;
   d["handle_seconds"] = s.handle_seconds;
   d["copy_seconds"] = s.copy_seconds;
   d["signal_seconds"] = s.signal_seconds;

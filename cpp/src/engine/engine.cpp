@@ -298,6 +298,7 @@ EngineStats EngineImpl::stats() const {
     s.prepare_seconds += secs(c.prepare_ns);
     s.io_seconds += secs(c.io_ns);
     s.device_seconds += secs(c.device_ns);
+    s.device_wait_seconds += secs(c.device_wait_ns);
     s.handle_seconds += secs(c.handle_ns);
     s.copy_seconds += secs(c.copy_ns);
     s.idle_spin_seconds += secs(c.idle_ns);

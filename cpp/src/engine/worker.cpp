@@ -331,6 +331,7 @@ void Worker::run(std::promise<void>& started) {
       const int64_t t3 = steady_ns(Clock::now());
       add(counters_.io_ns, t2, t3);  // before handling: a waiter woken by handle() sees this pass's io in stats()
       counters_.device_ns.store(queue_->device_ns(), std::memory_order_relaxed);
+      counters_.device_wait_ns.store(queue_->device_wait_ns(), std::memory_order_relaxed);
       for (int i = 0; i < n; ++i) handle(cqes[i]);
       const int64_t t4 = steady_ns(Clock::now());
       flush_copies(false);

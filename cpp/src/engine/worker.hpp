@@ -29,8 +29,10 @@ struct WorkerCounters {
   // prepare (inbox + staging slots + request setup), io (the backend call that submits and reaps: a system
   // call for uring), device (the part of io spent inside an emulated device: sim only), handle (completions:
   // bookkeeping, staging->host copies, batch accounting), copy (staging->GPU: launch and poll), idle (spinning
-  // for new work, before sleeping).
+  // for new work, before sleeping); device_wait (the part of io spent waiting for a paced emulated device's
+  // completion to fall due: the device's time, not host work).
   std::atomic<uint64_t> passes{0}, prepare_ns{0}, io_ns{0}, device_ns{0}, handle_ns{0}, copy_ns{0}, idle_ns{0};
+  std::atomic<uint64_t> device_wait_ns{0};
   // Passes that polled for a completion (low-latency mode: shallow queue) vs blocking waits in the backend.
   std::atomic<uint64_t> poll_waits{0}, block_waits{0};
   std::atomic<uint64_t> sleeps{0};  // idle -> futex sleep (the next post pays a wake-up)

@@ -2,7 +2,9 @@
 // the flash model (gpuio/sim.hpp) says when each request completes. Paced: a completion is handed out by
 // reap() only once the wall clock since the backend started passes the model's completion time, so the
 // devices behave like real SSDs of the preset's speed. Free-running: completions are ready at once and
-// each queue's model time advances to the completions it reaps (for fast functional tests).
+// each queue's model time advances to the completions it reaps (for fast functional tests). Null: no model and no
+// data; paced null: no model and no data either, but each device's LinkClock (latency + link rate) times its
+// requests in real time, for devices whose cost to the host is a real drive's (io/link_clock.hpp).
 // Threads: each device's model has its own mutex (held for the model updates of one submission's requests to that
 // device: see SimQueue::submit); a queue is owned by one thread as the IoQueue contract says.
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "gpuio/sim.hpp"
 #include "gpuio/status.hpp"
 #include "io/backends.hpp"
+#include "io/link_clock.hpp"
 #include "io/sim_store.hpp"
 
 namespace gpuio::detail {
@@ -29,9 +32,16 @@ struct SimDevice {
   std::unique_ptr<SimStore> store;
   std::mutex mu;
   sim::Ssd model;
-  SimDevice(DeviceInfo i, std::unique_ptr<SimStore> s, const sim::SsdConfig& c)
-      : info(std::move(i)), store(std::move(s)), model(c) {}
+  LinkClock link;  // paced null only
+  SimDevice(DeviceInfo i, std::unique_ptr<SimStore> s, const sim::SsdConfig& c, uint64_t latency_ns, uint32_t mb_s)
+      : info(std::move(i)), store(std::move(s)), model(c), link(latency_ns, mb_s) {}
 };
+
+// The paced null device's idle read latency when not given: the preset model's for one page read on an idle drive.
+uint64_t model_read_latency_ns(const sim::SsdConfig& c) {
+  sim::Ssd probe(c);
+  return probe.submit(sim::Request{0, 0, c.geometry.page_bytes, false, 0});
+}
 
 // The preset, with as many blocks (or pages per block) as the device's capacity needs.
 sim::SsdConfig model_config(const SimOptions& o) {
@@ -55,6 +65,8 @@ sim::SsdConfig model_config(const SimOptions& o) {
   return c;
 }
 
+constexpr long long kLatencyMaxNs = 1000000000;  // a paced null device's latency_ns: at most 1 s
+
 // GPUIO_SIM overrides (see io.hpp). Throws std::invalid_argument naming the bad key or value.
 SimOptions with_env_overrides(SimOptions o) {
   const char* env = std::getenv("GPUIO_SIM");
@@ -76,6 +88,11 @@ SimOptions with_env_overrides(SimOptions o) {
       GPUIO_EXPECT(!v.empty() && *e == 0, "GPUIO_SIM: " + k + "='" + v + "' is not an integer");
       return x;
     };
+    auto nonneg = [&](long long hi) -> long long {
+      long long x = num();
+      GPUIO_EXPECT(x >= 0 && x <= hi, "GPUIO_SIM: " + k + "=" + v + " must lie in [0, " + std::to_string(hi) + "]");
+      return x;
+    };
     if (k == "preset") o.preset = v;
     else if (k == "channels") o.channels = static_cast<uint32_t>(num());
     else if (k == "device_bytes") o.device_bytes = static_cast<uint64_t>(num());
@@ -84,8 +101,12 @@ SimOptions with_env_overrides(SimOptions o) {
     else if (k == "seed") o.seed = static_cast<uint64_t>(num());
     else if (k == "backing_dir") o.backing_dir = v;
     else if (k == "null") o.null = num() != 0;
+    else if (k == "null_paced") o.null_paced = num() != 0;
+    else if (k == "latency_ns") o.latency_ns = static_cast<uint64_t>(nonneg(kLatencyMaxNs));
+    else if (k == "link_mb_s") o.link_mb_s = static_cast<uint32_t>(nonneg(UINT32_MAX));
     else throw std::invalid_argument("GPUIO_SIM: unknown key '" + k + "' (known: preset, channels, device_bytes, "
-                                     "paced, write_buffer_pages, seed, backing_dir, null)");
+                                     "paced, write_buffer_pages, seed, backing_dir, null, null_paced, latency_ns, "
+                                     "link_mb_s)");
   }
   return o;
 }
@@ -106,6 +127,7 @@ class SimQueue final : public IoQueue {
   uint32_t depth() const override { return depth_; }
   uint32_t inflight() const override { return inflight_; }
   uint64_t device_ns() const override { return device_ns_; }
+  uint64_t device_wait_ns() const override { return wait_ns_; }
 
  private:
   struct Pending {
@@ -115,11 +137,14 @@ class SimQueue final : public IoQueue {
   };
   int32_t move_data(const IoRequest& r);
   uint64_t model_due(SimDevice& d, const IoRequest& r);
+  void model_dues();
+  void link_dues(uint64_t now);
 
   SimBackend& be_;
   uint32_t depth_, host_queue_, inflight_ = 0;
   uint64_t vnow_ = 0;  // free-running model time of this queue
   uint64_t device_ns_ = 0;  // wall time inside execute(): the emulated device's own cost (model + data copy)
+  uint64_t wait_ns_ = 0;    // wall time reap() waited for a paced completion to fall due
   std::vector<IoRequest> prepared_;
   std::vector<Pending> pending_;  // min-heap by due_ns
   // submit()'s scratch (no allocation once grown): results, due times, requests by device, runs of one device
@@ -127,6 +152,9 @@ class SimQueue final : public IoQueue {
   std::vector<uint64_t> due_;
   std::vector<int> order_;
   std::vector<std::pair<size_t, size_t>> runs_;
+  // link_dues()' scratch, per device: the first request's bytes, the run's bytes, then the run's base / bytes so far
+  std::vector<uint64_t> run_first_, run_bytes_, run_base_;
+  std::vector<uint16_t> touched_;
 };
 
 class SimBackend final : public IoBackend {
@@ -138,7 +166,17 @@ class SimBackend final : public IoBackend {
                  " devices exceed devices_max=" + std::to_string(limits::devices_max));
     GPUIO_EXPECT(opts_.device_bytes >= (1u << 20) && opts_.device_bytes % 4096 == 0,
                  "sim backend: device_bytes=" + std::to_string(opts_.device_bytes) + " must be a multiple of 4096 and >= 1 MiB");
+    GPUIO_EXPECT(paced_null() || (opts_.latency_ns == 0 && opts_.link_mb_s == 0),
+                 "sim backend: latency_ns=" + std::to_string(opts_.latency_ns) + " and link_mb_s=" +
+                 std::to_string(opts_.link_mb_s) + " time the paced null device only (null_paced=1)");
+    GPUIO_EXPECT(!opts_.null_paced || opts_.paced,
+                 "sim backend: null_paced=1 runs the devices in real time; paced=0 (free-running) contradicts it");
+    GPUIO_EXPECT(opts_.latency_ns <= static_cast<uint64_t>(kLatencyMaxNs),
+                 "sim backend: latency_ns=" + std::to_string(opts_.latency_ns) + " must be <= " +
+                 std::to_string(kLatencyMaxNs) + " (1 s)");
     sim::SsdConfig cfg = model_config(opts_);
+    const uint64_t latency_ns = opts_.latency_ns ? opts_.latency_ns : paced_null() ? model_read_latency_ns(cfg) : 0;
+    const uint32_t link_mb_s = opts_.link_mb_s ? opts_.link_mb_s : cfg.timings.host_mb_s;
     for (const std::string& p : paths) {
       GPUIO_EXPECT(!p.empty() && p.find('/') == std::string::npos,
                    "sim backend: device name '" + p + "' must be a plain name like sim0");
@@ -147,7 +185,8 @@ class SimBackend final : public IoBackend {
       info.bytes = opts_.device_bytes;
       info.logical_block_bytes = 512;
       std::string file = opts_.backing_dir.empty() ? "" : opts_.backing_dir + "/" + p + ".img";
-      devs_.push_back(std::make_unique<SimDevice>(info, std::make_unique<SimStore>(opts_.device_bytes, file), cfg));
+      devs_.push_back(std::make_unique<SimDevice>(info, std::make_unique<SimStore>(opts_.device_bytes, file), cfg,
+                                                  latency_ns, link_mb_s));
       GPUIO_ASSERT(devs_.back()->model.logical_bytes() >= opts_.device_bytes, "sim model smaller than the device");
     }
   }
@@ -160,21 +199,30 @@ class SimBackend final : public IoBackend {
     return std::make_unique<SimQueue>(*this, depth, queues_.fetch_add(1) % limits::workers_max);
   }
   std::string describe() const override {
-    char buf[256];
+    char null_desc[160] = "";
+    const LinkClock& link = devs_[0]->link;
+    if (paced_null())  // benchmarks read latency_ns and link_mb_s from here: the values in effect
+      std::snprintf(null_desc, sizeof null_desc, " null=on(paced: latency_ns=%llu link_mb_s=%u, no model, no data)",
+                    static_cast<unsigned long long>(link.latency_ns()), link.link_mb_s());
+    else if (null())
+      std::snprintf(null_desc, sizeof null_desc, " null=on(no model, no data)");
+    char buf[400];
     std::snprintf(buf, sizeof buf,
                   "sim(preset=%s paced=%s devices=%zu device_bytes=%llu channels=%u write_buffer_pages=%u store=%s%s%s)",
                   opts_.preset.c_str(), opts_.paced ? "on" : "off", devs_.size(),
                   static_cast<unsigned long long>(opts_.device_bytes), devs_[0]->model.config().geometry.channels,
                   devs_[0]->model.config().write_buffer_pages, opts_.backing_dir.empty() ? "memory" : "file",
-                  opts_.null ? " null=on(no model, no data)" : "", std::getenv("GPUIO_SIM") ? " env=GPUIO_SIM" : "");
+                  null_desc, std::getenv("GPUIO_SIM") ? " env=GPUIO_SIM" : "");
     return buf;
   }
   void sync() override {
     for (auto& d : devs_) d->store->sync();
   }
   SimDevice& dev(size_t i) { return *devs_[i]; }
-  bool paced() const { return opts_.paced && !opts_.null; }
-  bool null() const { return opts_.null; }
+  bool paced() const { return opts_.paced && !null(); }  // the flash model, in real time
+  bool null() const { return opts_.null || opts_.null_paced; }
+  bool paced_null() const { return opts_.null_paced; }  // each device's LinkClock, in real time
+  bool real_time() const { return paced() || paced_null(); }
   uint64_t now_ns() const {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count());
   }
@@ -222,17 +270,30 @@ int SimQueue::submit() {
   int n = static_cast<int>(prepared_.size());
   if (n == 0) return 0;
   auto t0 = Clock::now();
-  const uint64_t base = be_.paced() ? be_.now_ns() : vnow_;
+  const uint64_t base = be_.real_time() ? be_.now_ns() : vnow_;
   results_.resize(n);
   order_.clear();
   for (int i = 0; i < n; ++i) {
     results_[i] = move_data(prepared_[i]);
-    if (results_[i] >= 0 && !be_.null()) order_.push_back(i);
+    if (results_[i] >= 0 && (!be_.null() || be_.paced_null())) order_.push_back(i);
   }
+  due_.assign(n, base);  // errors, and the null device's requests: due at once
+  if (be_.paced_null()) link_dues(base);
+  else if (!be_.null()) model_dues();
+  for (int i = 0; i < n; ++i) {
+    pending_.push_back({due_[i], {prepared_[i].user_data, results_[i]}});
+    std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
+  }
+  prepared_.clear();
+  device_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  return n;
+}
+
+// The flash model's due times of the requests in order_ (all arriving at this queue's model time, or now when paced).
+void SimQueue::model_dues() {
   std::stable_sort(order_.begin(), order_.end(),
                    [&](int a, int b) { return prepared_[a].device < prepared_[b].device; });
   std::vector<uint64_t>& due = due_;
-  due.assign(n, base);
   // runs of one device in order_: [start, end); taken in passes, a device whose lock is held waits for the next pass
   runs_.clear();
   for (size_t i = 0; i < order_.size();) {
@@ -258,20 +319,43 @@ int SimQueue::submit() {
     }
     block = !progress;  // every device left is busy: wait for the first one
   }
-  for (int i = 0; i < n; ++i) {
-    pending_.push_back({due[i], {prepared_[i].user_data, results_[i]}});
-    std::push_heap(pending_.begin(), pending_.end(), std::greater<>());
+}
+
+// The paced null device: the requests in order_ (arriving together at now), in their order per device, as one
+// run per device on its LinkClock: three passes over the requests and one compare-and-swap per device.
+void SimQueue::link_dues(uint64_t now) {
+  const size_t devices = be_.device_count();
+  if (run_first_.size() < devices) {
+    run_first_.assign(devices, 0);
+    run_bytes_.assign(devices, 0);
+    run_base_.assign(devices, 0);
   }
-  prepared_.clear();
-  device_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-  return n;
+  touched_.clear();
+  for (int i : order_) {
+    const IoRequest& r = prepared_[i];
+    if (run_bytes_[r.device] == 0) run_first_[r.device] = r.len, touched_.push_back(r.device);
+    run_bytes_[r.device] += r.len;
+  }
+  for (uint16_t d : touched_) {
+    run_base_[d] = be_.dev(d).link.reserve(now, run_first_[d], run_bytes_[d]);
+    run_bytes_[d] = 0;  // from here: the run's bytes so far
+  }
+  for (int i : order_) {
+    const IoRequest& r = prepared_[i];
+    run_bytes_[r.device] += r.len;
+    due_[i] = run_base_[r.device] + be_.dev(r.device).link.xfer_ns(run_bytes_[r.device]);
+  }
+  for (uint16_t d : touched_) run_bytes_[d] = 0;
 }
 
 int SimQueue::reap(IoCompletion* out, int max, int wait_min) {
   int n = 0;
   wait_min = std::min(wait_min, max);
+  bool waiting = false;
+  uint64_t waited_from = 0;  // the clock when this call last went to wait
   for (;;) {
-    uint64_t now = be_.paced() ? be_.now_ns() : UINT64_MAX;
+    uint64_t now = be_.real_time() ? be_.now_ns() : UINT64_MAX;
+    if (waiting) wait_ns_ += now - waited_from, waiting = false;
     while (n < max && !pending_.empty() && pending_.front().due_ns <= now) {
       std::pop_heap(pending_.begin(), pending_.end(), std::greater<>());
       out[n++] = pending_.back().c;
@@ -281,6 +365,7 @@ int SimQueue::reap(IoCompletion* out, int max, int wait_min) {
     }
     if (n >= wait_min || pending_.empty()) return n;
     uint64_t wait = pending_.front().due_ns - now;  // > 0: the loop above took everything due
+    waiting = true, waited_from = now;
     if (wait > 200000)
       std::this_thread::sleep_for(std::chrono::nanoseconds(wait - 100000));
     else

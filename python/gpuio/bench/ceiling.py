@@ -4,7 +4,11 @@ Device kinds (--kinds):
   null       the sim backend's zero-latency null device (no flash model, no data moved): the engine alone
   paced      the sim backend paced in real time, znand preset (3 us reads, 64 planes behind a 3.2 GB/s host link:
              about 0.78 M 4 KiB reads/s per device): devices with a rate of their own, so N x one device means
-             something; the scaling efficiency is judged on these
+             something; but its model and 4 KiB data copy run on the worker's core (~1.5 us/op)
+  paced-null the sim backend's paced null device: per device a latency and a link rate of its own (default the
+             znand preset's: 11.4 us idle read, 3.2 GB/s = 0.78 M 4 KiB reads/s) and no model or data on the host (no
+             data is produced: reads leave the buffers as they were), like a drive that does its work in hardware;
+             the scaling efficiency is judged on these (gpuio.bench.ceiling_scaling)
   sim        the sim backend free-running (completions ready as soon as the flash model has computed them; the
              model and the data copy run on the worker's core, so this is the sim's ceiling, not a device's)
   shm-uring  files on /dev/shm through the uring backend (page cache in RAM; the kernel copies)
@@ -33,14 +37,15 @@ import numpy as np
 
 from gpuio.bench.ceiling_controller import (JUDGE_S, SETTLE_FACTOR, _search, controller_result,  # noqa: F401
                                             controller_table, judge_counts)
+from gpuio.bench import ceiling_scaling as scaling
 from gpuio.bench.ceiling_device_api import device_api_rows, hop_lines
 
 BS = 4096
-KINDS = ("null", "sim", "paced", "shm-uring", "shm-posix")
+KINDS = ("null", "sim", "paced", "paced-null", "shm-uring", "shm-posix")
 DESTS = ("host", "gpu")
 ORDERED_WINDOW = 8 << 20  # limits::ordered_window_bytes: the ordered area is sized in whole windows
 STAGING = ("ordered", "slots")  # --staging: how device reads are staged (see measure)
-STAGES = ("submit", "prepare", "io", "device", "handle", "signal", "copy")
+STAGES = ("submit", "prepare", "io", "device", "wait", "handle", "signal", "copy")
 SIM_DEVICE_BYTES = 256 << 20
 
 
@@ -84,8 +89,9 @@ class Devices:
         self.shm_bytes, self.shm_dir, self.made = shm_bytes, shm_dir, []
 
     def engine_args(self, kind: str, n: int) -> tuple[list[str], dict]:
-        if kind in ("null", "sim", "paced"):
-            sim = dict(device_bytes=SIM_DEVICE_BYTES, paced=kind == "paced", null=kind == "null")
+        if kind in ("null", "sim", "paced", "paced-null"):
+            sim = dict(device_bytes=SIM_DEVICE_BYTES, paced=kind.startswith("paced"), null=kind == "null",
+                       null_paced=kind == "paced-null")
             return [f"sim{i}" for i in range(n)], dict(backend="sim", sim=sim)
         if kind in ("shm-uring", "shm-posix"):
             paths = [os.path.join(self.shm_dir, f"gpuio-ceiling-{os.getpid()}-{i}.img") for i in range(n)]
@@ -109,21 +115,26 @@ class Devices:
 
 
 def _stage_us(d: dict, ops: int) -> dict:
-    """Per-op microseconds of each stage; io and handle exclusive of the device and signal parts they contain."""
-    per = lambda k: d[f"{k}_seconds"] / ops * 1e6 if ops else 0.0  # noqa: E731
-    return dict(submit=per("submit"), prepare=per("prepare"), io=max(0.0, per("io") - per("device")),
-                device=per("device"), handle=max(0.0, per("handle") - per("signal")), signal=per("signal"),
-                copy=per("copy"))
+    """Per-op microseconds of each stage; io and handle exclusive of the device, wait and signal parts they contain
+    (wait: io spent waiting for a paced device's completion to fall due: device time, not host work)."""
+    per = lambda k: d.get(f"{k}_seconds", 0.0) / ops * 1e6 if ops else 0.0  # noqa: E731
+    return dict(submit=per("submit"), prepare=per("prepare"),
+                io=max(0.0, per("io") - per("device") - per("device_wait")), device=per("device"), wait=per("device_wait"), handle=max(0.0, per("handle") - per("signal")),
+                signal=per("signal"), copy=per("copy"))
 
 
 STAGE_NAMES = dict(prepare="request setup (prepare)", io="backend submit/reap call", device="emulated device work "
-                   "(sim model + data copy, on the worker's core)", handle="completion handling",
+                   "(sim model + data copy, on the worker's core)", wait="waiting for paced devices' completions",
+                   handle="completion handling",
                    signal="batch completion signal", copy="staging->GPU copy launches/polls")
 
 
 def name_bound(r: dict, cpus: int) -> str:
     """The stage or resource that sets this run's rate, from its measured counters (not a guess)."""
     wall, w = r["seconds"], r["workers_active"]
+    rate = scaling.device_rate_bound(r) or scaling.pcie_bound(r)  # the devices' own rate (>= 97 %), the PCIe rate
+    if rate:
+        return rate
     if r["cores_busy"] >= 0.9 * cpus:
         return f"host CPU cores ({r['cores_busy']:.1f} of {cpus} busy)"
     if r["runq_wait"] >= 0.25:
@@ -136,11 +147,13 @@ def name_bound(r: dict, cpus: int) -> str:
                 f"{r['staging_waits_per_op']:.2f}x per op while copies were in flight")
     if r["submit_frac"] >= 0.85:
         return "caller thread submitting (planning + posting batches)"
-    if r["worker_busy"] / max(1, w) >= 0.85:
-        st = {k: v for k, v in r["stage_us"].items() if k != "submit"}
+    work = r["worker_busy"] - r.get("device_wait", 0.0)  # a worker waiting for a paced device is not working
+    if work / max(1, w) >= 0.85:
+        st = {k: v for k, v in r["stage_us"].items() if k not in ("submit", "wait")}
         top = max(st, key=st.get)
         return f"worker cores: {STAGE_NAMES[top]} {st[top] / max(1e-9, sum(st.values())):.0%} of worker time"
-    return f"not saturated (workers {r['worker_busy'] / max(1, w):.0%} busy, caller {r['submit_frac']:.0%}): depth/latency"
+    return scaling.depth_bound(r) or scaling.device_rate_bound(r, scaling.DEVICE_NEAR) or (
+        f"not saturated (workers {work / max(1, w):.0%} busy, caller {r['submit_frac']:.0%}): depth/latency")
 
 
 def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: float, batch: int, qd: int,
@@ -188,6 +201,8 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
                  ordered_fallbacks=d["ordered_fallbacks"], workers_active=s1["active_workers"], worker_threads=s1["workers"],
                  dest=dest, iops=done / wall, gbps=done * BS / wall / 1e9, seconds=wall, ops=d["ops"],
                  cores_busy=(c1 - c0) / wall, runq_wait=(q1 - q0) / wall, worker_cores=d["worker_cpu_seconds"] / wall,
+                 device_wait=d.get("device_wait_seconds", 0.0) / wall, rated=scaling.rated(s1["backend"]),
+                 inflight=inflight, batch=batch, queue_depth=qd,
                  worker_busy=d["busy_worker_seconds"] / wall, submit_frac=d["submit_seconds"] / wall,
                  stage_us=_stage_us(d, d["ops"]), staging_waits_per_op=d["staging_exhausted_events"] / max(1, d["ops"]),
                  queue_full_per_op=d["queue_full_events"] / max(1, d["ops"]),
@@ -231,7 +246,8 @@ def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
 
 
 def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch", save=None,
-         ctl: list | None = None, stagings=("ordered",), inflight: int = 2, judge_s: float = JUDGE_S) -> list[dict]:
+         ctl: list | None = None, stagings=("ordered",), inflight: int = 2, judge_s: float = JUDGE_S,
+         pcie_gbps: float | None = None) -> list[dict]:
     """Every (kind, dest, N, W); with ctl (a list), after each N's hand-picked counts also the engine's own choice
     (workers=0), run right then so both see the same machine load."""
     rows = []
@@ -244,6 +260,7 @@ def grid(devs, kinds, dests, ns, ws, seconds, batch, qd, cpus, log, copy="batch"
                     base = max(r["iops"] for r in got) / n
                 for r in got:
                     r["efficiency"] = r["iops"] / (n * base)
+                    r["pcie_gbps"] = pcie_gbps if dest == "gpu" else None
                     r["bound"] = name_bound(r, cpus)
                     rows.append(r)
                     log(_row_text(r))
@@ -462,7 +479,7 @@ def s1_mode(e) -> str:
 def summary(rows: list[dict], ctl: list[dict], log) -> None:
     """Per kind/destination/N: the best worker count's row (the table the issue is judged by)."""
     log("\n| kind | dest | N | best W | M IOPS | GB/s | cores busy | worker cores | SMs | efficiency | "
-        "us/op submit/prepare/io/device/handle/signal/copy | staging (KiB/copy) | bound | controller W (ratio) |")
+        f"us/op {'/'.join(STAGES)} | staging (KiB/copy) | bound | controller W (ratio) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in dict.fromkeys((r["kind"], _dest(r), r["devices"]) for r in rows):
         rs = [r for r in rows if (r["kind"], _dest(r), r["devices"]) == key]
@@ -504,9 +521,9 @@ def _ints(text: str, name: str) -> list[int]:
     return xs
 
 
-def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devices="1,4,8,12,16", workers="1,2,3,4,6,8",
-        seconds=0.4, batch=16384, queue_depth=512, shm_mib=64, latency_file=None, latency_reads=300,
-        latency_rounds=3, sections=("cost", "grid", "controller", "latency"), copy="batch", log=print,
+def run(kinds=("null", "sim", "paced", "paced-null", "shm-uring"), dests=("host", "gpu"), devices="1,4,8,12,16",
+        workers="1,2,3,4,6,8", seconds=0.4, batch=16384, queue_depth=512, shm_mib=64, latency_file=None,
+        latency_reads=300, latency_rounds=3, sections=("cost", "grid", "controller", "latency"), copy="batch", log=print,
         json_path=None, staging="ordered", inflight: int = 2, judge_s: float = JUDGE_S) -> dict:
     ns, ws = _ints(devices, "--devices"), _ints(workers, "--workers")
     if not isinstance(inflight, int) or isinstance(inflight, bool) or inflight < 1:
@@ -540,15 +557,19 @@ def run(kinds=("null", "sim", "paced", "shm-uring"), dests=("host", "gpu"), devi
             log(f"sim backend's own cost per request (1 device, 1 worker): {c['cost_us']:.2f} us = 1/sim "
                 f"({c['sim_iops'] / 1e6:.3f} M IOPS) - 1/null ({c['null_iops'] / 1e6:.3f} M IOPS); its device counter "
                 f"says {c['device_counter_us']:.2f} us; the engine alone costs {c['engine_us']:.2f} us/op")
+        if "gpu" in dests and "grid" in sections:
+            p = res["pcie_h2d_gbps"] = scaling.pcie_h2d_gbps()
+            log(f"pinned host->GPU copy: {p:.1f} GB/s (best of 5 x 256 MiB; named the bound at >= 85 % of it)")
         save = (lambda rows: write_json(dict(res, rows=rows), json_path)) if json_path else None
         ctl = res["controller"] = []
         rows = res["rows"] = grid(devs, kinds, dests, ns, ws, seconds, batch, queue_depth, cpus, log, copy, save,
                                   ctl if "controller" in sections else None, stagings, inflight,
-                                  judge_s) if "grid" in sections else []
+                                  judge_s, res.get("pcie_h2d_gbps")) if "grid" in sections else []
         if rows:
             summary(rows, ctl, log)
             controller_table(ctl, log)
             res["judged"] = judged(rows, log)
+            res["judged_scaling"] = scaling.judged_scaling(rows, log, dest_of=_dest)
         if "latency" in sections:
             own = latency_file is None
             path = latency_file or os.path.join(tempfile.gettempdir(), f"gpuio-ceiling-lat-{os.getpid()}.bin")

@@ -38,7 +38,7 @@ def bench(
         if mode == "ceiling":
             from ..bench import ceiling
 
-            small = dict(kinds=("null", "sim", "paced"), devices="1,2", workers="1,2", seconds=0.03, batch=512,
+            small = dict(kinds=("null", "sim", "paced", "paced-null"), devices="1,2", workers="1,2", seconds=0.03, batch=512,
                          queue_depth=64, shm_mib=2, latency_reads=20, latency_rounds=1, judge_s=0.03) if quick else {}
             res = ceiling.run(log=lambda m: print(m, flush=True), **small)
             path = "gpuio-ceiling.json" if json_path == "gpuio-bench.json" else json_path
