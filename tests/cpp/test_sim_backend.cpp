@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "gpuio/io.hpp"
+#include "queue_util.hpp"
 
 namespace {
+
+using gpuio::test::drain;
 
 gpuio::BackendOptions sim_opts(bool paced, const std::string& preset = "znand") {
   gpuio::BackendOptions o;
@@ -21,18 +24,6 @@ gpuio::BackendOptions sim_opts(bool paced, const std::string& preset = "znand") 
   o.sim.paced = paced;
   o.sim.device_bytes = 64ull << 20;
   return o;
-}
-
-std::vector<gpuio::IoCompletion> drain(gpuio::IoQueue& q, int n) {
-  std::vector<gpuio::IoCompletion> out(n);
-  int got = 0;
-  while (got < n) {
-    int r = q.reap(out.data() + got, n - got, n - got);
-    EXPECT_GT(r, 0);
-    if (r <= 0) break;
-    got += r;
-  }
-  return out;
 }
 
 }  // namespace

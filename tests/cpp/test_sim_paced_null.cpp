@@ -12,10 +12,13 @@
 #include <vector>
 
 #include "gpuio/io.hpp"
+#include "queue_util.hpp"
 #include "gpuio/sim.hpp"
 #include "io/link_clock.hpp"
 
 namespace {
+
+using gpuio::test::drain;
 
 using gpuio::detail::LinkClock;
 
@@ -27,18 +30,6 @@ gpuio::BackendOptions paced_null(uint64_t latency_ns = 0, uint32_t link_mb_s = 0
   o.sim.latency_ns = latency_ns;
   o.sim.link_mb_s = link_mb_s;
   return o;
-}
-
-std::vector<gpuio::IoCompletion> drain(gpuio::IoQueue& q, int n) {
-  std::vector<gpuio::IoCompletion> out(n);
-  int got = 0;
-  while (got < n) {
-    int r = q.reap(out.data() + got, n - got, n - got);
-    EXPECT_GT(r, 0);
-    if (r <= 0) break;
-    got += r;
-  }
-  return out;
 }
 
 }  // namespace
