@@ -84,8 +84,8 @@ def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.
     starts once its copies are done (a CUDA event, not a device-wide sync). Host pieces rather than GPU ones: a
     write of CUDA memory moves one bounce chunk at a time on its stream, which held the H200 save of GPT-2
     medium at 0.55 of the raw write rate; a host piece is many engine requests in flight.
-    stats (optional dict): filled with fill_s (host time queueing copies into pieces; CPU tensors: the copies
-    themselves), copy_wait_s (waiting for device-to-host copies), write_wait_s (waiting for a piece's write to
+    stats (optional dict): filled with alloc_s (the pieces, page-locked on CUDA), fill_s (host time queueing
+    copies into pieces; CPU tensors: the copies themselves), copy_wait_s (waiting for device-to-host copies), write_wait_s (waiting for a piece's write to
     finish before refilling it: the device's share), sync_s (the final store.sync), pieces, max_in_flight.
     Returns the bytes written (whole blocks)."""
     bs = store.block_size
@@ -93,9 +93,11 @@ def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.
     chunk_bytes = max(bs, min(chunk_bytes, -(-total // bs) * bs) // bs * bs)  # small checkpoints: small pieces
     cuda = device.type == "cuda"
     nslots = max(2, min(slots, -(-total // chunk_bytes)))
+    t0 = time.perf_counter()
     piece = [host_piece(chunk_bytes, pinned=cuda) for _ in range(nslots)]
     inflight: list = [None] * nslots
-    st = {"fill_s": 0.0, "copy_wait_s": 0.0, "write_wait_s": 0.0, "sync_s": 0.0, "pieces": 0, "max_in_flight": 0}
+    st = {"alloc_s": time.perf_counter() - t0, "fill_s": 0.0, "copy_wait_s": 0.0, "write_wait_s": 0.0, "sync_s": 0.0,
+          "pieces": 0, "max_in_flight": 0}
     cur, fill, written = 0, 0, 0
 
     def emit(nbytes: int, last: bool):
