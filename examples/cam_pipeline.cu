@@ -11,7 +11,8 @@
 // Printed per pass: first-chunk latency, I/O wait and compute per chunk (p50/p99/max, first/middle/last chunk
 // of each block), the share of block time spent waiting, the tail (last block's end past the median block's),
 // the SM clock during compute, the control plane's per-request engine/signal times, and a table over tenths of
-// the pass: engine GB/s (host-sampled), chunks consumed, blocks waiting / computing, reads ahead, SM MHz.
+// the pass: engine GB/s and queue (host-sampled: requests taken from the rings and not yet read, in chunks),
+// GB/s consumed by the blocks, blocks waiting / computing, reads ahead (issued, not yet there), SM MHz.
 // Usage: cam_pipeline FILE [chunk_kib=1024] [reps=auto] [rounds=8]   (CAM_TRACE=0: no trace tables)
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -134,7 +135,12 @@ __global__ void pipeline(Params p) {
 struct Pass {
   double seconds = 0;
   std::vector<uint64_t> trace;                         // kFields per chunk
-  std::vector<std::pair<double, uint64_t>> samples;    // (s since launch, engine bytes)
+  struct Sample {
+    double t;          // s since launch
+    uint64_t bytes;    // engine bytes read so far
+    uint64_t taken;    // GPU requests the control plane has taken so far (each one chunk)
+  };
+  std::vector<Sample> samples;
   std::vector<std::array<uint32_t, 3>> hops;           // {submit, engine, signal} ns, the last ones
 };
 constexpr int kSampleMs = 5;
@@ -151,7 +157,7 @@ static Pass run(Params p, int grid, int mode, gpuio::GpuEngine& ge) {
     sampler = std::thread([&] {
       while (!stop.load()) {
         double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        out.samples.emplace_back(t, ge.engine().stats().bytes);
+        out.samples.push_back({t, ge.engine().stats().bytes, ge.runtime().stats().gpu_requests});
         std::this_thread::sleep_for(std::chrono::milliseconds(kSampleMs));
       }
     });
@@ -213,8 +219,8 @@ static void report(const char* name, const Pass& ps, uint64_t chunks, int grid, 
     std::printf("trace %s: control plane, last %zu requests: engine ms p50 %.2f p99 %.2f, signal ms p50 %.3f p99 %.3f\n",
                 name, ps.hops.size(), pct(eng, 0.5), pct(eng, 0.99), pct(sig, 0.5), pct(sig, 0.99));
   }
-  std::printf("trace %s | tenth | ms | engine GB/s | consumed GB/s | blocks waiting | computing | reads ahead | SM MHz\n",
-              name);
+  std::printf("trace %s | tenth | ms | engine GB/s | engine queue | consumed GB/s | blocks waiting | computing | "
+              "reads ahead | SM MHz\n", name);
   const double launch_ns = ps.seconds * 1e9 - span;  // host clock: launch to the first device timestamp, about
   for (int k = 0; k < 10; ++k) {
     const double a = t0 + span * k / 10, b = t0 + span * (k + 1) / 10;
@@ -227,17 +233,23 @@ static void report(const char* name, const Pass& ps, uint64_t chunks, int grid, 
       ahead += overlap(f(c, kIssue), f(c, kReady));
       if (f(c, kBegin) >= a && f(c, kBegin) < b) cyc += f(c, kCycles), cns += f(c, kDone) - f(c, kBegin);
     }
-    double eng = -1;  // engine bytes in [a, b): host samples, the device clock shifted by the launch delay
+    // engine bytes/s in [a, b) and its queue (requests taken from the rings, not yet read: chunks), from the host
+    // samples, the device clock shifted by the launch delay
+    double eng = -1, queue = 0;
+    int nq = 0;
     const double ha = (a - t0 + std::max(0.0, launch_ns)) / 1e9, hb = (b - t0 + std::max(0.0, launch_ns)) / 1e9;
-    const std::pair<double, uint64_t>*lo = nullptr, *hi = nullptr;
+    const Pass::Sample *lo = nullptr, *hi = nullptr;
     for (auto& smp : ps.samples) {
-      if (!lo && smp.first >= ha) lo = &smp;
-      if (smp.first <= hb) hi = &smp;
+      if (!lo && smp.t >= ha) lo = &smp;
+      if (smp.t <= hb) hi = &smp;
+      if (smp.t >= ha && smp.t <= hb)
+        queue += double(smp.taken) - double(smp.bytes) / double(chunk_bytes), ++nq;
     }
-    if (lo && hi && hi->first > lo->first) eng = double(hi->second - lo->second) / (hi->first - lo->first) / 1e9;
+    if (lo && hi && hi->t > lo->t) eng = double(hi->bytes - lo->bytes) / (hi->t - lo->t) / 1e9;
     const double dt = b - a;
-    std::printf("trace %s | %d | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f | %.0f\n", name, k + 1, (b - t0) / 1e6, eng,
-                used / dt, waiting / dt, computing / dt, ahead / dt, cns > 0 ? cyc / cns * 1e3 : 0.0);
+    std::printf("trace %s | %d | %.0f | %.2f | %.1f | %.2f | %.1f | %.1f | %.1f | %.0f\n", name, k + 1, (b - t0) / 1e6,
+                eng, nq ? queue / nq : -1.0, used / dt, waiting / dt, computing / dt, ahead / dt,
+                cns > 0 ? cyc / cns * 1e3 : 0.0);
   }
 }
 
