@@ -70,9 +70,14 @@ def judged(rows: dict, graphs: list[dict]) -> list[list[str]]:
         for what in ("save", "load"):
             v = g.get(f"{what}_of_raw")
             rate = g.get("raw_write_Bps" if what == "save" else "raw_read_Bps")
+            more = ""
+            if what == "save" and "resave_of_raw" in g:  # gpt2.py: the re-save and a new file's raw first write
+                more = (f"; re-save over its blocks {g['resave_of_raw']:.2f} x raw; new file "
+                        f"{g['save_of_raw_first_write']:.2f} x raw first write "
+                        f"({g['raw_first_write_Bps'] / 1e9:.2f} GB/s)")
             out.append(_line(f"checkpoint {what} / raw device {'write' if what == 'save' else 'read'}", v, ">= 0.9",
                              None if v is None else v >= 0.9,
-                             note + (f"; raw {rate / 1e9:.2f} GB/s" if rate else "")))
+                             note + (f"; raw {rate / 1e9:.2f} GB/s" if rate else "") + more))
         for what in ("save", "load"):
             v = g.get(f"{what}_vs_torch")
             extra = f"; torch.save up to its return {g['save_vs_torch_unsynced']:.2f}x" if (

@@ -11,7 +11,8 @@ gpuio-gather (TensorFile.gather of the ranges), in-memory (upper bound; only whe
 Prints per algorithm and source: seconds (median of --repeats), baseline/gpuio-array ratio (the judged BFS
 target: pread+copy / gpuio-array >= 2 at >= 2^26 vertices, graph not in the page cache), rounds, edges read,
 device-array hit rate, and the check: SciPy equality (graphs up to 2^16 vertices), Graph500 BFS validation,
-and equality of every source's result with the first one's.
+SSSP invariants (algos.validate_sssp) on the first source's distances, and equality of every source's result
+with the first one's. SSSP (algos.sssp) sweeps the vertex ranges in order; "rounds" are its sweeps.
 
 Cache regime (BENCHMARKS.md): --cold drops the page cache before every pass (root); run the process inside a
 memory cgroup (memory.max well below the edge files) so memmap cannot serve from RAM. Build the graph first
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from gpuio.apps.graph import (CSRGraph, bfs, choose_root, connected_components, generate_kronecker, make_source,
-                              scipy_reference, sssp, validate_bfs)
+                              scipy_reference, sssp, validate_bfs, validate_sssp)
 from gpuio.bench.cache import drop_caches
 
 ALGOS = ("bfs", "cc", "sssp")
@@ -169,11 +170,17 @@ def _run(a, g, device, argv) -> dict:
                 if rep == 0 and algo == "bfs" and name == sources[0] and not a.no_validate:
                     errs = validate_bfs(g, root, out["level"], out["parent"])
                     checks.append("graph500 ok" if not errs else "GRAPH500 FAILED: " + "; ".join(errs[:3]))
+                if rep == 0 and algo == "sssp" and name == sources[0] and not a.no_validate:
+                    t_val = time.perf_counter()
+                    errs = validate_sssp(g, root, out["dist"])
+                    checks.append(f"sssp invariants ok ({time.perf_counter() - t_val:.1f} s)" if not errs
+                                  else "SSSP INVARIANTS FAILED: " + "; ".join(errs[:3]))
                 if rep == 0:
                     info[name] = dict(st, check=", ".join(checks) or "-", **src.stats())
                     hit = info[name].get("hit_rate")
                     # as each pass ends: a run cut by its time bound still tells the passes it finished
                     print(f"{algo} {name}: {times[name][-1]:.3f} s, {st['rounds']} rounds, {st['edges_read']} edges"
+                          + (f" ({st['relax_steps']} range steps, window {st['window']})" if "window" in st else "")
                           + (f", hit rate {hit:.3f}" if hit is not None else "") + f"; {info[name]['check']}",
                           flush=True)
                 src.close()

@@ -208,6 +208,50 @@ def test_checkpoint_is_block_aligned_and_safetensors_loads_it(tmp_path):
     assert all(torch.equal(v, t[k]) for k, v in checkpoint.load_file(plain).items())
 
 
+def test_checkpoint_resave_over_a_longer_file_and_its_pieces(tmp_path):
+    """A save over an existing file keeps its blocks (no truncation to 0) and still ends where the new
+    checkpoint ends; every piece of a many-piece save is written once, in order."""
+    st = pytest.importorskip("safetensors.torch")
+    path = str(tmp_path / "c.safetensors")
+    big = {"x": torch.full((50_000,), 7.0)}
+    checkpoint.save_file(big, path)
+    t = _tensors()
+    info = checkpoint.save_file(t, path)
+    assert os.path.getsize(path) == info["bytes"] < 50_000 * 4  # the longer file's end was cut
+    theirs = st.load_file(path)
+    assert theirs.keys() == t.keys() and all(torch.equal(theirs[k], t[k]) for k in t)
+    assert isinstance(info["preallocated"], bool) and info["write_s"] >= info["sync_s"] >= 0
+    header, entries, data = checkpoint.layout(t)
+    stats: dict = {}
+    with Store(str(tmp_path / "p.bin"), 1 << 20) as s:
+        e = s.alloc("ck", len(header) + data)
+        written = checkpoint.save(s, e, header, entries, CPU, chunk_bytes=8192, slots=3, stats=stats)
+        back = checkpoint.load(s, e, len(header) + data, CPU)
+    assert written == -(-(len(header) + data) // 4096) * 4096
+    assert stats["pieces"] == -(-written // 8192) and 1 <= stats["max_in_flight"] <= 3
+    assert all(torch.equal(back[k], t[k]) for k in t)
+
+
+def test_preallocate_reserves_blocks(tmp_path):
+    from gpuio.apps.store import preallocate
+
+    path = str(tmp_path / "r.bin")
+    if not preallocate(path, 1 << 20):
+        pytest.skip("this file system does not fallocate")
+    assert os.path.getsize(path) == 1 << 20 and os.stat(path).st_blocks * 512 >= 1 << 20
+    with open(path, "r+b") as f:
+        f.write(b"abc")
+    assert preallocate(path, 4096) and os.path.getsize(path) == 1 << 20  # kept, never shrunk
+    with open(path, "rb") as f:
+        assert f.read(3) == b"abc"
+    with Store(str(tmp_path / "s.bin"), 1 << 20, preallocate=True) as s:
+        assert s.preallocated
+    assert os.stat(tmp_path / "s.bin").st_blocks * 512 >= 1 << 20
+    with Store(str(tmp_path / "h.bin"), 1 << 20) as s:  # default: sparse
+        assert not s.preallocated
+    assert os.stat(tmp_path / "h.bin").st_blocks * 512 < 1 << 20
+
+
 def test_checkpoint_on_raid0_store(tmp_path):
     t = _tensors()
     header, entries, data = checkpoint.layout(t)
@@ -250,6 +294,19 @@ def test_gpt2_tiny_load_train_checkpoint(tmp_path):
     assert r["check"].startswith("ok (bitwise equal on all 3 paths")
     assert r["checkpoint_bytes"] > 0 and r["compute_s"] > 0 and r["io_s"] == r["save_gpuio_s"] + r["load_gpuio_s"]
     assert not os.path.exists(tmp_path / "g.safetensors")
+    assert "resave_gpuio_s" in r and r["save_gpuio_phases"]["pieces"] >= 1
+
+
+def test_gpt2_raw_references(tmp_path):
+    """The raw rewrite and first-write rates beside the checkpoint's (tiny: the figures are not judged)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("safetensors")
+    from gpuio.apps import gpt2
+
+    r = gpt2.run("tiny", str(tmp_path / "g.safetensors"), "cpu", raw_seconds=0.02)
+    assert r["raw_write_Bps"] > 0 and r["raw_first_write_Bps"] > 0
+    assert r["resave_of_raw"] > 0 and r["save_of_raw_first_write"] > 0
+    assert not os.path.exists(tmp_path / "g.safetensors.raw")
 
 
 # -- the runner -------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from gpuio.apps.graph import (CSRGraph, SOURCES, bfs, choose_root, connected_components, expand, generate_kronecker,
-                              kronecker_edges, load_edges, make_source, scipy_reference, sssp, validate_bfs)
+                              kronecker_edges, load_edges, make_source, scipy_reference, sssp, sssp_window,
+                              validate_bfs, validate_sssp, vertex_ranges)
 from repo_scripts import load_script
 
 
@@ -75,6 +76,59 @@ def test_graph500_validation_rejects_broken_trees(graph):
     cut = level.clone()
     cut[v] = -1
     assert validate_bfs(graph, root, cut, parent)  # reached/unreached mismatch
+
+
+@pytest.mark.parametrize("window", [0, 1, 3])
+def test_sssp_sweeps_match_scipy_at_every_window(graph, window):
+    root = choose_root(graph, 3)
+    ref = scipy_reference(graph, root)["dist"]
+    rp = torch.from_numpy(graph.row_ptr)
+    src = make_source("gpuio-array", graph, "cpu", cache_bytes=64 << 10)
+    try:
+        dist, st = sssp(rp, src, root, max_edges=700, window=window)  # many ranges
+    finally:
+        src.close()
+    d = dist.double().numpy()
+    np.testing.assert_array_equal(np.isinf(d), np.isinf(ref))
+    np.testing.assert_allclose(d[~np.isinf(d)], ref[~np.isinf(d)], rtol=1e-5)
+    assert st["window"] == window and st["rounds"] >= 2 and st["relax_steps"] >= st["rounds"]
+    assert validate_sssp(graph, root, dist, chunk=900) == []
+
+
+def test_sssp_window_follows_the_cache_and_ranges_cover_all(graph):
+    rp = torch.from_numpy(graph.row_ptr)
+    ranges = vertex_ranges(rp, 700)
+    assert ranges[0][0] == 0 and ranges[-1][1] == graph.num_nodes
+    assert all(a < b and b == c for (a, b), (c, _) in zip(ranges, ranges[1:] + [(ranges[-1][1], 0)]))
+    assert len(ranges) >= graph.num_edges // 700 // 2
+    assert sssp_window(make_source("in-memory", graph, "cpu"), 700) == 0  # no cache: no repeats
+    src = make_source("gpuio-array", graph, "cpu", cache_bytes=2 * 4 * 700 * 10)
+    try:
+        assert sssp_window(src, 700) == int(0.8 * src.cache_bytes_per_array // (700 * 4)) >= 1
+        _, st = sssp(rp, src, choose_root(graph, 3), max_edges=700)
+        assert st["window"] == sssp_window(src, 700)
+    finally:
+        src.close()
+
+
+def test_sssp_validation_rejects_wrong_distances(graph):
+    root = choose_root(graph, 3)
+    src = make_source("in-memory", graph, "cpu")
+    dist, _ = sssp(torch.from_numpy(graph.row_ptr), src, root)
+    assert validate_sssp(graph, root, dist) == []
+    v = int(torch.nonzero(torch.isfinite(dist) & (dist > 0.5))[0])
+    up = dist.clone()
+    up[v] += 0.25  # too long: a neighbour's edge still shortens it, and it has no tight in-edge
+    assert any("still relaxes" in e for e in validate_sssp(graph, root, up))
+    down = dist.clone()
+    down[v] -= 0.25  # too short: no in-edge explains it
+    assert any("no tight in-edge" in e for e in validate_sssp(graph, root, down))
+    cut = dist.clone()
+    cut[v] = float("inf")  # reached neighbours, unreached vertex
+    assert validate_sssp(graph, root, cut)
+    moved = dist.clone()
+    moved[root] = 0.125
+    assert any("root" in e for e in validate_sssp(graph, root, moved))
 
 
 def test_csr_from_edge_file_matches_scipy(tmp_path):

@@ -119,3 +119,35 @@ def raw_rates(path: str, seconds: float) -> dict:
             out["raw_write_Bps" if write else "raw_read_Bps"] = r["bytes"] / r["seconds"]
             out["raw_write_cfg" if write else "raw_read_cfg"] = label
     return out
+
+
+RAW_FIRST_WRITE = {"request_bytes": 1 << 20, "queue_depth": 32}  # raw_first_write's one configuration
+
+
+def raw_first_write(path: str, nbytes: int) -> dict:
+    """The raw device writing nbytes into a new file once, front to back (O_DIRECT, 1 MiB requests, one
+    thread at QD 32), the file preallocated as checkpoint.save_file does, timed to fdatasync: the reference
+    for a save to a new file, which raw_rates (rewrites of written blocks) is not. On ext4 a first write also
+    converts each written range from unwritten to written (a journalled change per request). Leaves the file."""
+    import time
+
+    from ..bench.measure import raw_bench
+    from .store import preallocate
+
+    req = RAW_FIRST_WRITE["request_bytes"]
+    n = -(-nbytes // req) * req
+    if os.path.exists(path):
+        os.unlink(path)
+    reserved = preallocate(path, n)
+    if not reserved:
+        with open(path, "ab") as f:
+            f.truncate(n)
+    t0 = time.perf_counter()
+    r = raw_bench(path, block_bytes=req, queue_depth=RAW_FIRST_WRITE["queue_depth"], threads=1, seconds=3600.0,
+                  sequential=True, write=True, direct=True, ops_max=n // req)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    return {"raw_first_write_Bps": r["bytes"] / (time.perf_counter() - t0), "raw_first_write_preallocated": reserved}

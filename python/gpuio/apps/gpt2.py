@@ -147,14 +147,15 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
     import safetensors.torch as sft
 
     files = {"gpuio": path, "torch": path + ".pt", "safetensors": path + ".st.safetensors"}
-    savers = {"gpuio": lambda p: checkpoint.save_file(state, p, meta, **opts),
+    detail: dict = {}  # gpuio's save_file answer: its phases (open, fill, waits, sync) and whether preallocated
+    savers = {"gpuio": lambda p: detail.update(checkpoint.save_file(state, p, meta, **opts)),
               "torch": lambda p: torch.save(state, p),
               "safetensors": lambda p: sft.save_file(state, p, metadata=meta)}
     loaders = {"gpuio": lambda p: checkpoint.load_file(p, dev, **opts),
                "torch": lambda p: torch.load(p, map_location=dev),
                "safetensors": lambda p: sft.load_file(p, device=str(dev))}
     t: dict[str, float] = {}
-    failure, raw = None, {}
+    failure, raw, phases = None, {}, {}
     try:
         for name in ("gpuio", "torch", "safetensors"):
             loaded, f = _timed(t, name, dev, cold, lambda: savers[name](files[name]),
@@ -164,6 +165,16 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
                 raise AssertionError(f"GPT-2 checkpoint through {name}: loaded tensors differ from the saved ones")
             if name == "gpuio":
                 from_gpuio = loaded
+        phases = {"save_gpuio_phases": dict(detail)}
+        # a re-save of the same state to the same path, as periodic checkpointing does: its blocks are kept and
+        # overwritten (save_file does not truncate them away), so the write is the raw rewrite raw_rates measures
+        failure = drop_caches(cold) or failure
+        sync(dev)
+        t0 = time.perf_counter()
+        detail.clear()
+        savers["gpuio"](files["gpuio"])
+        t["resave_gpuio"] = time.perf_counter() - t0
+        phases["resave_gpuio_phases"] = dict(detail)
         if not _same(state, sft.load_file(files["gpuio"])):
             raise AssertionError("safetensors.torch.load_file reads different tensors from gpuio's checkpoint")
         with open(files["gpuio"], "rb") as f:
@@ -171,6 +182,7 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
             head += f.read(int.from_bytes(head, "little"))
         if raw_seconds > 0:
             scratch = path + ".raw"
+            first = common.raw_first_write(scratch, nbytes)  # a new file's first write (the fresh save's like)
             # written out, not truncated: O_DIRECT reads of a hole return zeros with no disk I/O (a run
             # once reported a 735 GB/s "raw" read)
             zeros = bytes(64 << 20)
@@ -180,7 +192,7 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
                 f.flush()
                 os.fsync(f.fileno())
             try:
-                raw = common.raw_rates(scratch, raw_seconds)
+                raw = dict(common.raw_rates(scratch, raw_seconds), **first)
             finally:
                 os.unlink(scratch)
     finally:
@@ -188,7 +200,7 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
             for f in files.values():
                 if os.path.exists(f):
                     os.unlink(f)
-    return t, from_gpuio, _metadata_of(head), failure, raw, "torch.save/load"
+    return t, from_gpuio, _metadata_of(head), failure, dict(raw, **phases), "torch.save/load"
 
 
 def _on_volume(store, state: dict, meta: dict, dev, workers, cold: bool, keep: bool):
@@ -278,6 +290,10 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     if "raw_write_Bps" in raw:
         extra["save_of_raw"] = nbytes / t["save_gpuio"] / raw["raw_write_Bps"]
         extra["load_of_raw"] = nbytes / t["load_gpuio"] / raw["raw_read_Bps"]
+        if "resave_gpuio" in t:  # the same save over the blocks the first one wrote
+            extra["resave_of_raw"] = nbytes / t["resave_gpuio"] / raw["raw_write_Bps"]
+    if "raw_first_write_Bps" in raw:  # a new file's first write, raw, against the fresh save
+        extra["save_of_raw_first_write"] = nbytes / t["save_gpuio"] / raw["raw_first_write_Bps"]
     return row(f"gpt2-{prm['model']}", size, regime(cold, failure), "gpuio checkpoint (safetensors layout)",
                g_io + train_s, baseline, b_io + train_s, g_io, train_s, check, **extra)
 
@@ -299,6 +315,15 @@ def main(argv=None) -> int:
           f"timed until fsync; {other}'s save up to its return: {r.get(f'save_vs_{other}_unsynced', float('nan')):.2f}x); "
           + (f"of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"
              if "save_of_raw" in r else "raw device rates not measured"))
+    if "resave_of_raw" in r:
+        print(f"save to a new file {r['checkpoint_bytes'] / r['save_gpuio_s'] / 1e9:.2f} GB/s = "
+              f"{r['save_of_raw_first_write']:.2f} x the raw first write of a new preallocated file "
+              f"({r['raw_first_write_Bps'] / 1e9:.2f} GB/s); re-save over its blocks {r['resave_gpuio_s']:.3f} s = "
+              f"{r['resave_of_raw']:.2f} x raw rewrite ({r['raw_write_Bps'] / 1e9:.2f} GB/s, {r['raw_write_cfg']})")
+    for k in ("save_gpuio_phases", "resave_gpuio_phases"):
+        if k in r:
+            print(f"{k}: " + ", ".join(f"{a} {b:.3f}" if isinstance(b, float) else f"{a} {b}"
+                                       for a, b in r[k].items() if a not in ("bytes", "data_offset")))
     return 0
 
 

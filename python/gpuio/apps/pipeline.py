@@ -70,9 +70,17 @@ def buffer(nbytes: int, device: torch.device) -> torch.Tensor:
 
 def host_piece(nbytes: int, pinned: bool) -> torch.Tensor:
     """A uint8 staging piece in 4 KiB-aligned host memory (O_DIRECT reads and writes it in place), page-locked
-    when it is copied to or from CUDA memory (pinned), so those copies run at full rate."""
+    when it is copied to or from CUDA memory (pinned), so those copies run at full rate. Pinned at exactly its
+    size (cache.host_buffer.pinned_empty): torch's pinned allocator rounds 64 MiB + the alignment up to 128 MiB,
+    and pinning is paid inside a checkpoint save's or load's clock."""
     from ..tensor import _aligned_bytes
 
+    if pinned and torch.cuda.is_available():
+        from ..cache.host_buffer import pinned_empty
+
+        t = pinned_empty((nbytes,), torch.uint8)
+        if t.data_ptr() % 4096 == 0:
+            return t
     return _aligned_bytes(nbytes, pin=pinned)
 
 

@@ -48,6 +48,9 @@ def acceptance(rows: list[dict]) -> list[str]:
                 s += f"; saves timed until fsync (torch.save up to its return: {r['save_vs_torch_unsynced']:.2f}x)"
             if "save_of_raw" in r:
                 s += f"; of raw device {r['save_of_raw']:.2f} / {r['load_of_raw']:.2f} (target >= 0.9)"
+            if "resave_of_raw" in r:
+                s += (f"; re-save over its blocks {r['resave_of_raw']:.2f} x raw write; new file "
+                      f"{r['save_of_raw_first_write']:.2f} x the raw first write")
             out.append(s)
         if a == "resize":
             out.append(f"resize: I/O {r['io_s']:.3f} s, compute {r['compute_s']:.3f} s, gpuio {r['gpuio_s']:.3f} s, "

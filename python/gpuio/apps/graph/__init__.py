@@ -9,11 +9,12 @@ frontier's adjacency ranges on the CPU, or through the baselines (pread + copy, 
     assert not validate_bfs(g, root, level, parent)
     gv = copy_to_volumes(g, "gv/", "rbd:POOL/IMAGE")   # col/weight on Ceph volumes (gpuio sources, in-memory)
 """
-from .algos import bfs, connected_components, expand, scipy_reference, sssp, validate_bfs
+from .algos import (bfs, connected_components, expand, scipy_reference, sssp, sssp_window, validate_bfs,
+                    validate_sssp, vertex_ranges)
 from .csr import CSRGraph, build_csr, choose_root, copy_to_volumes, generate_kronecker, kronecker_edges, load_edges
 from .sources import SOURCES, make_source
 
 __all__ = ["CSRGraph", "SOURCES", "bfs", "build_csr", "choose_root", "connected_components", "copy_to_volumes",
            "expand",
-           "generate_kronecker", "kronecker_edges", "load_edges", "make_source", "scipy_reference", "sssp",
-           "validate_bfs"]
+           "generate_kronecker", "kronecker_edges", "load_edges", "make_source", "scipy_reference", "sssp", "sssp_window",
+           "validate_bfs", "validate_sssp", "vertex_ranges"]

@@ -24,6 +24,7 @@ from .csr import CSRGraph
 
 class EdgeSource:
     name = "?"
+    cache_bytes_per_array = 0  # what a repeat read of recent edges finds cached (algos.sssp_window)
 
     def fetch(self, idx: torch.Tensor, weights: bool):
         """(neighbours int64, weights float32 or None) of edge positions idx, on idx.device."""
@@ -54,6 +55,7 @@ class DeviceArraySource(EdgeSource):
 
         self.col = array("col")
         self.w = array("weight") if weights else None
+        self.cache_bytes_per_array = min(a.cache_bytes for a in (self.col, self.w) if a is not None)
 
     def fetch(self, idx, weights):
         col = self.col.gather(idx).long()
