@@ -103,10 +103,15 @@ class PageCache:
         ikey_s, iorder = torch.sort(ikey, stable=True)
         skey_s, sorder = torch.sort(skey, descending=True, stable=True)
         n = min(m, self.num_slots)
-        n_free, n_in = torch.stack([free.sum(), (ikey_s[:n] < skey_s[:n]).sum()]).tolist()
-        victims = self.choose_victims(min(n_in, n_free), ~free)  # empty first, then the policy
-        if n_in > n_free:
-            victims = torch.cat([victims, sorder[n_free:n_in]])
+        n_free, n_in = torch.stack([free.sum(), (ikey_s[:n] < skey_s[:n]).sum()]).tolist()  # one host sync
+        k = min(n_in, n_free)
+        victims = self.choose_victims(k, ~free)  # empty first, then the policy
+        r = victims.numel()
+        if r < k:  # a policy (a wrapped choose_victims) gave fewer: pair the rest with the known-use tier
+            n = min(m - r, self.num_slots - n_free)
+            n_in = r + int((ikey_s[r:r + n] < skey_s[n_free:n_free + n]).sum())
+        if n_in > r:
+            victims = torch.cat([victims, sorder[n_free:n_free + n_in - r]])
         return (None if n_in == m else iorder[:n_in]), victims
 
     def _clock(self, k: int, cand: torch.Tensor) -> torch.Tensor:

@@ -31,7 +31,7 @@ class WindowBuffer:
         self.window = window
         self.device = torch.device(device)
         self.next_use = torch.full((num_pages,), NO_USE, dtype=torch.long, device=self.device)
-        self.pending: deque[tuple[int, torch.Tensor]] = deque()  # unserved (sequence, pages), oldest first
+        self.pending: deque[tuple[torch.Tensor, torch.Tensor]] = deque()  # unserved (sequence per page, pages)
         self.protected = 0  # the first `protected` of pending are known to next_use
         self.announced = 0  # sequence number of the next announcement
 
@@ -45,7 +45,8 @@ class WindowBuffer:
         the `window` oldest unserved announcements."""
         if self.window == 0:
             return
-        self.pending.append((self.announced, pages))
+        # each page's sequence number beside it: a release gathers them without a host-to-device copy
+        self.pending.append((torch.full_like(pages, self.announced, dtype=torch.long), pages))
         self.announced += 1
         self._fill()
 
@@ -61,9 +62,7 @@ class WindowBuffer:
             if self.protected and pages.numel():
                 later = [self.pending[i] for i in range(self.protected)]
                 ids = torch.cat([p for _, p in later])
-                seq = torch.repeat_interleave(torch.tensor([s for s, _ in later], device=self.device),
-                                              torch.tensor([p.numel() for _, p in later], device=self.device),
-                                              output_size=ids.numel())  # known size: no device sync
+                seq = torch.cat([s for s, _ in later])
                 # the released pages are the only NO_USE ones among the protected announcements' pages;
                 # the others keep their sooner use (amin with NO_USE), so no mask-compaction sync either
                 seq = torch.where(self.next_use[ids] == NO_USE, seq, NO_USE)
@@ -74,7 +73,7 @@ class WindowBuffer:
         while self.protected < min(self.window, len(self.pending)):
             seq, pages = self.pending[self.protected]
             # sequence numbers grow: a page already needed by a protected announcement keeps its sooner one
-            self.next_use[pages] = torch.clamp(self.next_use[pages], max=seq)
+            self.next_use[pages] = torch.minimum(self.next_use[pages], seq)
             self.protected += 1
 
     def slot_next_use(self, slot_page: torch.Tensor) -> torch.Tensor:
