@@ -73,8 +73,9 @@ class FeatureStore:
         gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.
         host_cache_rows: rows in the constant host buffer (default 0), the highest of `hot_scores` (one
         score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: announced batches
-        whose uses the cache's eviction and admission know (default 8; see gpuio.cache.window). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
-        pages are missing. device: where the cache lives and rows are delivered (default: CUDA if
+        whose uses the cache's eviction and admission know (default 8; see gpuio.cache.window).
+        accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256) pages are
+        missing. device: where the cache lives and rows are delivered (default: CUDA if
         available, else CPU). host_buffer: an existing HostBuffer of this table to share instead of filling
         one (stores of successive runs over one table: the constant tier is read once; host_cache_rows and
         hot_scores are then ignored, and this store's table counts no fill)."""
