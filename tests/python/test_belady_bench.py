@@ -14,3 +14,15 @@ def test_belady_gnn_benchmark_tiny(tmp_path):
     for r in results:
         assert r["steps"] == 6 and r["min_bytes"] > 0 and r["ratio"] >= 1.0  # MIN is a lower bound
     assert len(json.loads(out.read_text())["results"]) == 4
+
+
+def test_belady_hetero_benchmark_tiny(tmp_path):
+    mod = load_script("benchmarks/belady_hetero.py")
+    out = tmp_path / "r.json"
+    results = mod.main(["--tiny", "--root", str(tmp_path / "d"), "--json", str(out), "--configs", "0/0,8/4"])
+    assert [(r["window"], r["lookahead"]) for r in results] == [(0, 0), (8, 4)]
+    for r in results:  # MIN is a lower bound, per type and in all
+        assert r["device_tier_ratio"] >= 1.0 and min(r["per_type"].values()) >= 1.0
+        assert r["ratio_with_fill"] >= 1.0 and r["window_min_ratio"] >= 1.0
+    assert results[1]["device_tier_ratio"] <= results[0]["device_tier_ratio"]  # knowing the next batches helps
+    assert len(json.loads(out.read_text())["results"]) == 2

@@ -53,14 +53,16 @@ def test_results_equal_table(tfile, table, policy):
 def test_window_protects_announced_pages(table):
     src = InMemoryRows(table)
     for announce in (False, True):
-        fs = FeatureStore(src, gpu_cache_bytes=4 * 4096, window=2, accumulate=False, device="cpu")
+        fs = FeatureStore(src, gpu_cache_bytes=4 * 4096, window=3, accumulate=False, device="cpu")
         later = torch.tensor([0, 64])  # pages 0 and 1
+        new = torch.arange(128, 128 + 64 * 6, 64)  # 6 new pages through a 4-slot cache
         fs.gather(later)  # now cached
-        if announce:
+        if announce:  # every served batch, in serving order
             fs.announce(torch.tensor([5]))  # the next batch served (it only needs page 0)
-            fs.announce(later)  # the batch after it: pages 0 and 1
+            fs.announce(new)
+            fs.announce(later)  # the batch after them: pages 0 and 1
         fs.gather(torch.tensor([5]))
-        fs.gather(torch.arange(128, 128 + 64 * 6, 64))  # 6 new pages through a 4-slot cache
+        fs.gather(new)
         before = fs.stats()["pages_hit"]
         assert torch.equal(fs.gather(later), table[later])
         hits = fs.stats()["pages_hit"] - before

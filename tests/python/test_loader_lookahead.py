@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gpuio.cache import FeatureStore, InMemoryRows
+from gpuio.cache.page_cache import NO_USE
 from gpuio.cache.window import WindowBuffer
 from gpuio.data import synthetic_graph
 from gpuio.loader import NodeBatchLoader
@@ -115,16 +116,32 @@ def test_window_protects_the_nearest_announcements_and_releases_in_order():
     w = WindowBuffer(10, 2, "cpu")
     for pages in ([0, 1], [1, 2], [3], [4]):  # four announced, two protected: the two served soonest
         w.announce(torch.tensor(pages))
-    assert w.future_uses.tolist() == [1, 2, 1, 0, 0, 0, 0, 0, 0, 0] and w.waiting == 2
-    w.release_oldest()  # batch 0 served: batch 2 becomes protected
-    assert w.future_uses.tolist() == [0, 1, 1, 1, 0, 0, 0, 0, 0, 0] and w.waiting == 1
+    no = NO_USE
+    assert w.next_use.tolist() == [0, 0, 1, no, no, no, no, no, no, no] and w.waiting == 2
+    w.release_oldest()  # batch 0 served: page 1's next use is batch 1; batch 2 becomes protected
+    assert w.next_use.tolist() == [no, 1, 1, 2, no, no, no, no, no, no] and w.waiting == 1
     slots = torch.tensor([3, 4, -1, 0])
-    assert w.protected_slots(slots).tolist() == [True, False, False, False]
+    assert w.slot_next_use(slots).tolist() == [2, no, no, no]
     for _ in range(3):
         w.release_oldest()
-    assert int(w.future_uses.abs().sum()) == 0 and not w.pending and w.protected_pages() == 0
+    assert bool((w.next_use == no).all()) and not w.pending and w.protected_pages() == 0
     w.release_oldest()  # nothing announced: no-op
-    assert int(w.future_uses.abs().sum()) == 0
+    assert bool((w.next_use == no).all())
+
+
+def test_window_next_use_moves_to_the_next_announcement_that_needs_the_page():
+    w = WindowBuffer(8, 4, "cpu")
+    for pages in ([5], [5, 6], [6], [5, 7]):
+        w.announce(torch.tensor(pages))
+    assert w.next_use[[5, 6, 7]].tolist() == [0, 1, 3]
+    w.release_oldest()
+    assert w.next_use[[5, 6, 7]].tolist() == [1, 1, 3]
+    w.release_oldest()  # page 5 skips batch 2, which does not need it
+    assert w.next_use[[5, 6, 7]].tolist() == [3, 2, 3]
+    w.announce(torch.tensor([6]))  # batch 4: page 6 keeps its sooner use
+    assert w.next_use[[5, 6, 7]].tolist() == [3, 2, 3] and w.protected_pages() == 3
+    w.release_oldest()
+    assert w.next_use[[5, 6, 7]].tolist() == [3, 4, 3]
 
 
 @pytest.mark.parametrize("policy", ["clock", "lru"])

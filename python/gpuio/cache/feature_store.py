@@ -8,9 +8,11 @@
 
 Per served group of batches: rows held by the host buffer come from it; the other rows' pages are
 deduplicated and looked up in the page cache; the missing pages of the whole group are read from the
-table with one `gather` (one merged engine request); as many as fit are installed in the cache
-(victims chosen by the policy, never pages of this group nor pages an announced batch needs), the rest
-are served once and not cached ("bypass"). Thread contract: one thread calls in (the loader's worker).
+table with one `gather` (one merged engine request); then, as Belady's MIN would with the next uses
+the window knows (announced batches), a page read replaces the resident needed furthest in the future
+(first those no announced batch needs, by the policy) only if it is needed sooner; the rest are served
+once and not cached ("bypass"). Without announcements: every page read replaces a slot by the policy,
+never one of this group's hit pages. Thread contract: one thread calls in (the loader's worker).
 """
 from __future__ import annotations
 
@@ -70,9 +72,10 @@ class FeatureStore:
         """tf: a `gpuio.TensorFile` (or any gpuio.rows.Rows).
         gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.
         host_cache_rows: rows in the constant host buffer (default 0), the highest of `hot_scores` (one
-        score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: batches of
-        look-ahead protected from eviction (default 8). accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256)
-        pages are missing. device: where the cache lives and rows are delivered (default: CUDA if
+        score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: announced batches
+        whose uses the cache's eviction and admission know (default 8; see gpuio.cache.window).
+        accumulate: merge misses of micro-batches until `inflight_pages_min` (default 256) pages are
+        missing. device: where the cache lives and rows are delivered (default: CUDA if
         available, else CPU). host_buffer: an existing HostBuffer of this table to share instead of filling
         one (stores of successive runs over one table: the constant tier is read once; host_cache_rows and
         hot_scores are then ignored, and this store's table counts no fill)."""
@@ -213,14 +216,9 @@ class FeatureStore:
         in_order = (self.page_rows == 1 and cold is None and n_hit == 0 and pages.numel() == n
                     and (not isinstance(self.tf, PagedRows) or self.tf.reads_in_place(self.device)))
         miss_pages = crow if in_order else pages[~hit]
-        # Victims: never a page this group reads (hits) nor one an announced batch needs.
-        pinned = self.window.protected_slots(self.cache.slot_page)
-        pinned[slots_hit] = True
-        victims = self.cache.choose_victims(miss_pages.numel(), pinned)
         fetched = self._read_pages(miss_pages)
-        n_in = victims.numel()
-        self.cache.install(miss_pages[:n_in], victims, fetched[:n_in])
-        # Rows on hit pages come from the cache, rows on missed pages from `fetched` (installed or not).
+        # Rows on hit pages come from the cache, rows on missed pages from `fetched`; all copied out before
+        # anything is installed (a hit page may make room for a page needed sooner).
         row_hit = hit[inv]
         if in_order:
             out = fetched.view(n, *self.row_shape)
@@ -242,11 +240,30 @@ class FeatureStore:
                 m = (~row_hit).nonzero().flatten()
                 _put(flat, pos[h], self._flat(self.cache.data), src_hit[inv[h]] + r_off[h])
                 _put(flat, pos[m], self._flat(fetched), src_miss[inv[m]] + r_off[m])
-        self._count(tickets, n, int(in_host.sum()) if in_host is not None else 0, int(row_hit.sum()),
-                    pages, miss_pages, n_in)
         for t, part in zip(tickets, torch.split(out, [t.rows.numel() for t in tickets])):
             t.result = part
             self.window.release_oldest()
+        n_in = self._admit(miss_pages, fetched, slots_hit)
+        self._count(tickets, n, int(in_host.sum()) if in_host is not None else 0, int(row_hit.sum()),
+                    pages, miss_pages, n_in)
+
+    def _admit(self, pages: torch.Tensor, fetched: torch.Tensor, hit_slots: torch.Tensor) -> int:
+        """Install what MIN would keep of the pages just read (PageCache.admit), by the next uses the
+        window knows once this group's announcements are released: a page needed sooner than some
+        resident's next use replaces the resident needed furthest; the rest are served once, uncached
+        (bypass). Without announcements every page read replaces an unused slot by the policy; the group's
+        hit pages stay. Returns the pages installed."""
+        if pages.numel() == 0 or self.cache.num_slots == 0:
+            return 0
+        hold = torch.zeros(self.cache.num_slots, dtype=torch.bool, device=self.device)
+        hold[hit_slots] = True
+        chosen, victims = self.cache.admit(self.window.next_use[pages],
+                                           self.window.slot_next_use(self.cache.slot_page), hold)
+        if chosen is None:
+            self.cache.install(pages, victims, fetched)
+        else:
+            self.cache.install(pages[chosen], victims, fetched.index_select(0, chosen))
+        return int(victims.numel())
 
     def _read_pages(self, pages: torch.Tensor) -> torch.Tensor:
         """Whole pages from the table in one request (the merged read); past-the-end rows are zeros."""

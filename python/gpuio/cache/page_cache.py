@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 POLICIES = ("clock", "lru", "fifo", "random")
+NO_USE = 1 << 62  # a page's next use when none is known (above every sequence number of gpuio.cache.window)
 
 
 class PageCache:
@@ -78,6 +79,40 @@ class PageCache:
         else:
             rest = self._by_score(k_rest, occupied)
         return torch.cat([victims_empty, rest])
+
+    def admit(self, incoming_next: torch.Tensor, slot_next: torch.Tensor, hold: torch.Tensor):
+        """Belady's MIN with the next uses known (the window's): which of the pages just read to install,
+        and into which slots. incoming_next: next use of each page read (NO_USE: none known);
+        slot_next: next use of each slot's page; hold (bool per slot): pages just used, kept over an
+        incoming page of unknown use. Victims in order: empty slots, then slots of no known use not held
+        (chosen by the policy, `choose_victims`), then held ones, then the rest by furthest next use.
+        Incoming pages go soonest first; the j-th is installed iff its next use is sooner than the j-th
+        victim's (ties keep the resident: MIN's bypass). Without known uses this is the policy replacing
+        every unheld slot, as before windows told uses. Returns (chosen, slots): positions in
+        incoming_next to install (None: all of them, in their order) and their slots, as many of both."""
+        m = incoming_next.numel()
+        none = torch.empty(0, dtype=torch.long, device=self.device)
+        if m == 0 or self.num_slots == 0:
+            return none, none
+        unknown = slot_next >= NO_USE
+        free = unknown & ~hold  # empty slots too: an empty slot's next use is NO_USE
+        # keys: victims go largest first; an incoming page replaces a victim with a larger key
+        skey = torch.where(self.slot_page < 0, NO_USE + 3,
+                           torch.where(free, NO_USE + 2, torch.where(unknown, NO_USE, slot_next)))
+        ikey = torch.clamp(incoming_next, max=NO_USE + 1)
+        ikey_s, iorder = torch.sort(ikey, stable=True)
+        skey_s, sorder = torch.sort(skey, descending=True, stable=True)
+        n = min(m, self.num_slots)
+        n_free, n_in = torch.stack([free.sum(), (ikey_s[:n] < skey_s[:n]).sum()]).tolist()  # one host sync
+        k = min(n_in, n_free)
+        victims = self.choose_victims(k, ~free)  # empty first, then the policy
+        r = victims.numel()
+        if r < k:  # a policy (a wrapped choose_victims) gave fewer: pair the rest with the known-use tier
+            n = min(m - r, self.num_slots - n_free)
+            n_in = r + int((ikey_s[r:r + n] < skey_s[n_free:n_free + n]).sum())
+        if n_in > r:
+            victims = torch.cat([victims, sorder[n_free:n_free + n_in - r]])
+        return (None if n_in == m else iorder[:n_in]), victims
 
     def _clock(self, k: int, cand: torch.Tensor) -> torch.Tensor:
         order = (self.hand + torch.arange(self.num_slots, device=self.device)) % self.num_slots

@@ -37,10 +37,10 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 gpu_cache_fraction: float = typer.Option(0.1, help="device cache per type, share of its table"),
                 host_fraction: float = typer.Option(0.2, help="constant host buffer, share of each type's rows"),
                 struct_cache_mb: int = typer.Option(64, help="page cache per relation file, MiB"),
-                window: int = typer.Option(8, help="batches each feature store's window buffer protects "
-                                                   "(GIDS's window buffer; larger reads fewer bytes)"),
-                lookahead: int = typer.Option(4, help="batches announced to the windows before their rows are "
-                                                      "submitted (at most --window minus 3)"),
+                window: int = typer.Option(32, help="batches each feature store's window buffer knows ahead "
+                                                    "(GIDS's window buffer; larger reads fewer bytes)"),
+                lookahead: int = typer.Option(29, help="batches announced to the windows before their rows are "
+                                                       "submitted (at most --window minus 3)"),
                 sample_threads: int = typer.Option(0, help="threads sampling the coming batches per rank "
                                                            "(0: gpuio.pyg.hetero_loader's default)"),
                 eval_nodes: int = typer.Option(0, help="test papers evaluated (0: 1000 CPU, 20000 CUDA)"),

@@ -3,8 +3,8 @@ fetched ahead of training — the heterogeneous counterpart of `gpuio.loader.Nod
 
 The producer samples ahead: each sampled batch is announced at once to every type's `gpuio.FeatureStore`
 window, but its rows are submitted only `lookahead` batches later — so when a batch is served, the pages
-the next `lookahead` batches need are already protected from eviction (announcing right before
-submitting would protect only the batch being served). Submitted rows may be merged with other
+the next `lookahead` batches need, and when, are known to its eviction and admission (announcing right
+before submitting would tell only the batch being served). Submitted rows may be merged with other
 batches' misses by the accumulator; up to `depth` submitted batches wait before the oldest is finished
 and handed out. `background=True` runs the producer in a thread (sampling and I/O overlap
 compute); `background=False` runs it inline on the caller's thread (same batches, same order, no
