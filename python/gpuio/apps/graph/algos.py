@@ -171,6 +171,26 @@ def scipy_reference(g: CSRGraph, root: int) -> dict:
     return dict(level=level, labels=smallest[comp], dist=dist)
 
 
+def _edge_ranges(g: CSRGraph, chunk: int, dev, weights: bool = False):
+    """The graph's edges streamed from storage in vertex ranges of about `chunk` edges: (first vertex, end vertex,
+    src, dst, weights or None) per non-empty range, on `dev` (the validators' one pass over the edges)."""
+    col = g.edges("col")
+    wt = g.edges("weight") if weights else None
+    rp = g.row_ptr
+    v = 0
+    while v < g.num_nodes:
+        hi = int(np.searchsorted(rp, rp[v] + chunk, side="right")) - 1
+        hi = min(max(hi, v + 1), g.num_nodes)
+        lo_e, hi_e = int(rp[v]), int(rp[hi])
+        if hi_e > lo_e:
+            dst = torch.from_numpy(np.array(col[lo_e:hi_e])).to(dev).long()
+            src = torch.repeat_interleave(torch.arange(v, hi, device=dev),
+                                          torch.from_numpy(np.diff(rp[v:hi + 1])).to(dev))
+            w = torch.from_numpy(np.array(wt[lo_e:hi_e])).to(dev) if weights else None
+            yield v, hi, src, dst, w
+        v = hi
+
+
 def validate_bfs(g: CSRGraph, root: int, level: torch.Tensor, parent: torch.Tensor, chunk: int = 1 << 26) -> list:
     """Graph500's BFS checks, streaming the edges from storage: the root is its own parent at level 0; every
     edge joins vertices whose levels differ by at most one, or two unreached ones; every reached vertex but the
@@ -183,26 +203,15 @@ def validate_bfs(g: CSRGraph, root: int, level: torch.Tensor, parent: torch.Tens
     if bool((reached != (parent >= 0)).any()):
         errors.append(f"{int((reached != (parent >= 0)).sum())} vertices have a level but no parent or vice versa")
     tree_edge = torch.zeros_like(reached)
-    col = g.edges("col")
-    rp = g.row_ptr
-    v = 0
-    while v < g.num_nodes:  # vertex ranges of about `chunk` edges
-        hi = int(np.searchsorted(rp, rp[v] + chunk, side="right")) - 1
-        hi = min(max(hi, v + 1), g.num_nodes)
-        lo_e, hi_e = int(rp[v]), int(rp[hi])
-        if hi_e > lo_e:
-            dst = torch.from_numpy(np.array(col[lo_e:hi_e])).to(dev).long()
-            src = torch.repeat_interleave(torch.arange(v, hi, device=dev),
-                                          torch.from_numpy(np.diff(rp[v:hi + 1])).to(dev))
-            ls, ld = level[src], level[dst]
-            both = (ls >= 0) & (ld >= 0)
-            if bool((both & ((ls - ld).abs() > 1)).any()):
-                errors.append(f"vertices {v}..{hi}: an edge joins levels more than one apart")
-            if bool(((ls >= 0) != (ld >= 0)).any()):
-                errors.append(f"vertices {v}..{hi}: an edge joins a reached and an unreached vertex")
-            is_tree = (parent[dst] == src) & (ld == ls + 1)
-            tree_edge[dst[is_tree]] = True
-        v = hi
+    for v, hi, src, dst, _ in _edge_ranges(g, chunk, dev):
+        ls, ld = level[src], level[dst]
+        both = (ls >= 0) & (ld >= 0)
+        if bool((both & ((ls - ld).abs() > 1)).any()):
+            errors.append(f"vertices {v}..{hi}: an edge joins levels more than one apart")
+        if bool(((ls >= 0) != (ld >= 0)).any()):
+            errors.append(f"vertices {v}..{hi}: an edge joins a reached and an unreached vertex")
+        is_tree = (parent[dst] == src) & (ld == ls + 1)
+        tree_edge[dst[is_tree]] = True
     missing = reached & ~tree_edge
     missing[root] = False
     if bool(missing.any()):
@@ -224,24 +233,12 @@ def validate_sssp(g: CSRGraph, root: int, dist: torch.Tensor, chunk: int = 1 << 
     if bool((dist < 0).any()) or bool(torch.isnan(dist).any()):
         errors.append("negative or NaN distances")
     tight = torch.zeros(dist.numel(), dtype=torch.bool, device=dev)
-    col, wt = g.edges("col"), g.edges("weight")
-    rp = g.row_ptr
-    v = 0
-    while v < g.num_nodes:  # vertex ranges of about `chunk` edges
-        hi = int(np.searchsorted(rp, rp[v] + chunk, side="right")) - 1
-        hi = min(max(hi, v + 1), g.num_nodes)
-        lo_e, hi_e = int(rp[v]), int(rp[hi])
-        if hi_e > lo_e:
-            dst = torch.from_numpy(np.array(col[lo_e:hi_e])).to(dev).long()
-            w = torch.from_numpy(np.array(wt[lo_e:hi_e])).to(dev)
-            src = torch.repeat_interleave(torch.arange(v, hi, device=dev),
-                                          torch.from_numpy(np.diff(rp[v:hi + 1])).to(dev))
-            via = dist[src] + w  # inf for unreached sources
-            if bool((via < dist[dst]).any()):
-                errors.append(f"vertices {v}..{hi}: an edge still relaxes a distance (or reaches an unreached vertex)")
-            hit = torch.isfinite(via) & (via == dist[dst])
-            tight[dst[hit]] = True
-        v = hi
+    for v, hi, src, dst, w in _edge_ranges(g, chunk, dev, weights=True):
+        via = dist[src] + w  # inf for unreached sources
+        if bool((via < dist[dst]).any()):
+            errors.append(f"vertices {v}..{hi}: an edge still relaxes a distance (or reaches an unreached vertex)")
+        hit = torch.isfinite(via) & (via == dist[dst])
+        tight[dst[hit]] = True
     missing = torch.isfinite(dist) & ~tight
     missing[root] = False
     if bool(missing.any()):
