@@ -288,6 +288,9 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     graph = new_graph()
     sources = make_sources(backend, ds, cfg, scores, hosts)
     trace = {nt: record_served(s) for nt, s in sources.items()} if belady else None
+    if rank == 0:  # at once: a run cut by an outer timeout still shows how long its set-up took
+        print(f"{backend}/{structure}: stores ready (host buffers filled) at job time "
+              f"{time.perf_counter() - T_START:.0f} s; steps start", flush=True)
     model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
