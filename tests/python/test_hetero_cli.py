@@ -181,3 +181,32 @@ def test_sigterm_prints_the_report_of_the_finished_runs(tmp_path):
     assert "stopped by SIGTERM" in out and "the report covers the 1 run(s) that finished" in out
     assert "judged: scale:" in out and "mmap: capped by --time-cap after 1 steps" in out
     assert "done gpuio" not in out
+
+
+def test_sigterm_after_the_steps_keeps_the_cut_runs_step_figures(tmp_path):
+    """SIGTERM while a finished run computes Belady's MIN (the judged H100 call that ran out of time) keeps
+    that run's steps in the report, names the phase that was cut, and leaves out only what it gives."""
+    child = f"""
+import json, torch
+torch.set_num_threads(1)
+import gpuio.cache.belady as belady
+from gpuio.gnn import hetero_job
+def stopped(*a, **k):  # what the SIGTERM handler raises, at the moment the MIN computation starts
+    raise hetero_job._Stopped()
+belady.store_vs_min = stopped
+cfg = hetero_job.HeteroConfig(root={str(tmp_path / "igbh")!r}, papers=300, features=8, steps=3, batch_size=16,
+                              eval_nodes=32, device="cpu", runs="gpuio/file,mmap/file", belady=True,
+                              json_out={str(tmp_path / "r.json")!r})
+hetero_job.run(cfg)
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 143, out  # as after a real SIGTERM
+    assert "cut gpuio: 3 steps in" in out and "SIGTERM during Belady's MIN" in out
+    assert "the report covers the 0 run(s) that finished and the steps of the one cut" in out
+    assert "gpuio: 1 rank(s):" in out and "storage read" in out  # the steps' figures are reported
+    assert "bytes read vs Belady" not in out and "done mmap" not in out  # the cut phase, and the next run
+    import json
+    res = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [(r["label"], r["cut"], r["steps"]) for r in res] == [("gpuio", "Belady's MIN", 3)]

@@ -254,8 +254,8 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     and structure of its own), then compute alone on held batches. belady: bytes read vs MIN on the trace.
     hosts: shared host buffers (make_sources). replan: () -> the run's cap, asked again after the loading-alone
     pass (the budget left then)."""
-    from gpuio.cache.belady import record_served, store_vs_min
-    from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
+    from gpuio.cache.belady import record_served
+    from gpuio.gnn.rgat import load_only, make_rgat, train_steps
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     dev = torch.device(cfg.device)
@@ -306,7 +306,41 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
     r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
+    r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,
+             label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
+             step_ms=1000 * r["run_s"] / max(r["steps"], 1))
+    _tiers(r, stores)  # the steps' tiers (before Belady, evaluation and the held batches read more)
+    if rank == 0:  # at once, as the stores-ready line
+        print(f"{r['label']}: {r['steps']} steps done at job time {time.perf_counter() - T_START:.0f} s", flush=True)
+    try:
+        _after_steps(r, cfg, ds, stores, trace, lookahead, timing, r_load if timing else None, model, graph, sources,
+                     loader, in_dims, dev)
+    except _Stopped:  # SIGTERM after the steps: keep their figures (the phase cut is named), then stop
+        raise _Stopped(r) from None
+    return r
+
+
+def _tiers(r: dict, stores: dict) -> None:
+    """Hit rates per tier over the run's steps, from the feature stores' counters."""
+    if stores:
+        st = {nt: s.stats() for nt, s in stores.items()}
+        req = sum(s["rows_requested"] for s in st.values()) or 1
+        r.update(host_hit_rate=sum(s["rows_host"] for s in st.values()) / req,
+                 gpu_hit_rate=sum(s["rows_gpu_cache"] for s in st.values()) / req,
+                 device_rate=sum(s["rows_device"] for s in st.values()) / req,
+                 per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
+                           for nt, s in st.items()})
+
+
+def _after_steps(r, cfg, ds, stores, trace, lookahead, timing, r_load, model, graph, sources, loader, in_dims, dev):
+    """What a run measures after its timed steps: bytes vs Belady's MIN, test accuracy, the loading-alone and
+    compute-alone bound, the saved parameters. r["cut"] names the phase in progress (kept if SIGTERM stops it)."""
+    from gpuio.cache.belady import store_vs_min
+    from gpuio.gnn.rgat import accuracy, compute_only, make_rgat
+    rank = r["rank"]
+    r["cut"] = "after the steps"
     if trace is not None:  # before evaluation reads more
+        r["cut"] = "Belady's MIN"
         per = {nt: store_vs_min(stores[nt], trace.get(nt, []), lookahead) for nt in stores}
         keys = ("gpuio_bytes", "min_bytes", "window_min_bytes", "min_whole_bytes", "device_bytes", "min_device_bytes")
         tot = {k: sum(p[k] for p in per.values()) for k in keys}
@@ -316,21 +350,12 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                            ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
                            window_min_ratio=div(tot["window_min_bytes"], tot["min_bytes"]))
         trace.clear()
-    r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,
-             label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
-             step_ms=1000 * r["run_s"] / max(r["steps"], 1))
-    if stores:  # the steps' tiers (before evaluation and the held batches read more)
-        st = {nt: s.stats() for nt, s in stores.items()}
-        req = sum(s["rows_requested"] for s in st.values()) or 1
-        r.update(host_hit_rate=sum(s["rows_host"] for s in st.values()) / req,
-                 gpu_hit_rate=sum(s["rows_gpu_cache"] for s in st.values()) / req,
-                 device_rate=sum(s["rows_device"] for s in st.values()) / req,
-                 per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
-                           for nt, s in st.items()})
     if not r["capped"]:  # a model trained for fewer steps has no comparable accuracy
+        r["cut"] = "evaluation"
         r["test_acc"] = accuracy(model, loader(graph, sources, ds.test_idx[: cfg.eval_nodes], cfg.seed + 10_007,
                                                shuffle=False, steps=None))
     if timing:
+        r["cut"] = "compute alone"
         r["load_only"] = r_load
         held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES), loader(graph, sources, ds.train_idx, cfg.seed + rank))]
         fresh_model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
@@ -342,10 +367,10 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
         r["bound"] = dict(steps=n, run_s=at(r, n), load_s=at(r_load, n), compute_s=per_step * n,
                           compute_steps=c["steps"])
         r["vs_bound"] = r["bound"]["run_s"] / max(r["bound"]["load_s"], r["bound"]["compute_s"], 1e-9)
+    r.pop("cut")  # every phase finished
     if cfg.save_params:
         params = {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
-        torch.save(params, cfg.save_params + (f".rank{rank}" if world > 1 else ""))
-    return r
+        torch.save(params, cfg.save_params + (f".rank{rank}" if r["world_size"] > 1 else ""))
 
 
 def _end_at_last_step(r: dict) -> None:
@@ -369,7 +394,8 @@ def _release_memory() -> None:
 
 
 class _Stopped(Exception):
-    """SIGTERM (an outer timeout): stop, report the runs that finished."""
+    """SIGTERM (an outer timeout): stop, report the runs that finished. args[0], when given: the run in
+    progress, stopped after its steps (its step figures stand; r["cut"] names the phase that was cut)."""
 
 
 def _on_sigterm(signum, frame):
@@ -455,9 +481,18 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             else:
                 r["ranks"] = [mine]
             results.append(r)
-    except _Stopped:
+    except _Stopped as e:
+        part = e.args[0] if e.args else None
+        if part is not None:  # its steps finished: their figures are reported, marked as cut
+            part["cgroup"] = cgroup_memory()
+            part["ranks"] = [{k: part[k] for k in ("rank", "run_s", "steps", "stall_s", "feature_bytes",
+                                                   "structure_bytes", "sample_s", "feature_s")}]
+            results.append(part)
+            say(f"cut {part['label']}: {part['steps']} steps in {part['run_s']:.2f} s ({part['step_ms']:.1f} ms/step); "
+                f"SIGTERM during {part['cut']}: its figures over the steps stand, what {part['cut']} gives is missing")
         say(f"stopped by SIGTERM at {time.perf_counter() - T_START:.0f} s (an outer timeout): the report covers the "
-            f"{len(results)} run(s) that finished")
+            f"{len(results) - (part is not None)} run(s) that finished" + (" and the steps of the one cut"
+                                                                           if part is not None else ""))
         stopped = True
     else:
         stopped = False
