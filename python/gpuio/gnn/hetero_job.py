@@ -254,8 +254,8 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     and structure of its own), then compute alone on held batches. belady: bytes read vs MIN on the trace.
     hosts: shared host buffers (make_sources). replan: () -> the run's cap, asked again after the loading-alone
     pass (the budget left then)."""
-    from gpuio.cache.belady import record_served
-    from gpuio.gnn.rgat import load_only, make_rgat, train_steps
+    from gpuio.cache.belady import record_served, store_vs_min
+    from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     dev = torch.device(cfg.device)
@@ -312,10 +312,46 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     _tiers(r, stores)  # the steps' tiers (before Belady, evaluation and the held batches read more)
     if rank == 0:  # at once, as the stores-ready line
         print(f"{r['label']}: {r['steps']} steps done at job time {time.perf_counter() - T_START:.0f} s", flush=True)
+    # after the steps: what a run measures once they are done; r["cut"] names the phase in progress, kept with
+    # the steps' figures if SIGTERM (an outer timeout) stops it
     try:
-        _after_steps(r, cfg, ds, stores, trace, lookahead, timing, r_load if timing else None, model, graph, sources,
-                     loader, in_dims, dev)
-    except _Stopped:  # SIGTERM after the steps: keep their figures (the phase cut is named), then stop
+        r["cut"] = "after the steps"
+        if trace is not None:  # before evaluation reads more
+            r["cut"] = "Belady's MIN"
+            per = {nt: store_vs_min(stores[nt], trace.get(nt, []), lookahead) for nt in stores}
+            keys = ("gpuio_bytes", "min_bytes", "window_min_bytes", "min_whole_bytes", "device_bytes",
+                    "min_device_bytes")
+            tot = {k: sum(p[k] for p in per.values()) for k in keys}
+            div = (lambda a, b: a / b if b else float("nan"))
+            r["belady"] = dict(per_type=per, lookahead=lookahead, **tot,
+                               ratio=div(tot["gpuio_bytes"], tot["min_bytes"]),
+                               device_tier_ratio=div(tot["device_bytes"], tot["min_device_bytes"]),
+                               ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
+                               window_min_ratio=div(tot["window_min_bytes"], tot["min_bytes"]))
+            trace.clear()
+        if not r["capped"]:  # a model trained for fewer steps has no comparable accuracy
+            r["cut"] = "evaluation"
+            r["test_acc"] = accuracy(model, loader(graph, sources, ds.test_idx[: cfg.eval_nodes],
+                                                   cfg.seed + 10_007, shuffle=False, steps=None))
+        if timing:
+            r["cut"] = "compute alone"
+            r["load_only"] = r_load
+            held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES),
+                                      loader(graph, sources, ds.train_idx, cfg.seed + rank))]
+            fresh_model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
+            c = compute_only(fresh_model, held, torch.optim.Adam(fresh_model.parameters(), lr=cfg.lr))
+            del held
+            n = min(r["steps"], r_load["steps"])  # the same steps of both (a cap may have stopped either)
+            per_step = c["run_s"] / max(c["steps"], 1)
+            r["compute_only"] = dict(c, run_s_scaled=per_step * r["steps"])
+            r["bound"] = dict(steps=n, run_s=at(r, n), load_s=at(r_load, n), compute_s=per_step * n,
+                              compute_steps=c["steps"])
+            r["vs_bound"] = r["bound"]["run_s"] / max(r["bound"]["load_s"], r["bound"]["compute_s"], 1e-9)
+        r.pop("cut")  # every phase finished
+        if cfg.save_params:
+            params = {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
+            torch.save(params, cfg.save_params + (f".rank{rank}" if world > 1 else ""))
+    except _Stopped:
         raise _Stopped(r) from None
     return r
 
@@ -330,47 +366,6 @@ def _tiers(r: dict, stores: dict) -> None:
                  device_rate=sum(s["rows_device"] for s in st.values()) / req,
                  per_type={nt: dict(host=s["host_hit_rate"], gpu=s["gpu_hit_rate"], storage=s["device_rate"])
                            for nt, s in st.items()})
-
-
-def _after_steps(r, cfg, ds, stores, trace, lookahead, timing, r_load, model, graph, sources, loader, in_dims, dev):
-    """What a run measures after its timed steps: bytes vs Belady's MIN, test accuracy, the loading-alone and
-    compute-alone bound, the saved parameters. r["cut"] names the phase in progress (kept if SIGTERM stops it)."""
-    from gpuio.cache.belady import store_vs_min
-    from gpuio.gnn.rgat import accuracy, compute_only, make_rgat
-    rank = r["rank"]
-    r["cut"] = "after the steps"
-    if trace is not None:  # before evaluation reads more
-        r["cut"] = "Belady's MIN"
-        per = {nt: store_vs_min(stores[nt], trace.get(nt, []), lookahead) for nt in stores}
-        keys = ("gpuio_bytes", "min_bytes", "window_min_bytes", "min_whole_bytes", "device_bytes", "min_device_bytes")
-        tot = {k: sum(p[k] for p in per.values()) for k in keys}
-        div = (lambda a, b: a / b if b else float("nan"))
-        r["belady"] = dict(per_type=per, lookahead=lookahead, **tot, ratio=div(tot["gpuio_bytes"], tot["min_bytes"]),
-                           device_tier_ratio=div(tot["device_bytes"], tot["min_device_bytes"]),
-                           ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
-                           window_min_ratio=div(tot["window_min_bytes"], tot["min_bytes"]))
-        trace.clear()
-    if not r["capped"]:  # a model trained for fewer steps has no comparable accuracy
-        r["cut"] = "evaluation"
-        r["test_acc"] = accuracy(model, loader(graph, sources, ds.test_idx[: cfg.eval_nodes], cfg.seed + 10_007,
-                                               shuffle=False, steps=None))
-    if timing:
-        r["cut"] = "compute alone"
-        r["load_only"] = r_load
-        held = [b for _, b in zip(range(COMPUTE_ONLY_BATCHES), loader(graph, sources, ds.train_idx, cfg.seed + rank))]
-        fresh_model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
-        c = compute_only(fresh_model, held, torch.optim.Adam(fresh_model.parameters(), lr=cfg.lr))
-        del held
-        n = min(r["steps"], r_load["steps"])  # the same steps of both (a cap may have stopped either)
-        per_step = c["run_s"] / max(c["steps"], 1)
-        r["compute_only"] = dict(c, run_s_scaled=per_step * r["steps"])
-        r["bound"] = dict(steps=n, run_s=at(r, n), load_s=at(r_load, n), compute_s=per_step * n,
-                          compute_steps=c["steps"])
-        r["vs_bound"] = r["bound"]["run_s"] / max(r["bound"]["load_s"], r["bound"]["compute_s"], 1e-9)
-    r.pop("cut")  # every phase finished
-    if cfg.save_params:
-        params = {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
-        torch.save(params, cfg.save_params + (f".rank{rank}" if r["world_size"] > 1 else ""))
 
 
 def _end_at_last_step(r: dict) -> None:
