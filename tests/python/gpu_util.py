@@ -26,7 +26,13 @@ def skip_without_gpu(reason: str | None):
     return pytest.mark.skipif(reason is not None, reason=f"no GPU path: {reason}")
 
 
-def watchdog(label: str, request) -> None:
-    """Start a test under the watchdog (cancel with faulthandler.cancel_dump_traceback_later)."""
-    print(f"\n[{label}] start {request.node.name}", file=sys.stderr, flush=True)
-    faulthandler.dump_traceback_later(float(os.environ.get("TEST_GPU_TIMEOUT_S", "60")), exit=True)
+def watchdog_fixture(label: str):
+    """An autouse fixture for a test module (`_watchdog = watchdog_fixture("test_x")`): each test prints its
+    name as it starts and runs under the watchdog, cancelled when it ends."""
+    @pytest.fixture(autouse=True)
+    def _watchdog(request):
+        print(f"\n[{label}] start {request.node.name}", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback_later(float(os.environ.get("TEST_GPU_TIMEOUT_S", "60")), exit=True)
+        yield
+        faulthandler.cancel_dump_traceback_later()
+    return _watchdog

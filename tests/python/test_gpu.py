@@ -4,7 +4,6 @@ Skipped, with the reason printed, where there is no CUDA layer or no GPU. Each t
 starts and runs under a faulthandler watchdog: a hang dumps every thread's stack and ends the process
 (TEST_GPU_TIMEOUT_S, default 60) instead of eating the GPU machine's call."""
 import errno
-import faulthandler
 import os
 import sys
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpuio
-from gpu_util import skip_without_gpu, watchdog, why_no_gpu
+from gpu_util import skip_without_gpu, watchdog_fixture, why_no_gpu
 
 torch = pytest.importorskip("torch")
 
@@ -22,11 +21,7 @@ needs_gpu = skip_without_gpu(_reason)
 BS = 4096
 
 
-@pytest.fixture(autouse=True)
-def _watchdog(request):
-    watchdog("test_gpu", request)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+_watchdog = watchdog_fixture("test_gpu")
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,12 @@
 queue's host-mapped slots and the requesting block copies it itself (no staging->GPU copy by the engine);
 device_read=batch keeps the engine's copy; stats() says which path ran; the probe's per-hop breakdown adds up.
 Skipped where there is no CUDA layer or no GPU; a faulthandler watchdog bounds each test (TEST_GPU_TIMEOUT_S)."""
-import faulthandler
 
 import numpy as np
 import pytest
 
 import gpuio
-from gpu_util import skip_without_gpu, watchdog, why_no_gpu
+from gpu_util import skip_without_gpu, watchdog_fixture, why_no_gpu
 
 torch = pytest.importorskip("torch")
 BS = 4096
@@ -18,11 +17,7 @@ _reason = why_no_gpu()
 needs_gpu = skip_without_gpu(_reason)
 
 
-@pytest.fixture(autouse=True)
-def _watchdog(request):
-    watchdog("test_gpu_latency", request)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+_watchdog = watchdog_fixture("test_gpu_latency")
 
 
 @pytest.fixture(scope="module")
