@@ -76,6 +76,13 @@ std::vector<double> grid_curve(double w1, double w2, double w3, double w4, doubl
   return {0, w1, w2, w3, w4, (w4 + w6) / 2, w6, (w6 + w8) / 2, w8};
 }
 
+// A measured (or modelled) rate curve, M IOPS at W = 0..8 workers, for N devices.
+struct CurveCase {
+  const char* name;
+  uint32_t devices;
+  std::vector<double> curve;
+};
+
 }  // namespace
 
 TEST(RateClimb, BestAtOneWorker) {
@@ -141,12 +148,7 @@ TEST(RateClimb, NoisyRatesStayWithinTenPercentOfTheBest) {
 // The H100 run of 2026-11-23 (scripts/gpu-ceiling.sh at 137500f), host destination, M IOPS at W = 1,2,3,4,6,8: the
 // controller then chose within ceil(N/4)..ceil(N/2) and reached 0.14-0.76 of the best. Start: ceil(N/2), ceiling 8.
 TEST(RateClimb, MeasuredH100CurvesReachTheBestHandPickedCount) {
-  struct Case {
-    const char* name;
-    uint32_t devices;
-    std::vector<double> curve;
-  };
-  std::vector<Case> cases = {
+  std::vector<CurveCase> cases = {
       {"null N=1", 1, grid_curve(8.707, 10.543, 12.584, 14.189, 13.754, 12.745)},
       {"sim N=1", 1, grid_curve(1.586, 0.864, 0.820, 0.792, 0.787, 0.738)},
       {"sim N=4", 4, grid_curve(1.071, 1.993, 2.819, 4.458, 4.415, 3.746)},
@@ -156,7 +158,7 @@ TEST(RateClimb, MeasuredH100CurvesReachTheBestHandPickedCount) {
       {"paced N=12", 12, grid_curve(0.851, 1.696, 2.645, 3.533, 5.617, 5.677)},
       {"null N=12", 12, grid_curve(9.063, 12.081, 12.234, 11.827, 12.988, 14.481)},
   };
-  for (const Case& c : cases) {
+  for (const CurveCase& c : cases) {
     uint32_t start = std::min(8u, (c.devices + 1) / 2);
     Outcome o = climb(c.curve, 1, 8, start);
     ASSERT_GT(o.windows, 0) << c.name;
@@ -338,12 +340,7 @@ TEST(RateClimb, BumpyCurvesWithTheBestAtTheTop) {
     for (uint32_t w = 1; w <= 8; ++w) r[w] = per_worker * n / ((n + w - 1) / w);
     return r;
   };
-  struct Case {
-    const char* name;
-    uint32_t devices;
-    std::vector<double> curve;
-  };
-  std::vector<Case> cases = {
+  std::vector<CurveCase> cases = {
       {"model N=8", 8, bumpy(8, 1.0)},
       {"model N=16", 16, bumpy(16, 1.0)},
       {"model N=12", 12, bumpy(12, 1.0)},
@@ -353,7 +350,7 @@ TEST(RateClimb, BumpyCurvesWithTheBestAtTheTop) {
       {"shm-uring N=8", 8, {0, 0.475, 0.751, 1.3, 1.929, 1.7, 1.670, 1.7, 3.351}},
       {"shm-uring N=16", 16, {0, 0.420, 0.866, 1.3, 1.791, 1.5, 1.435, 1.5, 3.273}},
   };
-  for (const Case& c : cases) {
+  for (const CurveCase& c : cases) {
     for (uint64_t seed = 1; seed <= 30; ++seed) {
       uint32_t start = std::min(8u, (c.devices + 1) / 2);
       Outcome o = climb(c.curve, 1, 8, start, Noise{seed, 0.05});
@@ -413,12 +410,7 @@ Outcome climb_busy(const std::vector<double>& curve, uint32_t start, uint64_t se
 // up to 4 windows, the fewest within 5 %) chose 7 for sim N=16 (0.75 of W=8) and for shm-uring N=4 (0.84): fed
 // busy-machine windows, the choice is within 10 % of the best count for every N and seed.
 TEST(RateClimb, H100GridsAt672b55bWithBusyWindows) {
-  struct Case {
-    const char* name;
-    uint32_t devices;
-    std::vector<double> curve;
-  };
-  std::vector<Case> cases = {
+  std::vector<CurveCase> cases = {
       {"sim N=1", 1, {0, 0.89, 0.97, 0.87, 0.89, 0.80, 0.79, 0.78, 0.71}},
       {"sim N=4", 4, {0, 1.01, 1.67, 1.57, 3.27, 2.06, 2.40, 2.25, 3.03}},
       {"sim N=8", 8, {0, 0.95, 1.47, 1.85, 2.60, 2.55, 2.69, 2.69, 5.43}},
@@ -431,7 +423,7 @@ TEST(RateClimb, H100GridsAt672b55bWithBusyWindows) {
       {"shm-uring N=16", 16, {0, 0.41, 0.85, 1.35, 1.68, 2.13, 2.83, 3.44, 3.36}},
   };
   for (double amp : {0.05, 0.10}) {
-    for (const Case& c : cases) {
+    for (const CurveCase& c : cases) {
       for (uint64_t seed = 1; seed <= 40; ++seed) {
         const uint32_t start = std::min(8u, (c.devices + 1) / 2);
         Outcome o = climb_busy(c.curve, start, seed, amp);
