@@ -130,36 +130,25 @@ TEST(SimPacedNull, OneDevicesRateAndDevicesInParallel) {
 }
 
 TEST(SimPacedNull, BadOptionsNameTheValue) {
+  // make_backend must refuse `o` with an invalid_argument whose text holds `needle`
+  auto refused = [](const gpuio::BackendOptions& o, const char* needle, const char* what) {
+    try {
+      gpuio::make_backend({"sim0"}, o);
+      ADD_FAILURE() << what << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
   auto o = paced_null(5000, 0);
   o.sim.null_paced = false;  // the timing options of a device that does not use them
   o.sim.null = true;
-  try {
-    gpuio::make_backend({"sim0"}, o);
-    ADD_FAILURE() << "latency_ns accepted without null_paced=1";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("paced null device only"), std::string::npos) << e.what();
-  }
-  try {
-    gpuio::make_backend({"sim0"}, paced_null(2000000000ull, 0));
-    ADD_FAILURE() << "latency_ns of 2 s accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("latency_ns=2000000000"), std::string::npos) << e.what();
-  }
+  refused(o, "paced null device only", "latency_ns without null_paced=1");
+  refused(paced_null(2000000000ull, 0), "latency_ns=2000000000", "latency_ns of 2 s");
   o = paced_null();
   o.sim.paced = false;
-  try {
-    gpuio::make_backend({"sim0"}, o);
-    ADD_FAILURE() << "null_paced=1 accepted with paced=0";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("paced=0"), std::string::npos) << e.what();
-  }
+  refused(o, "paced=0", "null_paced=1 with paced=0");
   ::setenv("GPUIO_SIM", "latency_ns=-5", 1);
-  try {
-    gpuio::make_backend({"sim0"}, paced_null());
-    ADD_FAILURE() << "negative latency_ns accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("latency_ns=-5"), std::string::npos) << e.what();
-  }
+  refused(paced_null(), "latency_ns=-5", "negative latency_ns");
   ::setenv("GPUIO_SIM", "latency_ns=7000,link_mb_s=1600", 1);
   std::string d = gpuio::make_backend({"sim0"}, paced_null())->describe();
   ::unsetenv("GPUIO_SIM");
