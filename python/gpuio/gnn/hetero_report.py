@@ -161,8 +161,8 @@ def judged_lines(results: list, info: dict) -> list:
     for r in results:
         ranks = r.get("ranks") or []
         if disk and r["backend"] == "gpuio" and ranks:
-            wall = max(q["run_s"] for q in ranks)
-            mbs = sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks) / max(wall, 1e-9) / 1e6
+            wall, read = all_ranks(ranks)
+            mbs = read / max(wall, 1e-9) / 1e6
             wait, words = regime(r, ranks)
             storage_bound = wait > 0.5 and "feature reads" in words
             what = f"{len(ranks)} GPU(s) when the disk is the bound"
@@ -213,6 +213,11 @@ def judged_lines(results: list, info: dict) -> list:
             out.append(f"judged: accuracy ({r['label']}): test accuracy {r['test_acc']:.3f} after {r['steps']} steps "
                        "(no in-memory run at this scale: equality of losses is checked by the small in-memory run)")
     return out
+
+
+def all_ranks(ranks: list) -> tuple:
+    """(seconds of the slowest rank, bytes all ranks read from storage: features and structure)."""
+    return max(q["run_s"] for q in ranks), sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
 
 
 def regime(r: dict, ranks: list) -> tuple:
@@ -266,9 +271,8 @@ def print_report(results: list, say=print, info: dict | None = None) -> None:
         ranks = r.get("ranks") or []
         if not ranks:
             continue
-        wall = max(q["run_s"] for q in ranks)
+        wall, read = all_ranks(ranks)
         seeds = sum(q["steps"] for q in ranks) * r["batch_size"]
-        read = sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
         wait, words = regime(r, ranks)
         say(f"{name}: {len(ranks)} rank(s): {seeds / wall:,.0f} seeds/s ({seeds:,} seeds in {wall:.2f} s, slowest "
             f"rank); storage read {read / wall / 1e6:,.1f} MB/s over all ranks "
