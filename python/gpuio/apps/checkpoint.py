@@ -175,13 +175,19 @@ def save_file(tensors: dict[str, torch.Tensor], path: str, metadata: dict[str, s
         t2 = time.perf_counter()
         st.close()
     os.truncate(path, total)  # safetensors requires the file to end where the last tensor ends
-    fd = os.open(path, os.O_RDONLY)  # and the cut is made durable too: a crash after the save returned must not
-    try:  # leave the block-rounded length, which safetensors rejects
+    fsync_path(path)  # and the cut is durable too: a crash after the save returned must not leave the
+    #                   block-rounded length, which safetensors rejects
+    return {"bytes": total, "data_offset": len(header), "preallocated": st.preallocated, "open_s": t1 - t0,
+            "write_s": t2 - t1, "close_s": time.perf_counter() - t2, **stats}
+
+
+def fsync_path(path: str) -> None:
+    """fsync the file at `path` (data and metadata, its length included)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return {"bytes": total, "data_offset": len(header), "preallocated": st.preallocated, "open_s": t1 - t0,
-            "write_s": t2 - t1, "close_s": time.perf_counter() - t2, **stats}
 
 
 def _parse(head_bytes: bytes) -> tuple[int, dict]:

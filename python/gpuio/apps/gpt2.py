@@ -109,14 +109,6 @@ def _metadata_of(head: bytes) -> dict:
     return json.loads(head[8:8 + n]).get("__metadata__", {})
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _timed(t: dict, name: str, dev, cold: bool, save, load, durable=None):
     """Time save() then load() (page cache dropped before each where allowed); returns (loaded, failure).
     durable: a path to fsync inside the save's clock (a save counts when its bytes are on the device, as
@@ -130,7 +122,7 @@ def _timed(t: dict, name: str, dev, cold: bool, save, load, durable=None):
     sync(dev)
     if durable:
         t[f"save_{name}_unsynced"] = time.perf_counter() - t0
-        _fsync(durable)
+        checkpoint.fsync_path(durable)
     t[f"save_{name}"] = time.perf_counter() - t0
     drop_caches(cold)
     t0 = time.perf_counter()
