@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .store import BLOCK_BYTES_DEFAULT, STRIPE_BYTES_DEFAULT, Extent, _Base, _nbytes
+from .store import BLOCK_BYTES_DEFAULT, STRIPE_BYTES_DEFAULT, Extent, _Base, _nbytes, is_volume, paths_of
 
 COMPAT_MODE = "ON"  # no nvidia-fs on the GPU machine: KvikIO's POSIX + bounce-buffer path
 
@@ -93,10 +93,10 @@ class KvikioStore(_Base):
 
     def __init__(self, store: Any, capacity_bytes: int, block_size: int = BLOCK_BYTES_DEFAULT,
                  stripe_bytes: int = STRIPE_BYTES_DEFAULT, **_ignored: Any):
+        if is_volume(paths_of(store)):
+            raise ValueError("KvikIO reads files; the store names Ceph volumes")
         self._kv = load_kvikio()
         super().__init__(store, capacity_bytes, block_size, stripe_bytes)
-        if self.volume:
-            raise ValueError("KvikIO reads files; the store names Ceph volumes")
         self._files = [self._kv.CuFile(p, "r+") for p in self.paths]
 
     @staticmethod
