@@ -23,8 +23,8 @@ def _why_no_kvikio():
 
 _reason = why_no_gpu()
 needs_gpu = skip_without_gpu(_reason)
-needs_kvikio = pytest.mark.skipif(_reason is None and _why_no_kvikio() is not None,
-                                  reason=f"no kvikio: {_reason is None and _why_no_kvikio()}")
+_no_kvikio = _why_no_kvikio() if _reason is None else None  # probed only where there is a GPU (needs libcuda)
+needs_kvikio = pytest.mark.skipif(_no_kvikio is not None, reason=f"no kvikio: {_no_kvikio}")
 _watchdog = watchdog_fixture("test_gpu_kvikio")
 
 
