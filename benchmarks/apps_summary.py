@@ -117,8 +117,11 @@ def judged(rows: dict, graphs: list[dict]) -> list[list[str]]:
     for name in ("gemm-bf16", "gemm-fp32"):
         r = rows.get(name)
         if r and "gpuio_s" in r:
+            kv = (f"kvikio {r['kvikio_s']:.2f} s ({r['speedup_kvikio']:.2f}x)" if "kvikio_s" in r else
+                  "kvikio skipped" if "kvikio_skipped" in r else "kvikio not run")
             out.append(_line(f"{name}: time / max(I/O, compute)", r["of_ideal"], "<= 1.1", r["of_ideal"] <= 1.1,
-                             f"check {_ok(r['check'])}"))
+                             f"gpuio {r['gpuio_s']:.2f} s, {r.get('baseline', 'baseline')} {r['baseline_s']:.2f} s "
+                             f"({r['speedup']:.2f}x), {kv}; check {_ok(r['check'])}"))
     seen = set()
     for d in graphs:
         scale = (d.get("graph") or {}).get("scale")

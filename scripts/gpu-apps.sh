@@ -2,7 +2,9 @@
 # Issue 12's judged application runs on the GPU machine, in two calls of < 9.5 minutes each:
 #   bash scripts/gpu-apps.sh 1   # build; CUDA smoke (sort, vecadd); GPT-2 medium checkpoints + breakdown; sort
 #                                #   of 4 Gi int32 keys in a 2 GiB budget (2 Gi when the disk lacks 50 GiB); resize
-#                                #   large; vector add large with its raw device rates
+#                                #   large; vector add large with its raw device rates; GEMM 16384^2 bf16 + fp32
+#                                #   beside pread+copy and KvikIO (last: it gets what the budget leaves; alone:
+#                                #   GPUIO_APPS_STEPS="build preflight gemm")
 #   bash scripts/gpu-apps.sh 2   # build; Kronecker 2^26 graph; BFS in a memory cgroup (gpuio-array, pread+copy,
 #                                #   memmap+copy); CC, SSSP
 # The disk is 64 GiB: every step that writes first checks the free space it needs (need_gib) and prints one
@@ -21,7 +23,9 @@
 # GPUIO_APPS_NO_CGROUP=1 and GPUIO_APPS_COLD="" (no cgroup, no cache drops: CPU checks of this script only),
 # GPUIO_APPS_PYTHON (default python3), GPUIO_APPS_KEEP_GRAPH=0 (delete the graph at the end), GPUIO_APPS_SSSP_CAP
 # (seconds, default 260: SSSP with its gpuio-array and pread+copy passes and the invariant check).
-# Steps: build preflight smoke gpt2 sort resize vecadd | build preflight graph-build bfs cc sssp
+# The GEMM step's KvikIO baseline needs the kvikio-cu13, libkvikio-cu13 and rapids-logger wheels in .whl/ (gpu-check.sh
+# installs them into /tmp/whl-site, put on the step's PYTHONPATH); without them the row says "kvikio skipped" and why.
+# Steps: build preflight smoke gpt2 sort resize vecadd gemm | build preflight graph-build bfs cc sssp
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # keep NVLink multicast off (KINDS.md)
 set -uo pipefail
 t_start=$(date +%s)
@@ -31,7 +35,7 @@ out=${OUT:-$repo/gpu-apps-out}
 mkdir -p "$out"
 call=${1:-}
 case $call in
-  1) default_steps="build preflight smoke gpt2 sort resize vecadd" ;;
+  1) default_steps="build preflight smoke gpt2 sort resize vecadd gemm" ;;
   2) default_steps="build preflight graph-build bfs cc sssp" ;;
   *) echo "usage: $0 1|2   (see the header for what each call runs)" >&2; exit 2 ;;
 esac
@@ -89,6 +93,8 @@ need_gib() {
     gpt2) ((big)) && echo 17 || echo 9 ;;      # gpuio, torch and safetensors files + the raw scratch: 4 x 4.26 GB
     resize) ((big)) && echo 5 || echo 2 ;;     # 3 GiB of decoded images + 0.75 GiB resized
     vecadd) [[ $size == large ]] && echo 24 || echo 7 ;;  # a, b, c: 3 x 8 GB at 1e9 float64
+    gemm) [[ $size == large ]] && echo 4 || echo 2 ;;     # A, B, C of the fp32 run: 3 x 1 GiB at 16384^2 (bf16 first,
+                                                          # its file removed before)
     graph-build)  # 2^scale x 16 edges, both directions, col + weight (4 + 4 bytes); none when it is reused
       [[ -f $gdir/graph.json ]] && echo 1 || echo $(( (1 << scale) * 16 * 2 * 8 / (1 << 30) + 2 )) ;;
     *) echo 1 ;;
@@ -136,6 +142,12 @@ for m in ('transformers', 'safetensors', 'skimage', 'matplotlib', 'scipy', 'PIL'
         print(m, __import__(m).__version__)
     except Exception as e:
         print(m, 'MISSING:', e)
+import sys; sys.path.append('/tmp/whl-site')  # where gpu-check.sh installs the KvikIO wheels (the gemm step's baseline)
+from gpuio.apps.kvikio_store import load_kvikio
+try:
+    print('kvikio', load_kvikio().__version__, '(compat mode ON)')
+except ImportError as e:
+    print('kvikio MISSING:', e)
 print('cpus', os.cpu_count(), '| free on $work:', shutil.disk_usage('$work').free // 2**30, 'GiB')
 "
 fi
@@ -178,6 +190,12 @@ if want vecadd && room vecadd; then  # 1e9 float64 in 1 MiB batches, with the ra
   (cd "$work" && GPUIO_TAIL=8 bounded vecadd 240 "${apps[@]}" --size "$size" --device "$dev" $cold --store "$work" \
     --apps vecadd --json "$out/apps-vecadd.json")
   rm -f "$work"/gpuio-apps-vecadd*
+fi
+
+if want gemm && room gemm; then  # 16384^2 tiles, bf16 then fp32: gpuio vs pread+copy vs KvikIO (compat mode; /tmp/whl-site)
+  (cd "$work" && GPUIO_TAIL=12 bounded gemm 240 env PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/whl-site" "${apps[@]}" \
+    --size "$size" --device "$dev" $cold --store "$work" --apps gemm --json "$out/apps-gemm.json")
+  rm -f "$work"/gpuio-apps-gemm*
 fi
 
 graph() {  # graph NAME CAP ALGOS SOURCES: graph_bench in the memory cgroup, cold, JSON to $OUT/graph-NAME.json

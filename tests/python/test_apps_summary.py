@@ -50,3 +50,14 @@ def test_met_only_when_the_value_passes_the_bar():
     assert lines["checkpoint load / raw device read"][3] == "not met"
     assert lines["checkpoint save: torch / gpuio"][3] == "MET"
     assert lines["safetensors loads gpuio's checkpoint"][3] == "MET"
+
+
+def test_gemm_line_shows_both_baselines_or_why_kvikio_is_missing():
+    base = dict(gpuio_s=1.5, baseline="pread+copy", baseline_s=1.9, speedup=1.9 / 1.5, of_ideal=1.05, check="ok")
+    kv = dict(base, app="gemm-bf16", kvikio_s=2.4, speedup_kvikio=2.4 / 1.5)
+    skipped = dict(base, app="gemm-fp32", kvikio_skipped="kvikio not importable: no module")
+    lines = {x[0]: x for x in summ.judged({"gemm-bf16": kv, "gemm-fp32": skipped}, [])}
+    note = lines["gemm-bf16: time / max(I/O, compute)"][4]
+    assert "gpuio 1.50 s, pread+copy 1.90 s (1.27x), kvikio 2.40 s (1.60x)" in note
+    assert "kvikio skipped" in lines["gemm-fp32: time / max(I/O, compute)"][4]
+    assert lines["gemm-bf16: time / max(I/O, compute)"][3] == "MET"

@@ -6,7 +6,7 @@ import contextlib
 import os
 from typing import Any
 
-from .store import PosixStore, Store, paths_of
+from .store import PosixStore, Store, paths_of, same_layout
 
 SIZES = ("tiny", "small", "medium", "large")
 
@@ -74,6 +74,26 @@ def opened_pair(store: Any, capacity_bytes: int, workers: int | None = None, dev
                     delete(v)
 
 
+@contextlib.contextmanager
+def extra_baseline(cls, g: Store, names: str, app: str):
+    """One more baseline store of class `cls` (e.g. kvikio_store.KvikioStore) over g's files with g's extents
+    `names`, for measure_steps(others=): yields ([store], {}), closed afterwards; where it cannot open (its
+    library missing or unusable, volumes), one printed line and ([], {"<kind>_skipped": why})."""
+    try:
+        if g.volume:
+            raise ValueError("the store is on volumes, not files")
+        st = cls(g.paths, g.capacity_blocks * g.block_size, block_size=g.block_size, stripe_bytes=g.stripe_bytes)
+    except (ImportError, ValueError) as e:
+        print(f"{app}: {cls.kind} baseline skipped: {e}", flush=True)
+        yield [], {f"{cls.kind}_skipped": str(e)}
+        return
+    try:
+        same_layout(g, st, names)
+        yield [st], {}
+    finally:
+        st.close()
+
+
 def remove(store: Any) -> None:
     """Remove the store's files (volumes: opened_pair deletes those its run created)."""
     for p in paths_of(store):
@@ -95,7 +115,9 @@ def alloc_both(g, p, name: str, nbytes: int):
 
 def print_row(r: dict) -> None:
     print(f"{r['app']} {r['size']} [{r['regime']}] data_path={r['data_path']}: gpuio {r['gpuio_s']:.3f} s, "
-          f"{r['baseline']} {r['baseline_s']:.3f} s (speedup {r['speedup']:.2f}x); I/O alone {r['io_s']:.3f} s, "
+          f"{r['baseline']} {r['baseline_s']:.3f} s (speedup {r['speedup']:.2f}x)"
+          + (f", kvikio {r['kvikio_s']:.3f} s (speedup {r['speedup_kvikio']:.2f}x)" if "kvikio_s" in r else "")
+          + f"; I/O alone {r['io_s']:.3f} s, "
           f"compute alone {r['compute_s']:.3f} s, ideal {r['ideal_s']:.3f} s (gpuio/ideal {r['of_ideal']:.2f}); "
           f"check: {r['check']}", flush=True)
 

@@ -7,7 +7,9 @@ computes C(i, j) = sum_k A(i, k) @ B(k, j) with one torch.matmul (fp32 accumulat
 and writes C(i, j) back. A's block row stays in device memory for the row's other steps, as an out-of-core
 GEMM keeps its panel: reading it again for every j made gpuio (O_DIRECT) read it nt times from the disk
 while the pread baseline got nt - 1 of those reads from the page cache (the H200's 0.65x, issue 12). Steps run double-buffered (gpuio.apps.pipeline): the next step's tiles stream in
-while torch.matmul runs. Baseline: the same steps over pread + copy (gpuio.apps.store.PosixStore).
+while torch.matmul runs. Baselines: the same steps over pread + copy (gpuio.apps.store.PosixStore), and over
+KvikIO's CuFile pread/pwrite into the tiles (gpuio.apps.kvikio_store, compat mode) where kvikio can run; where it
+cannot, one line says why and the row carries kvikio_skipped.
 
 Tiles are generated from a seed per tile, so the check recomputes any C tile's rows in float64 without
 holding A or B: sampled rows of sampled tiles, within a tolerance scaled by sqrt(K) and the dtype.
@@ -23,6 +25,7 @@ import sys
 import torch
 
 from . import common
+from .kvikio_store import KvikioStore
 from .pipeline import Step, measure_steps, resolve_device
 
 SIZES = {  # n: M = K = N; tile: T
@@ -134,8 +137,9 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
     with common.opened_pair(store, 3 * app.matrix_bytes, workers, device=dev, keep=keep) as (g, p):
         app.alloc(g, p)
         app.prepare(g)
-        return measure_steps(f"gemm-{dtype}", size, g, p, app.steps, app.verify, dev, cold, "pread+copy",
-                             on=dev.type, n=app.n, tile=app.t, flops=2 * app.n ** 3)
+        with common.extra_baseline(KvikioStore, g, "ABC", f"gemm-{dtype}") as (others, skipped):
+            return measure_steps(f"gemm-{dtype}", size, g, p, app.steps, app.verify, dev, cold, "pread+copy",
+                                 others=others, on=dev.type, n=app.n, tile=app.t, flops=2 * app.n ** 3, **skipped)
 
 
 def main(argv=None) -> int:

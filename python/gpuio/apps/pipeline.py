@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -248,11 +248,13 @@ def row(app: str, size: str, regime_text: str, data_path: str, gpuio_s: float, b
 
 def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any], list[Step]],
                   verify: Callable[[Any], str], device: torch.device, cold: bool, baseline: str,
-                  depth: int = DEPTH_DEFAULT, **extra: Any) -> dict:
+                  depth: int = DEPTH_DEFAULT, others: Sequence[Any] = (), **extra: Any) -> dict:
     """The standard comparison: gpuio compute-only, pipeline (verified), io-only, then the same steps over
-    the pread/pwrite store (verified), then io-only again (io_s is the better of the two). Page cache dropped
-    before every timed pass where allowed. Each timed pass prints its I/O diagnostic (gpuio.apps.iodiag),
-    kept in the row as io_diag."""
+    the pread/pwrite store (verified), then over each of `others` (more baseline stores over the same
+    extents, e.g. kvikio_store.KvikioStore; verified), then io-only again (io_s is the better of the two).
+    Page cache dropped before every timed pass where allowed. Each timed pass prints its I/O diagnostic
+    (gpuio.apps.iodiag), kept in the row as io_diag. Another store of kind K adds K_s, speedup_K (K / gpuio)
+    and K_data_path to the row."""
     diag: list[str] = []
 
     def timed(store, mode: str, label: str) -> dict:
@@ -266,7 +268,8 @@ def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any
     # the GPU layer, its bounce pool and the copy-method probe (an H200 GEMM run had io-only 3.34 s > the
     # whole pipeline's 2.93 s, which flattered time / max(io, compute)).
     run_steps(gstore, make_steps(gstore)[:1], device, "io", depth)
-    run_steps(pstore, make_steps(pstore)[:1], device, "io", depth)
+    for st in (pstore, *others):
+        run_steps(st, make_steps(st)[:1], device, "io", depth)
     # Compute-only first (its reads are outside the clock), then the pipeline, then io-only: a first timed pass
     # also absorbs the device's write-back of the freshly prepared data, and that pass should not be the
     # reference the pipeline is judged against (it would flatter gpuio / max(io, compute)).
@@ -279,14 +282,24 @@ def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any
     drop_caches(cold)
     base = timed(pstore, "pipeline", "baseline")
     check_b = verify(pstore)
+    more: dict[str, Any] = {}
+    for st in others:
+        drop_caches(cold)
+        r = timed(st, "pipeline", st.kind)
+        check_o = verify(st)
+        if check_o != check:
+            check_b = f"{check_b}; {st.kind}: {check_o}"
+        more.update({f"{st.kind}_s": r["seconds"], f"{st.kind}_data_path": st.data_path()})
     # io-only once more, last: the reference of time / max(io, compute) is the better of the two (an H200
     # vecadd io-only pass took 15.98 s against its pipeline's 12.77 s: one pass can be slowed by the device)
     drop_caches(cold)
     io2 = timed(gstore, "io", "io-only again")
     if pstore.kind == "librbd-sync":  # a volume's baseline is Basic, whatever the app calls its file baseline
         baseline = f"Basic ({pstore.data_path()})"
+    for st in others:
+        more[f"speedup_{st.kind}"] = more[f"{st.kind}_s"] / full["seconds"] if full["seconds"] > 0 else float("nan")
     return row(app, size, regime(cold, failure), gstore.data_path(), full["seconds"], baseline, base["seconds"],
                min(io["seconds"], io2["seconds"]), comp["compute_s"],
                check if check == check_b else f"{check}; baseline: {check_b}",
                bytes_read=full["bytes_read"], bytes_written=full["bytes_written"], depth=depth,
-               io_runs_s=[io["seconds"], io2["seconds"]], io_diag=diag, **extra)
+               io_runs_s=[io["seconds"], io2["seconds"]], io_diag=diag, **more, **extra)

@@ -12,10 +12,12 @@ def _f(v, fmt="{:.3f}"):
 
 
 def table(rows: list[dict]) -> str:
-    head = ("app", "size", "regime", "gpuio s", "baseline", "baseline s", "speedup", "I/O s", "compute s",
-            "ideal s", "gpuio/ideal", "check")
+    head = ("app", "size", "regime", "gpuio s", "baseline", "baseline s", "speedup", "kvikio s", "vs kvikio",
+            "I/O s", "compute s", "ideal s", "gpuio/ideal", "check")
     lines = [[r["app"], r["size"], r.get("regime", "-"), _f(r.get("gpuio_s")), r.get("baseline", "-"),
-              _f(r.get("baseline_s")), _f(r.get("speedup"), "{:.2f}x"), _f(r.get("io_s")), _f(r.get("compute_s")),
+              _f(r.get("baseline_s")), _f(r.get("speedup"), "{:.2f}x"),
+              "skipped" if "kvikio_skipped" in r else _f(r.get("kvikio_s")), _f(r.get("speedup_kvikio"), "{:.2f}x"),
+              _f(r.get("io_s")), _f(r.get("compute_s")),
               _f(r.get("ideal_s")), _f(r.get("of_ideal"), "{:.2f}"), r["check"][:70]] for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
@@ -31,6 +33,11 @@ def acceptance(rows: list[dict]) -> list[str]:
             continue
         if a.startswith("gemm") or a == "vecadd":
             out.append(f"{a}: time / max(I/O, compute) = {r['of_ideal']:.2f} (target <= 1.1)")
+        if "kvikio_s" in r:
+            out.append(f"{a}: KvikIO baseline {r['kvikio_s']:.3f} s / gpuio = {r['speedup_kvikio']:.2f}x "
+                       f"({r['kvikio_data_path']})")
+        elif "kvikio_skipped" in r:
+            out.append(f"{a}: KvikIO baseline skipped: {r['kvikio_skipped']}")
         if a == "vecadd" and "of_raw" in r:
             out.append(f"vecadd: rate / raw device read+write = {r['of_raw']:.2f} (target >= 0.9)")
         if a == "sort":

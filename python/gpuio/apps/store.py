@@ -189,6 +189,23 @@ class _Base:
         first = ext.first_block + offset // self.block_size
         return np.arange(first, first + nbytes // self.block_size, dtype=np.int64)
 
+    def _runs(self, ids: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """(device, device offset, byte offset in the request, length) runs of consecutive ids (the engine's
+        RAID-0 map: stripe s goes to device s % n at (s // n) * stripe_bytes): how the stores that address the
+        files themselves (PosixStore, kvikio_store.KvikioStore) find the blocks the engine stripes."""
+        bs, n = self.block_size, len(self.paths)
+        if n == 1:
+            return [(0, int(ids[0]) * bs, 0, ids.size * bs)]
+        per = self.stripe_bytes // bs
+        out, i = [], 0
+        while i < ids.size:
+            b = int(ids[i])
+            take = min(per - b % per, ids.size - i)
+            stripe = b // per
+            out.append((stripe % n, (stripe // n) * self.stripe_bytes + (b % per) * bs, i * bs, take * bs))
+            i += take
+        return out
+
     def read(self, ext: Extent, offset: int, out: torch.Tensor):
         return self.read_async(ext, offset, out).wait()
 
@@ -324,22 +341,6 @@ class PosixStore(_Base):
 
     def _pwrite(self, dev: int, buf: memoryview, off: int) -> int:
         return self._vols[dev].write(off, buf) if self._vols else os.pwritev(self._fds[dev], [buf], off)
-
-    def _runs(self, ids: np.ndarray) -> list[tuple[int, int, int, int]]:
-        """(device, device offset, byte offset in the request, length) runs of consecutive ids (the engine's
-        RAID-0 map: stripe s goes to device s % n at (s // n) * stripe_bytes)."""
-        bs, n = self.block_size, len(self.paths)
-        if n == 1:
-            return [(0, int(ids[0]) * bs, 0, ids.size * bs)]
-        per = self.stripe_bytes // bs
-        out, i = [], 0
-        while i < ids.size:
-            b = int(ids[i])
-            take = min(per - b % per, ids.size - i)
-            stripe = b // per
-            out.append((stripe % n, (stripe // n) * self.stripe_bytes + (b % per) * bs, i * bs, take * bs))
-            i += take
-        return out
 
     def _staging(self, t: torch.Tensor, nbytes: int) -> torch.Tensor:
         if t.device.type == "cpu":

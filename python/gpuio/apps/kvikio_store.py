@@ -1,0 +1,147 @@
+"""The KvikIO baseline (issue 12: "KvikIO tiles on the GPU machine"): the same extents as Store and PosixStore,
+over the same files and the same RAID-0 map (store._Base), read and written by `kvikio.CuFile(path, "r+")`
+.pread/.pwrite straight into the destination tensor (CUDA tensors through __cuda_array_interface__, host
+tensors as numpy arrays). KvikIO runs each request as tasks on its own thread pool (KVIKIO_NTHREADS,
+KVIKIO_TASK_SIZE: its defaults unless set); the handle's wait() joins the futures.
+
+Compat mode is forced ON: the GPU machine has no nvidia-fs, so KvikIO reads with POSIX pread into its bounce
+buffer and copies that to the GPU (no GPUDirect); data_path says so. Only the kvikio-cu13, libkvikio-cu13 and
+rapids-logger wheels are needed (no cupy: the CuFile path does not import it). KvikIO needs libcuda even
+for host buffers, so on a machine without a GPU driver `load_kvikio` reports why and the apps skip the baseline.
+
+    kv = load_kvikio()        # the module, or raises ImportError with the reason
+    st = KvikioStore(paths, capacity_bytes)
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+import torch
+
+from .store import BLOCK_BYTES_DEFAULT, STRIPE_BYTES_DEFAULT, Extent, _Base, _nbytes, is_volume, paths_of
+
+COMPAT_MODE = "ON"  # no nvidia-fs on the GPU machine: KvikIO's POSIX + bounce-buffer path
+
+
+def load_kvikio():
+    """Import kvikio in compat mode, or raise ImportError saying why it cannot be used here. The wheels'
+    libkvikio loader loads librapids_logger only when cuda.pathfinder is installed (it is not beside the
+    three wheels), so it is loaded here first; KvikIO resolves libcuda at its first I/O, probed here with
+    a one-page read of /proc/self/exe into host memory so a missing driver shows up as a reason, not later."""
+    os.environ.setdefault("KVIKIO_COMPAT_MODE", COMPAT_MODE)
+    try:
+        try:
+            import rapids_logger
+
+            rapids_logger.load_library()
+        except ModuleNotFoundError:
+            pass  # a system librapids_logger may serve
+        import kvikio
+        import kvikio.defaults
+        import numpy as np
+
+        kvikio.defaults.set("compat_mode", kvikio.CompatMode.ON)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "probe.bin")
+            with open(path, "wb") as w:
+                w.write(bytes(4096))
+            f = kvikio.CuFile(path, "r")
+            try:
+                f.pread(np.empty(4096, dtype=np.uint8), 4096, 0).get()
+            finally:
+                f.close()
+    except ImportError as e:
+        raise ImportError(f"kvikio not importable: {e}") from e
+    except Exception as e:  # noqa: BLE001 - e.g. RuntimeError "libcuda.so.1: cannot open shared object file"
+        raise ImportError(f"kvikio unusable here: {type(e).__name__}: {str(e)[:200]}") from e
+    return kvikio
+
+
+class _Futures:
+    """The handle of one request: KvikIO futures, one per run of consecutive bytes in one file."""
+    __slots__ = ("_futures", "_lengths", "_result", "_what")
+
+    def __init__(self, futures: list, lengths: list[int], result, what: str):
+        self._futures, self._lengths, self._result, self._what = futures, lengths, result, what
+
+    def done(self) -> bool:
+        return all(f.done() for f in self._futures)
+
+    def wait(self, timeout: float | None = None):
+        if timeout is not None:
+            end = time.monotonic() + timeout
+            while not self.done():
+                if time.monotonic() > end:
+                    raise TimeoutError(f"KvikIO {self._what} not done after {timeout} s")
+                time.sleep(0.0005)
+        for f, n in zip(self._futures, self._lengths):
+            got = f.get()
+            if got != n:
+                raise OSError(f"short KvikIO {self._what}: {got} of {n} bytes")
+        self._futures = []
+        return self._result
+
+    event = None
+
+
+class KvikioStore(_Base):
+    """The same extents over kvikio.CuFile: KvikIO's pread/pwrite into the destination (see the module)."""
+    kind = "kvikio"
+
+    def __init__(self, store: Any, capacity_bytes: int, block_size: int = BLOCK_BYTES_DEFAULT,
+                 stripe_bytes: int = STRIPE_BYTES_DEFAULT, **_ignored: Any):
+        if is_volume(paths_of(store)):
+            raise ValueError("KvikIO reads files; the store names Ceph volumes")
+        self._kv = load_kvikio()
+        super().__init__(store, capacity_bytes, block_size, stripe_bytes)
+        self._files = [self._kv.CuFile(p, "r+") for p in self.paths]
+
+    @staticmethod
+    def _target(t: torch.Tensor):
+        # CUDA: the tensor itself (__cuda_array_interface__); host: a numpy view of the same memory
+        flat = t.view(torch.uint8).view(-1)
+        return flat if flat.is_cuda else flat.numpy()
+
+    def _cuda_ordered(self, t: torch.Tensor) -> None:
+        # KvikIO copies on its own streams: the kernels queued on the current stream that last used this
+        # memory (the compute that read a slot, the one that produced an output) must be done first
+        if t.is_cuda:
+            torch.cuda.current_stream(t.device).synchronize()
+
+    def _submit(self, what: str, ext: Extent, offset: int, t: torch.Tensor, result):
+        nbytes = _nbytes(t, self.block_size, "out" if what == "read" else "src")
+        ids = self._ids(ext, offset, nbytes)
+        self._cuda_ordered(t)
+        buf = self._target(t)
+        futures, lengths = [], []
+        for dev, off, at, length in (self._runs(ids) if ids.size else []):
+            f = self._files[dev]
+            op = f.pread if what == "read" else f.pwrite
+            futures.append(op(buf[at:at + length], length, off))
+            lengths.append(length)
+        h = _Futures(futures, lengths, result, what)
+        self.io.submitted(what, nbytes, h, "device" if t.is_cuda else "-")
+        return h
+
+    def read_async(self, ext: Extent, offset: int, out: torch.Tensor):
+        return self._submit("read", ext, offset, out, out)
+
+    def write_async(self, ext: Extent, offset: int, src: torch.Tensor):
+        return self._submit("write", ext, offset, src, None)
+
+    def data_path(self) -> str:
+        d = self._kv.defaults
+        return (f"kvikio {self._kv.__version__} CuFile pread/pwrite, compat mode {COMPAT_MODE} (POSIX + bounce "
+                f"buffer, no GDS), {d.get('thread_pool_nthreads')} threads, task {d.get('task_size') >> 10} KiB")
+
+    def sync(self) -> None:
+        for f in self._files:  # KvikIO's writes go through the page cache in compat mode
+            os.fdatasync(f.fileno())
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
