@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpuio.apps import gemm, kvikio_store  # noqa: E402
-from gpuio.apps.store import PosixStore, Store  # noqa: E402
+from kvikio_util import three_stores  # noqa: E402
 
 
 def _raid(tmp_path, n=2):
@@ -81,12 +81,7 @@ def test_gemm_without_kvikio_prints_the_skip_line_and_passes(tmp_path, monkeypat
 def test_kvikio_store_reads_and_writes_what_the_engine_and_pread_see(tmp_path, fake_kvikio):
     paths = _raid(tmp_path, 3)
     data = torch.from_numpy(np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8))
-    with Store(paths, 2 << 20) as g, PosixStore(paths, 2 << 20) as p, \
-            kvikio_store.KvikioStore(paths, 2 << 20) as k:
-        e = [g.alloc(n, 1 << 20) for n in "xy"]
-        for s in (p, k):
-            for x in e:
-                s.extents[x.name] = x
+    with three_stores(paths) as (g, p, k, e):
         g.write(e[0], 0, data)                  # engine striping: 64 KiB stripes over 3 files
         out = torch.empty_like(data)
         h = k.read_async(e[0], 4096, out[: (1 << 20) - 8192])  # starts mid-stripe: runs split at stripe edges

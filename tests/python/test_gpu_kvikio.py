@@ -10,7 +10,7 @@ from gpu_util import skip_without_gpu, watchdog_fixture, why_no_gpu
 torch = pytest.importorskip("torch")
 
 from gpuio.apps import gemm, kvikio_store  # noqa: E402
-from gpuio.apps.store import PosixStore, Store  # noqa: E402
+from kvikio_util import three_stores  # noqa: E402
 
 
 def _why_no_kvikio():
@@ -34,12 +34,7 @@ _watchdog = watchdog_fixture("test_gpu_kvikio")
 def test_kvikio_store_matches_engine_and_pread(tmp_path, where):
     paths = [str(tmp_path / f"d{i}.bin") for i in range(3)]
     data = torch.from_numpy(np.random.default_rng(3).integers(0, 256, 1 << 20, dtype=np.uint8))
-    with Store(paths, 2 << 20) as g, PosixStore(paths, 2 << 20) as p, \
-            kvikio_store.KvikioStore(paths, 2 << 20) as k:
-        e = [g.alloc(n, 1 << 20) for n in "xy"]
-        for s in (p, k):
-            for x in e:
-                s.extents[x.name] = x
+    with three_stores(paths) as (g, p, k, e):
         g.write(e[0], 0, data)
         out = torch.zeros((1 << 20) - 8192, dtype=torch.uint8, device=where)
         assert k.read_async(e[0], 4096, out).wait() is out
