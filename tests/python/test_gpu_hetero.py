@@ -29,7 +29,11 @@ def test_file_and_memory_structure_sample_the_same_on_cuda(ds):
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
     dev = torch.device("cuda")
     mem = HeteroGraphStore.from_dataset(ds, in_memory=True, device=dev)
-    disk = HeteroGraphStore.from_dataset(ds, in_memory=False, cache_bytes=64 << 10, device=dev)
+    from gpuio.graph.csc_file import relation_file_bytes
+    files = [relation_file_bytes(ds.relation_path(et)) for et in ds.edge_types]
+    # pointers whole and half of the neighbour lists: both caches in use on CUDA, the lists' with evictions
+    budget = sum(p for p, _ in files) + sum(r for _, r in files) // 2
+    disk = HeteroGraphStore.from_dataset(ds, in_memory=False, cache_bytes=budget, device=dev)
     a, b = HeteroNeighborSampler(mem, [10, 5], seed=7), HeteroNeighborSampler(disk, [10, 5], seed=7)
     for seeds in torch.split(ds.train_idx[:1024].to(dev), 256):
         x, y = a.sample(seeds, "paper"), b.sample(seeds, "paper")

@@ -44,7 +44,10 @@ def test_demo_hetero_runs_both_structures_side_by_side(tmp_path, capsys, one_thr
     line = next(x for x in out.splitlines() if x.startswith("gpuio: structure on storage keeps"))
     assert "losses identical to the in-memory structure's" in line
     import json
-    res = json.loads((tmp_path / "r.json").read_text())["results"]
+    doc = json.loads((tmp_path / "r.json").read_text())
+    from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT
+    assert doc["config"]["struct_cache_mb"] == STRUCT_CACHE_BYTES_DEFAULT >> 20  # -1: the one default, in all
+    res = doc["results"]
     assert [(r["backend"], r["structure"]) for r in res] == [("gpuio", "file"), ("memory", "file"),
                                                              ("gpuio", "memory"), ("memory", "memory")]
     assert res[0]["structure_bytes"] > 0 and res[2]["structure_bytes"] == 0
@@ -87,6 +90,7 @@ CASES = [
     (["--runs", "gpuio/file,gpuio/file"], "--runs", "once"),
     (["--warmup-steps", "-2"], "--warmup-steps", "-2"),
     (["--budget", "-1"], "--budget", "-1"),
+    (["--struct-cache-mb", "-2"], "--struct-cache-mb", "MiB in all"),
 ]
 
 

@@ -57,8 +57,8 @@ def test_step_arithmetic_and_projection():
     assert projected(r, 3, warmup=-1) == (20.0, True)
 
 
-INFO = dict(steps=8, warmup=-1, feature_bytes=25.6e9, num_edges=109e6, limit=12 * 2**30, struct_cache_mb=64,
-            relations=7)
+INFO = dict(steps=8, warmup=-1, feature_bytes=25.6e9, num_edges=109e6, limit=12 * 2**30, struct_cache_mb=448,
+            structure_file_bytes=935 << 20)
 
 
 def test_judged_mmap_line_extrapolates_a_capped_mmap_run_and_states_it():
@@ -90,7 +90,10 @@ def test_judged_bound_belady_structure_and_hit_rate_lines():
     assert "= 1.300 (goal <= 1.2): NOT MET" in text
     # structure over the common 5 steps: 3.5 s in memory vs 5 s on storage
     assert "structure on storage vs in memory (gpuio): 0.700 x the steps/s (goal >= 0.8): NOT MET" in text
-    assert "64 MiB per relation, 448 MiB of device memory" in text and "steps 1-5" in text
+    assert "structure cache 448 MiB in all, 448 MiB of device memory" in text and "steps 1-5" in text
+    assert "for 935 MiB of structure files" in text
+    big = "\n".join(judged_lines([gp, gm], dict(INFO, struct_cache_mb=2048)))
+    assert "2048 MiB in all, 935 MiB of device memory" in big  # no file gets more cache than itself
     assert "vs the mmap loader" not in text  # no mmap run, no line
 
 

@@ -36,7 +36,10 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 fanouts: str = typer.Option("10,5", help="neighbours sampled per hop and relation"),
                 gpu_cache_fraction: float = typer.Option(0.1, help="device cache per type, share of its table"),
                 host_fraction: float = typer.Option(0.2, help="constant host buffer, share of each type's rows"),
-                struct_cache_mb: int = typer.Option(64, help="page cache per relation file, MiB"),
+                struct_cache_mb: int = typer.Option(-1, help="structure page cache in all, MiB, shared over the "
+                                                             "relation files (pointers whole first, then the "
+                                                             "neighbour lists by file size; 0: none; -1: "
+                                                             "gpuio.graph's default, 64 per IGBH relation)"),
                 window: int = typer.Option(32, help="batches each feature store's window buffer knows ahead "
                                                     "(GIDS's window buffer; larger reads fewer bytes)"),
                 lookahead: int = typer.Option(29, help="batches announced to the windows before their rows are "
@@ -74,7 +77,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
         _check.int_at_least(option, value, 0, " (0: the machine's default)")
     _check.int_at_least("--steps", steps, 1)
     _check.int_at_least("--seed", seed, 0)
-    _check.int_at_least("--struct-cache-mb", struct_cache_mb, 0)
+    _check.int_at_least("--struct-cache-mb", struct_cache_mb, -1, " (MiB in all; -1: the default)")
     _check.int_at_least("--window", window, 1)
     _check.int_at_least("--lookahead", lookahead, 0)
     if lookahead > window - 3:
@@ -118,6 +121,8 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
 
     from gpuio.data.igbh import IGBHConfig
     from gpuio.gnn.hetero_job import BACKENDS, STRUCTURES, HeteroConfig, run
+    if struct_cache_mb < 0:
+        struct_cache_mb = HeteroConfig.struct_cache_mb  # gpuio.graph.csc_file's default, through the config
     if papers and not igbh:
         _check.int_at_least("--papers", papers, 2 * IGBHConfig.classes, " (two per class)")
     chosen = _check.choices("--backends", backends, BACKENDS)

@@ -8,7 +8,8 @@ Per backend (same sampler seed, same model initialisation, same mini-batches):
           MADV_RANDOM as `gpuio demo` runs it: without it each 4 KB row fault reads ahead pages that are
           evicted unused out of core, so this is the kinder baseline and gpuio's ratio the conservative one;
 - memory: every table in memory (the reference: its losses are what the others must reproduce).
-Structure: `structure="file"` samples every relation's CSC through the engine (gpuio.graph.CSCFile),
+Structure: `structure="file"` samples every relation's CSC through the engine (gpuio.graph.CSCFile), with
+one page-cache budget (`struct_cache_mb`) shared over the relations' files (gpuio.graph.split_struct_cache),
 `"memory"` holds it in tensors; both give the same samples. `"file,memory"` runs every backend with each
 (same batches) and prints the throughput of structure-on-storage as a share of structure-in-memory.
 Each run starts cold: the dataset's files are dropped from the page cache first (`cold`).
@@ -35,6 +36,7 @@ import numpy as np
 import torch
 
 from gpuio.gnn.config import apply_machine_defaults
+from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT
 from gpuio.gnn.hetero_report import BACKENDS, CAP_LOAD, STRUCTURES, at, cap_for, parse_caps, plan_caps, print_report
 CPU_DEFAULTS = dict(papers=4000, features=128, batch_size=256, eval_nodes=1000)
 GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=1024, eval_nodes=20_000)
@@ -68,7 +70,8 @@ class HeteroConfig:
     window: int = 32
     depth: int = 2  # submitted batches queued before the oldest is handed out
     lookahead: int = 29  # batches announced to the window before their rows are submitted (< window - depth)
-    struct_cache_mb: int = 64  # page cache per relation file (structure="file")
+    # structure="file": page cache in all, MiB, shared over the relation files (gpuio.graph.split_struct_cache)
+    struct_cache_mb: int = STRUCT_CACHE_BYTES_DEFAULT >> 20
     sample_threads: int = 0  # threads sampling ahead per rank (0: gpuio.pyg.hetero_loader's default)
     eval_nodes: int = 0
     seed: int = 0

@@ -123,7 +123,7 @@ def _verdict(ok: bool) -> str:
 def judged_lines(results: list, info: dict) -> list:
     """One line per judged point that the runs allow (issue 15), each `judged: <point>: <figure> (goal ...):
     MET | NOT MET [how measured]`. info: steps (the configured steps), warmup, feature_bytes, num_edges,
-    limit (cgroup bytes or None), struct_cache_mb, relations (count), structure_file_bytes, disk_mbs (the raw
+    limit (cgroup bytes or None), struct_cache_mb (in all), structure_file_bytes, disk_mbs (the raw
     device's 4 KiB random-read rate, MB/s, measured outside the job; 0: not given)."""
     out = []
     steps, warmup = info["steps"], info.get("warmup", -1)
@@ -193,12 +193,13 @@ def judged_lines(results: list, info: dict) -> list:
             continue
         n = min(f["steps"], m["steps"])
         ratio = at(m, n) / max(at(f, n), 1e-9)
-        cache = info.get("struct_cache_mb", 0) * info.get("relations", 0)
+        files_mib = info.get("structure_file_bytes", 0) / 2**20
+        cache = min(info.get("struct_cache_mb", 0), files_mib)  # split_struct_cache gives no file more than itself
         out.append(f"judged: structure on storage vs in memory ({backend}): {ratio:.3f} x the steps/s (goal >= "
                    f"{GOALS['structure']}): {_verdict(ratio >= GOALS['structure'])} [same batches, steps 1-{n}; "
-                   f"structure cache {info.get('struct_cache_mb', 0)} MiB per relation, {cache} MiB of device memory in "
-                   f"all (at most the files) for {info.get('structure_file_bytes', 0) / 2**20:.0f} MiB of structure "
-                   f"files; {f['structure_bytes'] / 2**20:.1f} MiB of "
+                   f"structure cache {info.get('struct_cache_mb', 0)} MiB in all, {cache:.0f} MiB of device memory "
+                   f"(pointer files whole first, then the neighbour lists by file size) for {files_mib:.0f} MiB of "
+                   f"structure files; {f['structure_bytes'] / 2**20:.1f} MiB of "
                    f"structure read in {f['steps']} steps; losses {same_losses(f['losses'][:n], m['losses'][:n])} "
                    "the in-memory structure's]")
     for r in results:

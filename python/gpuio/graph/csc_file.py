@@ -9,8 +9,10 @@ list). Both are gpuio TensorFiles (block-aligned .npy, so `np.load(mmap_mode="r"
   the edges of one destination range of at most `bucket_edges` edges, sorts them (stable: the stream's
   order is kept within a destination) and writes them at their final place. Passes = edges / bucket_edges.
 - `CSCFile` samples from the files through the engine: the column pointers and the neighbour lists are
-  read on demand through one `gpuio.FeatureStore` each (page cache of `cache_bytes` on `device`), so the
-  host holds neither the edges nor the pointers.
+  read on demand through one `gpuio.FeatureStore` each (page caches on `device`), so the host holds neither
+  the edges nor the pointers.
+- `split_struct_cache` shares one page-cache budget among the files of several relations: pointer files
+  whole first, then the neighbour lists in proportion to their file sizes (see its docstring for why).
 - `CSCMemory` is the same interface over tensors (the switch for structure that fits in memory);
   `open_csc(path, in_memory=...)` picks one. Both return identical values, so a sampler seeded the same
   draws the same neighbours from either (tests/python/test_hetero.py checks it).
@@ -25,7 +27,9 @@ import torch
 
 CHUNK_EDGES = 1 << 22  # edges read or written per step while streaming a relation
 BUCKET_EDGES_DEFAULT = 1 << 25  # edges held (dst + src + order: ~24 B each) per pass of build_csc
-STRUCT_CACHE_BYTES_DEFAULT = 64 << 20  # page cache per relation file for out-of-core sampling
+# page cache in all for the relation files a graph reads on demand (split_struct_cache shares it out); the old
+# 64 MiB per relation x IGBH's 7 relations, so no IGBH relation's cache shrank when it became one budget
+STRUCT_CACHE_BYTES_DEFAULT = 448 << 20
 
 
 def create_table(path: str, shape, dtype) -> tuple[int, int]:
@@ -126,6 +130,39 @@ def build_csc(chunks, num_dst: int, directory: str, num_src: int | None = None,
     return meta
 
 
+def _by_size(budget: int, sizes: list) -> list:
+    """`budget` bytes shared in proportion to `sizes`, each at most its size (all of them when the budget
+    covers them); integer shares summing to min(budget, sum(sizes)) (largest remainders get the odd bytes)."""
+    total = sum(sizes)
+    if budget >= total:
+        return list(sizes)
+    exact = [budget * s for s in sizes]
+    out = [e // total for e in exact]
+    for i in sorted(range(len(sizes)), key=lambda i: -(exact[i] % total))[:budget - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def split_struct_cache(budget: int, files: list) -> list:
+    """One page-cache budget over relations: `files` holds each relation's (pointer file bytes, neighbour-list
+    file bytes); returns each relation's (pointer cache bytes, neighbour-list cache bytes), summing to
+    min(budget, all the files), none above its file.
+
+    Pointer files come first, whole (shared by size when they do not all fit): every sampled node reads its
+    pointers, from a file ~1/8 the size of its lists, so a pointer page is read far more often than a list
+    page. The rest goes to the neighbour lists in proportion to their file sizes, so that no relation thrashes
+    while another leaves cache unused. On the 2 M-paper IGBH graph (935 MiB of files, 100 steps of 1024
+    seeds, fan-outs 10/5) 896 MiB read 4155 MiB as 128 MiB per relation (1:3 pointers:lists), 3238 MiB split by
+    relation size, 1514 MiB split by file size, 1303 MiB this way (benchmarks/RESULTS_HETERO.md)."""
+    if budget < 0:
+        raise ValueError(f"the structure cache budget must be >= 0 bytes, got {budget}")
+    if any(p < 0 or r < 0 for p, r in files):
+        raise ValueError(f"file sizes must be >= 0, got {files}")
+    ptr = _by_size(budget, [p for p, _ in files])
+    row = _by_size(budget - sum(ptr), [r for _, r in files])
+    return list(zip(ptr, row))
+
+
 class CSCMemory:
     """A relation's CSC held in tensors on `device` (the in-memory switch)."""
 
@@ -170,20 +207,27 @@ class CSCMemory:
 
 class CSCFile:
     """A relation's CSC read on demand from its TensorFiles through the engine, with a page cache each
-    for pointers and neighbour lists (`cache_bytes` split 1:3; 0 disables caching)."""
+    for pointers and neighbour lists. cache_bytes: the relation's budget (shared as `split_struct_cache`
+    does; 0 disables caching), or a (pointer bytes, neighbour-list bytes) pair already split."""
 
-    def __init__(self, directory: str, cache_bytes: int = STRUCT_CACHE_BYTES_DEFAULT, device=None,
+    def __init__(self, directory: str, cache_bytes=STRUCT_CACHE_BYTES_DEFAULT, device=None,
                  **engine_options):
         from gpuio.cache import FeatureStore
         from gpuio.tensor import TensorFile
-        if cache_bytes < 0:
+        paths = [os.path.join(directory, f) for f in ("colptr.npy", "row.npy")]
+        if isinstance(cache_bytes, (tuple, list)):
+            ptr_bytes, row_bytes = (int(x) for x in cache_bytes)
+        else:
+            [(ptr_bytes, row_bytes)] = split_struct_cache(int(cache_bytes), [relation_file_bytes(directory)])
+        if ptr_bytes < 0 or row_bytes < 0:
             raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
         self.directory = directory
-        self.colptr_tf = TensorFile.open(os.path.join(directory, "colptr.npy"), **engine_options)
-        self.row_tf = TensorFile.open(os.path.join(directory, "row.npy"), **dict(engine_options))
+        self.colptr_tf = TensorFile.open(paths[0], **engine_options)
+        self.row_tf = TensorFile.open(paths[1], **dict(engine_options))
         opts = dict(window=0, accumulate=False, device=device)
-        self._ptr = FeatureStore(self.colptr_tf, gpu_cache_bytes=cache_bytes // 4, **opts)
-        self._row = FeatureStore(self.row_tf, gpu_cache_bytes=cache_bytes - cache_bytes // 4, **opts)
+        self._ptr = FeatureStore(self.colptr_tf, gpu_cache_bytes=ptr_bytes, **opts)
+        self._row = FeatureStore(self.row_tf, gpu_cache_bytes=row_bytes, **opts)
+        self.cache_bytes = (ptr_bytes, row_bytes)
         self.device = self._ptr.device
 
     @property
@@ -225,9 +269,23 @@ class CSCFile:
         self.row_tf.close()
 
 
-def open_csc(directory: str, in_memory: bool = False, cache_bytes: int = STRUCT_CACHE_BYTES_DEFAULT,
+def _file_bytes(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # TensorFile.open names the missing file
+
+
+def relation_file_bytes(directory: str) -> tuple:
+    """(pointer file bytes, neighbour-list file bytes) of a relation directory: what `split_struct_cache`
+    shares a budget by."""
+    return tuple(_file_bytes(os.path.join(directory, f)) for f in ("colptr.npy", "row.npy"))
+
+
+def open_csc(directory: str, in_memory: bool = False, cache_bytes=STRUCT_CACHE_BYTES_DEFAULT,
              device=None):
-    """A relation directory as `CSCMemory` (in_memory=True) or `CSCFile` (read on demand)."""
+    """A relation directory as `CSCMemory` (in_memory=True) or `CSCFile` (read on demand; cache_bytes as
+    `CSCFile` takes it)."""
     if not os.path.exists(os.path.join(directory, "colptr.npy")):
         raise FileNotFoundError(f"{directory}: no colptr.npy (not a CSC relation directory)")
     if in_memory:

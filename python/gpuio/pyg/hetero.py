@@ -54,11 +54,15 @@ class HeteroGraphStore(PygGraphStore):
     def from_dataset(cls, ds, in_memory: bool = False, cache_bytes: int | None = None, device=None,
                      edge_types=None) -> "HeteroGraphStore":
         """Every relation of an `IGBHDataset`; in_memory=True loads the CSCs, else they are read on demand
-        with a page cache of `cache_bytes` per relation (default gpuio.graph.csc_file's)."""
-        from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT, open_csc
-        cache = STRUCT_CACHE_BYTES_DEFAULT if cache_bytes is None else cache_bytes
+        through page caches sharing `cache_bytes` in all (default gpuio.graph.csc_file's), shared out over the
+        relations' files by `split_struct_cache` (pointer files whole first, then the lists by file size)."""
+        from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT, open_csc, relation_file_bytes, split_struct_cache
         ets = ds.edge_types if edge_types is None else [tuple(e) for e in edge_types]
-        return cls({et: open_csc(ds.relation_path(et), in_memory, cache, device) for et in ets}, ds.num_nodes)
+        paths = [ds.relation_path(et) for et in ets]
+        budget = STRUCT_CACHE_BYTES_DEFAULT if cache_bytes is None else cache_bytes
+        shares = [0] * len(ets) if in_memory else split_struct_cache(budget, [relation_file_bytes(p) for p in paths])
+        return cls({et: open_csc(p, in_memory, share, device) for et, p, share in zip(ets, paths, shares)},
+                   ds.num_nodes)
 
     def add_relation(self, edge_type, csc) -> None:
         """Add (or replace) relation `edge_type` = (src, rel, dst) with CSC structure `csc`. ValueError when
