@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from gpuio.graph.graph_data import random_split
-from gpuio.graph.csc_file import BUCKET_EDGES_DEFAULT, build_csc, create_table, csc_chunks, write_rows
+from gpuio.graph.csc_file import BUCKET_EDGES_DEFAULT, build_csc, create_table, csc_chunks, relation_paths, write_rows
 
 NODE_TYPES = ("paper", "author", "institute", "fos")
 # (src, rel, dst) generated grouped by `group` ("dst" or "src"); the reverse relation is derived.
@@ -156,7 +156,7 @@ def _grouped_relation(cfg: IGBHConfig, rel_id: int, rel: str, directory: str, n_
     """CSC (group -> the other endpoints) written in two passes of CHUNK_ROWS group nodes: pointers,
     then the edges (degrees are redrawn from the same streams). Returns the edge count."""
     os.makedirs(directory, exist_ok=True)
-    cp_path, row_path = os.path.join(directory, "colptr.npy"), os.path.join(directory, "row.npy")
+    cp_path, row_path = relation_paths(directory)
     cp_off, cp_rb = create_table(cp_path, (n_group + 1,), "int64")
     total = 0
     write_rows(cp_path, cp_off, cp_rb, 0, np.zeros(1, np.int64))

@@ -48,13 +48,18 @@ def write_rows(path: str, data_offset: int, row_bytes: int, lo: int, rows: np.nd
         f.write(memoryview(buf))
 
 
+def relation_paths(directory: str) -> tuple:
+    """(pointer file, neighbour-list file) paths of a relation directory."""
+    return os.path.join(directory, "colptr.npy"), os.path.join(directory, "row.npy")
+
+
 def _stream(path: str, lo: int, hi: int) -> np.ndarray:
     return np.array(np.load(path, mmap_mode="r")[lo:hi])
 
 
 def csc_chunks(directory: str, chunk_edges: int = CHUNK_EDGES):
     """Iterator factory over a CSC relation's edges as (dst, src) int64 chunks, in storage order."""
-    colptr_path, row_path = os.path.join(directory, "colptr.npy"), os.path.join(directory, "row.npy")
+    colptr_path, row_path = relation_paths(directory)
 
     def chunks():
         colptr = np.load(colptr_path, mmap_mode="r")
@@ -106,7 +111,7 @@ def build_csc(chunks, num_dst: int, directory: str, num_src: int | None = None,
     np.cumsum(counts, out=colptr[1:])
     del counts
     num_edges = int(colptr[-1])
-    cp_path, row_path = os.path.join(directory, "colptr.npy"), os.path.join(directory, "row.npy")
+    cp_path, row_path = relation_paths(directory)
     off, rb = create_table(cp_path, (num_dst + 1,), "int64")
     write_rows(cp_path, off, rb, 0, colptr)
     row_off, row_rb = create_table(row_path, (num_edges,), "int64")
@@ -174,8 +179,7 @@ class CSCMemory:
     @classmethod
     def load(cls, directory: str, device=None) -> "CSCMemory":
         """Read a relation directory's colptr.npy and row.npy whole into tensors on device."""
-        return cls(torch.from_numpy(np.load(os.path.join(directory, "colptr.npy"))),
-                   torch.from_numpy(np.load(os.path.join(directory, "row.npy"))), device)
+        return cls(*(torch.from_numpy(np.load(p)) for p in relation_paths(directory)), device)
 
     @property
     def num_dst(self) -> int:
@@ -214,7 +218,7 @@ class CSCFile:
                  **engine_options):
         from gpuio.cache import FeatureStore
         from gpuio.tensor import TensorFile
-        paths = [os.path.join(directory, f) for f in ("colptr.npy", "row.npy")]
+        paths = relation_paths(directory)
         if isinstance(cache_bytes, (tuple, list)):
             ptr_bytes, row_bytes = (int(x) for x in cache_bytes)
         else:
@@ -279,14 +283,14 @@ def _file_bytes(path: str) -> int:
 def relation_file_bytes(directory: str) -> tuple:
     """(pointer file bytes, neighbour-list file bytes) of a relation directory: what `split_struct_cache`
     shares a budget by."""
-    return tuple(_file_bytes(os.path.join(directory, f)) for f in ("colptr.npy", "row.npy"))
+    return tuple(_file_bytes(p) for p in relation_paths(directory))
 
 
 def open_csc(directory: str, in_memory: bool = False, cache_bytes=STRUCT_CACHE_BYTES_DEFAULT,
              device=None):
     """A relation directory as `CSCMemory` (in_memory=True) or `CSCFile` (read on demand; cache_bytes as
     `CSCFile` takes it)."""
-    if not os.path.exists(os.path.join(directory, "colptr.npy")):
+    if not os.path.exists(relation_paths(directory)[0]):
         raise FileNotFoundError(f"{directory}: no colptr.npy (not a CSC relation directory)")
     if in_memory:
         return CSCMemory.load(directory, device if device is not None else
