@@ -4,7 +4,7 @@ with the real one): the engine's store, the pread baseline and the KvikIO store 
 import contextlib
 
 from gpuio.apps import kvikio_store
-from gpuio.apps.store import PosixStore, Store
+from gpuio.apps.store import PosixStore, Store, same_layout
 
 
 @contextlib.contextmanager
@@ -13,6 +13,5 @@ def three_stores(paths, capacity_bytes=2 << 20):
             kvikio_store.KvikioStore(paths, capacity_bytes) as k:
         e = [g.alloc(n, 1 << 20) for n in "xy"]
         for s in (p, k):
-            for x in e:
-                s.extents[x.name] = x
+            same_layout(g, s, "xy")
         yield g, p, k, e
