@@ -289,15 +289,14 @@ def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any
         check_o = verify(st)
         if check_o != check:
             check_b = f"{check_b}; {st.kind}: {check_o}"
-        more.update({f"{st.kind}_s": r["seconds"], f"{st.kind}_data_path": st.data_path()})
+        more.update({f"{st.kind}_s": r["seconds"], f"{st.kind}_data_path": st.data_path(),
+                     f"speedup_{st.kind}": r["seconds"] / full["seconds"] if full["seconds"] > 0 else float("nan")})
     # io-only once more, last: the reference of time / max(io, compute) is the better of the two (an H200
     # vecadd io-only pass took 15.98 s against its pipeline's 12.77 s: one pass can be slowed by the device)
     drop_caches(cold)
     io2 = timed(gstore, "io", "io-only again")
     if pstore.kind == "librbd-sync":  # a volume's baseline is Basic, whatever the app calls its file baseline
         baseline = f"Basic ({pstore.data_path()})"
-    for st in others:
-        more[f"speedup_{st.kind}"] = more[f"{st.kind}_s"] / full["seconds"] if full["seconds"] > 0 else float("nan")
     return row(app, size, regime(cold, failure), gstore.data_path(), full["seconds"], baseline, base["seconds"],
                min(io["seconds"], io2["seconds"]), comp["compute_s"],
                check if check == check_b else f"{check}; baseline: {check_b}",
