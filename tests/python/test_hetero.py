@@ -319,13 +319,43 @@ def test_loader_lookahead_protects_coming_batches_and_keeps_results(ds):
     for lookahead in (0, 3):
         feats = stores(8)
         ld = HeteroBatchLoader(HeteroNeighborSampler(graph, [4, 2], seed=7), feats, ds.train_idx, batch_size=40,
-                               max_batches=6, depth=1, background=False, lookahead=lookahead)
-        it = iter(ld)
-        first = next(it)
-        # batches announced but not yet served when the first one is handed out
-        runs.append((len(feats["paper"].window.pending), [first] + list(it)))
-    assert runs[0][0] <= 1 and runs[1][0] >= 3
+                               max_batches=12, depth=1, background=False, lookahead=lookahead)
+        pending, batches = [], []
+        for b in ld:  # batches announced but not yet served when each one is handed out
+            pending.append(len(feats["paper"].window.pending))
+            batches.append(b)
+        runs.append((pending, batches))
+    assert max(runs[0][0]) <= 1 and max(runs[1][0]) >= 3  # the look-ahead, once ramped up, is announced ahead
+    assert runs[1][0][0] < 3  # the first batch is not held back until 3 more are sampled
     for a, b in zip(runs[0][1], runs[1][1]):
         assert all(torch.equal(a.x[nt], b.x[nt]) for nt in a.x)
     with pytest.raises(ValueError, match="lookahead 4 with depth 4 needs"):
         HeteroBatchLoader(HeteroNeighborSampler(graph, [2], seed=0), stores(8), ds.train_idx, lookahead=4)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_loader_announces_and_submits_in_the_ramped_order(ds, background):
+    """Every store sees batch i announced when sampled and submitted as gpuio.loader.ramped_lookahead says
+    (the same order as NodeBatchLoader's), again from the start in each iteration."""
+    from test_loader_lookahead import expected_order
+    graph = HeteroGraphStore.from_dataset(ds, in_memory=True, device="cpu")
+    feats = {nt: gpuio.FeatureStore(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10,
+                                    window=8, device="cpu") for nt in ds.node_types}
+    log = {nt: [] for nt in feats}
+    for nt, store in feats.items():
+        def logged(kind, call, nt=nt):
+            def f(idx, *a, **kw):
+                log[nt].append((kind, torch.as_tensor(idx).clone()))
+                return call(idx, *a, **kw)
+            return f
+        store.announce, store.submit = logged("a", store.announce), logged("s", store.submit)
+    ld = HeteroBatchLoader(HeteroNeighborSampler(graph, [4, 2], seed=7), feats, ds.train_idx, batch_size=40,
+                           max_batches=11, depth=2, background=background, lookahead=4)
+    batches = list(ld) + list(ld)
+    for nt, calls in log.items():
+        assert "".join(k for k, _ in calls) == expected_order(11, 4) * 2, nt
+        announced = [r for k, r in calls if k == "a"]
+        submitted = [r for k, r in calls if k == "s"]
+        assert len(announced) == len(submitted) == len(batches) == 22
+        assert all(torch.equal(a, b.n_id[nt]) and torch.equal(s, b.n_id[nt])  # in batch order
+                   for a, s, b in zip(announced, submitted, batches))

@@ -1,6 +1,7 @@
 """NodeBatchLoader samples the store's window of batches ahead: each batch is announced when sampled and
-submitted `window` batches later; batches, features and order stay those of window 0; the window
-protects the nearest announced batches and nothing blocks when they need more pages than the cache."""
+submitted `window` batches later (ramped up over an epoch's first batches: the first is submitted at once);
+batches, features and order stay those of window 0; the window protects the nearest announced batches and
+nothing blocks when they need more pages than the cache."""
 import time
 
 import pytest
@@ -10,7 +11,7 @@ from gpuio.cache import FeatureStore, InMemoryRows
 from gpuio.cache.page_cache import NO_USE
 from gpuio.cache.window import WindowBuffer
 from gpuio.data import synthetic_graph
-from gpuio.loader import NodeBatchLoader
+from gpuio.loader import NodeBatchLoader, ramped_lookahead
 from gpuio.pyg import NeighborSampler
 from repo_scripts import load_script
 
@@ -70,6 +71,26 @@ def test_window_8_yields_the_batches_of_window_0(graph):
         assert torch.equal(x.x, y.x) and torch.equal(x.x, table[x.n_id])  # features are the table's rows
 
 
+def expected_order(n: int, window: int) -> str:
+    """The announce ("a") / submit ("s") order of n batches under the ramp: batch i's announcement, then the
+    submissions that leave ramped_lookahead(i, window) batches announced ahead, then the rest at the end."""
+    want, ahead = "", 0
+    for i in range(n):
+        want, ahead = want + "a", ahead + 1
+        while ahead > ramped_lookahead(i, window):
+            want, ahead = want + "s", ahead - 1
+    return want + "s" * ahead
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 8, 29])
+def test_ramp_starts_at_zero_and_grows_by_at_most_one_a_batch_to_the_window(window):
+    r = [ramped_lookahead(i, window) for i in range(4 * window + 4)]
+    assert r[0] == 0  # the first batch is submitted as soon as it is sampled
+    assert all(0 <= b - a <= 1 for a, b in zip(r, r[1:]))  # at most one submission held back per batch sampled
+    assert all(x <= i for i, x in enumerate(r)) and max(r) == window == r[-1]  # reaches the window, no further
+    assert r.index(window) <= 2 * window  # the full look-ahead within the epoch's first 2 x window batches
+
+
 @pytest.mark.parametrize("window", [0, 1, 8])
 def test_each_batch_is_announced_window_batches_before_it_is_submitted(graph, window):
     data, table = graph
@@ -83,8 +104,13 @@ def test_each_batch_is_announced_window_batches_before_it_is_submitted(graph, wi
         assert torch.equal(announced[i], b.n_id) and torch.equal(submitted[i], b.n_id)
     kinds = "".join(k for k, _ in log)
     n = len(batches)
-    # window w: w announcements, then batch i's announcement with batch i - w's submission, then the last w
-    assert n > window and kinds == "a" * window + "as" * (n - window) + "s" * window
+    ramp = next(i for i in range(n) if ramped_lookahead(i, window) == window)
+    assert n > ramp + 1 and kinds == expected_order(n, window)
+    assert kinds.startswith("as")  # the epoch's first batch is submitted as soon as it is sampled
+    # after the ramp every announcement comes with the submission of the batch `window` earlier, the last
+    # `window` batches are submitted at the end
+    assert kinds.endswith("as" * (n - ramp - 1) + "s" * window)
+    assert kinds != "a" * window + "as" * (n - window) + "s" * window or window == 0  # not the unramped order
 
 
 def test_sample_time_excludes_feature_time(graph):

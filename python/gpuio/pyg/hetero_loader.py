@@ -4,7 +4,9 @@ fetched ahead of training — the heterogeneous counterpart of `gpuio.loader.Nod
 The producer samples ahead: each sampled batch is announced at once to every type's `gpuio.FeatureStore`
 window, but its rows are submitted only `lookahead` batches later — so when a batch is served, the pages
 the next `lookahead` batches need, and when, are known to its eviction and admission (announcing right
-before submitting would tell only the batch being served). Submitted rows may be merged with other
+before submitting would tell only the batch being served). The look-ahead ramps up over an iteration's
+first batches (`gpuio.loader.ramped_lookahead`, shared with NodeBatchLoader), so the first batch is
+submitted at once instead of after `lookahead` more are sampled. Submitted rows may be merged with other
 batches' misses by the accumulator; up to `depth` submitted batches wait before the oldest is finished
 and handed out. `background=True` runs the producer in a thread (sampling and I/O overlap
 compute); `background=False` runs it inline on the caller's thread (same batches, same order, no
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import background, hand_over, ready_event, worker_stream
+from gpuio.loader import background, hand_over, ramped_lookahead, ready_event, worker_stream
 
 SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
 _SEED_MIX = 0x9E3779B97F4A7C15  # spreads (sampler seed, batch serial) over the generator's seed space
@@ -200,7 +202,7 @@ class HeteroBatchLoader:
     def _produce_from(self, seeds, stop: threading.Event, samples):
         ahead: deque = deque()  # sampled and announced, not yet submitted
         pending: deque = deque()  # submitted, not yet handed out
-        for s in seeds:
+        for i, s in enumerate(seeds):
             if stop.is_set():
                 return
             t0 = time.perf_counter()
@@ -212,7 +214,7 @@ class HeteroBatchLoader:
                     self.features[nt].announce(ids)
             self.times["feature_s"] += time.perf_counter() - t1
             ahead.append((s, sampled))
-            if len(ahead) > self.lookahead:
+            while len(ahead) > ramped_lookahead(i, self.lookahead):  # see the module docstring
                 pending.append(self._submit(*ahead.popleft()))
             if len(pending) > self.depth:
                 yield self._finish(*pending.popleft())
