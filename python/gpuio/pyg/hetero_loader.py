@@ -80,9 +80,9 @@ class HeteroBatchLoader:
         """sampler: a gpuio.pyg.HeteroNeighborSampler. features: node type -> gpuio.FeatureStore (or any row
         source with gather(idx)), one for every node type of the graph (else KeyError). input_nodes: seed ids
         of `input_type`; labels: their labels indexed by node id. depth: finished batches queued ahead;
-        lookahead: batches announced to the feature stores' windows before their rows are submitted (the
-        windows must exceed lookahead + depth, else ValueError). rank/world_size: data parallelism.
-        sample_threads: threads sampling ahead (>= 1)."""
+        lookahead: batches announced to the feature stores' windows before their rows are submitted, once
+        ramped up (gpuio.loader.ramped_lookahead; the windows must exceed lookahead + depth, else ValueError).
+        rank/world_size: data parallelism. sample_threads: threads sampling ahead (>= 1)."""
         if batch_size < 1 or depth < 1:
             raise ValueError(f"batch_size and depth must be >= 1, got {batch_size}, {depth}")
         if isinstance(sample_threads, bool) or not isinstance(sample_threads, int) or sample_threads < 1:
