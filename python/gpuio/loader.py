@@ -124,8 +124,9 @@ class NodeBatchLoader:
                               self.device)
 
     def lookahead(self) -> int:
-        """Batches sampled and announced before their rows are submitted: the feature store's window
-        (0 for a store without one, or a plain row source: each batch is submitted as it is sampled)."""
+        """Batches sampled and announced before their rows are submitted once the look-ahead has ramped up
+        (`ramped_lookahead`): the feature store's window (0 for a store without one, or a plain row source:
+        each batch is submitted as it is sampled)."""
         window = getattr(self.features, "window", None)
         return int(getattr(window, "window", 0)) if hasattr(self.features, "submit") else 0
 
