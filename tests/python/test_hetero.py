@@ -255,7 +255,8 @@ def test_rgat_gpuio_matches_memory_and_learns(ds, one_thread):
     from gpuio.gnn.hetero_job import HeteroConfig, run
     cfg = HeteroConfig(root=ds.root, papers=CFG["papers"], features=CFG["features"], seed=CFG["seed"],
                        backends=("gpuio", "memory"), steps=8, batch_size=32, hidden=32, eval_nodes=120, lr=0.02,
-                       gpu_cache_fraction=0.05, host_fraction=0.1, belady=True, device="cpu")
+                       gpu_cache_fraction=0.05, host_fraction=0.1, belady=True, device="cpu",
+                       struct_cache_mb=0)  # no structure cache: every step reads the structure through the engine
     out = {r["backend"]: r for r in run(cfg, log=lambda *a: None)}
     g, m = out["gpuio"], out["memory"]
     assert g["steps"] == 8 and g["losses"] == m["losses"]  # same bytes, same batches -> same losses
@@ -290,7 +291,8 @@ def test_two_rank_gloo_training_ends_with_identical_parameters(ds, tmp_path):
            os.path.join(os.path.dirname(__file__), "..", "..", "examples", "rgat_igbh.py"),
            "--root", ds.root, "--papers", str(CFG["papers"]), "--features", str(CFG["features"]),
            "--seed", str(CFG["seed"]), "--batch-size", "32", "--steps", "10", "--eval-nodes", "64",
-           "--backends", "gpuio", "--device", "cpu", "--save-params", params, "--json", str(report)]
+           "--backends", "gpuio", "--device", "cpu", "--save-params", params, "--json", str(report),
+           "--struct-cache-mb", "0"]  # no structure cache: each rank's steps read the structure from storage
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     a, b = torch.load(params + ".rank0"), torch.load(params + ".rank1")

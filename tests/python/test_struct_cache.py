@@ -107,3 +107,31 @@ def test_csc_file_splits_its_own_budget_the_same_way(ds):
         CSCFile(d, cache_bytes=(-1, 5), device="cpu")
     f.close()
     g.close()
+
+
+def test_a_file_its_share_covers_is_read_whole_at_open(ds, monkeypatch):
+    from gpuio.graph import csc_file
+    from gpuio.graph.csc_file import CSCMemory
+    d = ds.relation_path(max(ds.edge_types, key=lambda et: relation_file_bytes(ds.relation_path(et))[1]))
+    mem = CSCMemory.load(d, "cpu")
+    p, r = relation_file_bytes(d)
+    monkeypatch.setattr(csc_file, "WHOLE_CHUNK_BYTES", 1000)  # several chunks, the last one partial
+    ptr_data, row_data = (mem.num_dst + 1) * 8, mem.num_edges * 8  # the files less their headers
+    cases = {(p + r): (True, True), (ptr_data, row_data - 8): (True, False), (0, r): (False, True),
+             (ptr_data - 8, 0): (False, False)}
+    for budget, whole in cases.items():
+        f = CSCFile(d, cache_bytes=budget, device="cpu")
+        assert f.whole == whole
+        data = ptr_data * whole[0] + row_data * whole[1]
+        assert f.bytes_at_open == data and f.stats()["bytes_from_device"] == data  # counted once, at open
+        dst = torch.randint(0, mem.num_dst, (500,))
+        (s0, n0), (s1, n1) = mem.ptr(dst), f.ptr(dst)
+        assert torch.equal(s0, s1) and torch.equal(n0, n1)
+        pos = torch.randint(0, mem.num_edges, (500,))
+        assert torch.equal(mem.rows(pos), f.rows(pos))
+        assert all(torch.equal(a, b) for a, b in zip(mem.tensors(), f.tensors()))
+        if all(whole):  # nothing more read after open, every lookup a hit
+            assert f.stats() == dict(bytes_from_device=data, ptr_page_hit_rate=1.0, row_page_hit_rate=1.0)
+        else:
+            assert f.stats()["bytes_from_device"] > data
+        f.close()

@@ -307,6 +307,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     r["capped"], r["cfg_steps"], r["time_cap_s"] = r["steps"] < cfg.steps, cfg.steps, float(cap)
     _end_at_last_step(r)
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
+    r["structure_bytes_open"] = struct_before  # files their cache share covers, read whole when the graph opened
     r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
     r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,

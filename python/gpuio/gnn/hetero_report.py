@@ -244,7 +244,8 @@ def print_report(results: list, say=print, info: dict | None = None) -> None:
             ("feature loading s", "feature_s"), ("sampling s", "sample_s"), ("trainer waiting s", "stall_s"),
             ("compute s", "compute_s"), ("host buffer hit rate", "host_hit_rate"),
             ("GPU cache hit rate", "gpu_hit_rate"), ("rows from storage", "device_rate"),
-            ("structure bytes read (steps)", "structure_bytes"), ("test accuracy", "test_acc"),
+            ("structure bytes read (steps)", "structure_bytes"),
+            ("structure bytes read at open", "structure_bytes_open"), ("test accuracy", "test_acc"),
             ("time cap s", "time_cap_s")]
     for name, key in rows:
         say(f"{name:28}" + "".join(fmt(r[key]) if key in r else f"{'-':>{width}}" for r in results))
