@@ -24,6 +24,10 @@ import torch
 from .store import BLOCK_BYTES_DEFAULT, STRIPE_BYTES_DEFAULT, Extent, _Base, _nbytes, is_volume, paths_of
 
 COMPAT_MODE = "ON"  # no nvidia-fs on the GPU machine: KvikIO's POSIX + bounce-buffer path
+# the probe's read: 1 MiB into a fresh (page-aligned) NumPy array. A 4 KiB read into a small heap array corrupted
+# the heap in KvikIO 26.10 compat mode on the H100 and H200 (glibc abort at the next free, after close); 1 MiB
+# reads, host or CUDA, 26.10 / 26.08 / 25.12, did not (benchmarks/RESULTS_2026-11-25-night.md)
+PROBE_BYTES = 1 << 20
 
 
 def load_kvikio():
@@ -47,10 +51,10 @@ def load_kvikio():
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "probe.bin")
             with open(path, "wb") as w:
-                w.write(bytes(4096))
+                w.write(bytes(PROBE_BYTES))
             f = kvikio.CuFile(path, "r")
             try:
-                f.pread(np.empty(4096, dtype=np.uint8), 4096, 0).get()
+                f.pread(np.empty(PROBE_BYTES, dtype=np.uint8), PROBE_BYTES, 0).get()
             finally:
                 f.close()
     except ImportError as e:
