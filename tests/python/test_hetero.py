@@ -73,6 +73,34 @@ def test_float16_tables_are_the_float32_model_rounded(tmp_path):
     assert feat.dtype == np.float16 and np.array_equal(feat.view(np.uint16), want.view(np.uint16))
 
 
+def _tree(root):
+    return {os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
+            for d, _, fs in os.walk(root) for f in fs}
+
+
+def test_generation_cut_short_is_replaced_and_foreign_files_are_refused(tmp_path):
+    cfg = igbh.IGBHConfig(papers=300, features=8, seed=3)
+    clean = _tree(igbh.generate_igbh(str(tmp_path / "clean"), cfg).root)
+
+    def cut(what, done, total):  # a timeout or kill -9 in the middle of the relations
+        if "written_by" in what:
+            raise KeyboardInterrupt
+    root = str(tmp_path / "d")
+    with pytest.raises(KeyboardInterrupt):
+        igbh.generate_igbh(root, cfg, progress=cut)
+    assert os.path.exists(os.path.join(root, igbh.GENERATING)) and not os.path.exists(os.path.join(root, "meta.json"))
+    assert _tree(igbh.generate_igbh(root, cfg).root) == clean  # replaced whole, same bytes, marker gone
+    other = igbh.IGBHConfig(papers=200, features=8, seed=4)  # a complete generation with other parameters
+    assert igbh.generate_igbh(root, other).num_nodes["paper"] == 200
+    assert _tree(root) == _tree(igbh.generate_igbh(str(tmp_path / "other"), other).root)
+    foreign = tmp_path / "foreign"
+    (foreign / "paper").mkdir(parents=True)
+    (foreign / "paper" / "node_feat.npy").write_bytes(b"not the generator's" * 100)
+    with pytest.raises(FileExistsError, match="will not replace"):
+        igbh.generate_igbh(str(foreign), cfg)
+    assert (foreign / "paper" / "node_feat.npy").read_bytes() == b"not the generator's" * 100
+
+
 def test_importer_reads_igbh_layout(tmp_path):
     src = tmp_path / "processed"
     rng = np.random.default_rng(0)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -191,10 +192,12 @@ def _reverse_chunks(chunks):
 
 def generate_igbh(root: str, cfg: IGBHConfig | None = None, progress=None,
                   bucket_edges: int = BUCKET_EDGES_DEFAULT) -> "IGBHDataset":
-    """Write an IGBH-shaped graph under `root` (see the module doc); progress(what, done, total)."""
+    """Write an IGBH-shaped graph under `root` (see the module doc); progress(what, done, total). A previous
+    generation's files in `root` (complete, or cut short) are replaced; files the generator did not write
+    are refused (FileExistsError from TensorFile.create), never overwritten."""
     cfg = (cfg or IGBHConfig()).check()
     counts = cfg.num_nodes()
-    os.makedirs(root, exist_ok=True)
+    _claim(root, cfg)
     np_dtype = np.dtype(cfg.dtype)
     for type_id, nt in enumerate(NODE_TYPES):
         os.makedirs(os.path.join(root, nt), exist_ok=True)
@@ -223,7 +226,33 @@ def generate_igbh(root: str, cfg: IGBHConfig | None = None, progress=None,
                              num_src=counts[s], bucket_edges=bucket_edges)
             edges[(s, r, d)] = meta["num_edges"]
     _write_meta(root, counts, edges, cfg.classes, dict(generator=asdict(cfg)))
+    os.remove(os.path.join(root, GENERATING))  # after meta.json: the dataset is complete
     return open_igbh(root)
+
+
+GENERATING = ".generating"  # in root while generate_igbh writes it: the files there are the generator's
+
+
+def _claim(root: str, cfg: IGBHConfig) -> None:
+    """Make `root` the generator's: when it holds a previous generation (meta.json names a generator, or the
+    GENERATING marker shows one cut short), its meta.json goes first (a run cut short now leaves nothing
+    that looks complete), then its node-type and relation directories; then the marker is written. A
+    generation cut short (a timeout, kill -9) left files that made every later one refuse to start."""
+    os.makedirs(root, exist_ok=True)
+    meta, marker = os.path.join(root, "meta.json"), os.path.join(root, GENERATING)
+    try:
+        with open(meta) as f:
+            generated = "generator" in json.load(f)
+    except (OSError, ValueError):
+        generated = False
+    if generated or os.path.exists(marker):
+        if os.path.exists(meta):
+            os.remove(meta)
+        for name in os.listdir(root):
+            if name in NODE_TYPES or name.count("__") == 2:  # <type>/ and <src>__<rel>__<dst>/
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    with open(marker, "w") as f:
+        json.dump(asdict(cfg), f)
 
 
 def _write_meta(root, counts, edges, classes, extra) -> None:
