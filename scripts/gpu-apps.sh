@@ -193,9 +193,19 @@ if want vecadd && room vecadd; then  # 1e9 float64 in 1 MiB batches, with the ra
 fi
 
 if want gemm && room gemm; then  # 16384^2 tiles, bf16 then fp32: gpuio vs pread+copy vs KvikIO (compat mode; /tmp/whl-site)
-  (cd "$work" && GPUIO_TAIL=12 bounded gemm 240 env PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/whl-site" "${apps[@]}" \
-    --size "$size" --device "$dev" $cold --store "$work" --apps gemm --json "$out/apps-gemm.json")
+  run_gemm() {
+    (cd "$work" && GPUIO_TAIL=12 bounded "$@" env PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/whl-site" "${apps[@]}" \
+      --size "$size" --device "$dev" $cold --store "$work" --apps gemm --json "$out/apps-gemm.json")
+  }
+  run_gemm gemm 240; rc=$?
   rm -f "$work"/gpuio-apps-gemm*
+  # KvikIO 26.10 in compat mode aborted the process with a corrupted heap after the bf16 pass (2 x H200, 11-25):
+  # the gpuio and pread rows are then run again without it, the row saying why
+  if ((rc == 134 || rc == 139)) && [[ -d /tmp/whl-site/kvikio ]]; then
+    echo "[gemm] the process aborted (rc $rc) with KvikIO in it: again without KvikIO (GPUIO_KVIKIO=off)"
+    GPUIO_KVIKIO=off run_gemm gemm-no-kvikio 200
+    rm -f "$work"/gpuio-apps-gemm*
+  fi
 fi
 
 graph() {  # graph NAME CAP ALGOS SOURCES: graph_bench in the memory cgroup, cold, JSON to $OUT/graph-NAME.json

@@ -78,6 +78,18 @@ def test_gemm_without_kvikio_prints_the_skip_line_and_passes(tmp_path, monkeypat
     assert len(lines) == 1 and lines[0].startswith("gemm-fp32: kvikio baseline skipped: kvikio not importable")
 
 
+def test_gpuio_kvikio_off_turns_the_baseline_off_before_importing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "kvikio", None)  # were it imported, the reason would be "not importable"
+    monkeypatch.setenv("GPUIO_KVIKIO", "off")
+    with pytest.raises(ImportError, match="turned off by GPUIO_KVIKIO=off"):
+        kvikio_store.load_kvikio()
+    r = gemm.run("tiny", str(tmp_path / "g.bin"), "cpu", dtype="fp32")
+    assert r["check"].startswith("ok") and r["kvikio_skipped"] == "turned off by GPUIO_KVIKIO=off"
+    monkeypatch.setenv("GPUIO_KVIKIO", "1")  # any other value leaves it on
+    with pytest.raises(ImportError, match="not importable"):
+        kvikio_store.load_kvikio()
+
+
 def test_kvikio_store_reads_and_writes_what_the_engine_and_pread_see(tmp_path, fake_kvikio):
     paths = _raid(tmp_path, 3)
     data = torch.from_numpy(np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8))

@@ -34,7 +34,11 @@ def load_kvikio():
     """Import kvikio in compat mode, or raise ImportError saying why it cannot be used here. The wheels'
     libkvikio loader loads librapids_logger only when cuda.pathfinder is installed (it is not beside the
     three wheels), so it is loaded here first; KvikIO resolves libcuda at its first I/O, probed here with
-    a one-page read of /proc/self/exe into host memory so a missing driver shows up as a reason, not later."""
+    a PROBE_BYTES read of a temporary file into host memory so a missing driver shows up as a reason, not
+    later. GPUIO_KVIKIO=off turns the baseline off (scripts/gpu-apps.sh reruns a step so when KvikIO
+    aborted the process)."""
+    if os.environ.get("GPUIO_KVIKIO", "").strip().lower() in ("0", "off", "no", "false"):
+        raise ImportError(f"turned off by GPUIO_KVIKIO={os.environ['GPUIO_KVIKIO']}")
     os.environ.setdefault("KVIKIO_COMPAT_MODE", COMPAT_MODE)
     try:
         try:
