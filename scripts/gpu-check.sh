@@ -187,7 +187,8 @@ fi
 #   _HOMO (arguments of benchmarks/belady_gnn.py, run after the job: the homogeneous Belady ratio; empty: not run),
 #   _HOMO_TIMEOUT (default 90), _FREE_ARGS (a run outside the cgroup, e.g. "--backends gpuio,memory": losses and
 #   accuracy against in-memory features), _FREE_TIMEOUT (default 300), _CLEAN=1 (delete the dataset after),
-#   _NPROC (ranks of the cgroup run, a list: "1 2" runs it on one GPU, then on two with torchrun),
+#   _NPROC (ranks of the cgroup run, a list: "1 2" runs it on one GPU, then on two with torchrun; with more than
+#   one rank count, benchmarks/hetero_scaling.py prints N GPUs / 1 GPU from the runs' medians: "1 2 1 2 1 2"),
 #   _RESERVE (seconds of the call kept for the phases after the cgroup run; default 75 with _HOMO + 45 with
 #   _TINY_AT=end + 60 with _FREE_ARGS).
 # With GPUIO_CALL_S every phase's timeout shrinks to what is left of the call (the cgroup run's to what is left less
@@ -235,8 +236,10 @@ if want hetero; then
     [[ -n $mbs ]] && disk=(--disk-mbs "$mbs")
   fi
   # GPUIO_HETERO_NPROC: ranks per run, e.g. "1 2" runs the same job on 1 then 2 GPUs (torchrun, NCCL) in the cgroup
+  rm -rf /tmp/hetero-runs && mkdir -p /tmp/hetero-runs; k=0
   for np in ${GPUIO_HETERO_NPROC:-1}; do
     [[ -n $hargs ]] || break
+    k=$((k + 1))
     sfx=$( ((np > 1)) && echo "-np$np" )
     launch=(python3 examples/rgat_igbh.py)
     # torchrun sets OMP_NUM_THREADS=1 per rank unless it is set: give each rank its share of the cores instead
@@ -252,7 +255,13 @@ if want hetero; then
       $hgen $hargs "${budget[@]}" "${disk[@]}" --json "$out/hetero$sfx.json" 2>&1 | tee -a "$out/hetero$sfx.txt" | tail -60
     grep -E "^memory given|^done |capped by|rank\(s\)|^judged|stopped by" \
       "$out/hetero$sfx.txt" | sed "s/^/[$np GPU] /" >> "$summary"
+    cp "$out/hetero$sfx.json" "/tmp/hetero-runs/$k-np$np.json" 2>/dev/null
   done
+  # several rank counts (e.g. "1 2 1 2 1 2"): N GPUs / 1 GPU from the medians of the runs ($out keeps the last of each)
+  if (( $(tr ' ' '\n' <<< "${GPUIO_HETERO_NPROC:-1}" | sort -u | grep -c .) > 1 )); then
+    python3 benchmarks/hetero_scaling.py /tmp/hetero-runs/*.json 2>&1 | tee "$out/hetero_scaling.txt" \
+      | grep "^judged" | tee -a "$summary"
+  fi
   if [[ -n $homo ]]; then  # bytes vs MIN do not depend on the page cache (the tables read O_DIRECT): no cgroup
     homo_to=$(within ${GPUIO_HETERO_HOMO_TIMEOUT:-90} $(( tiny_end * 45 + (${#free_args} > 0 ? 60 : 0) )))
     timeout -k 5 "$homo_to" python3 benchmarks/belady_gnn.py $homo --workdir "$(dirname "$hroot")" \
