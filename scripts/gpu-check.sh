@@ -189,6 +189,7 @@ fi
 #   accuracy against in-memory features), _FREE_TIMEOUT (default 300), _CLEAN=1 (delete the dataset after),
 #   _NPROC (ranks of the cgroup run, a list: "1 2" runs it on one GPU, then on two with torchrun; with more than
 #   one rank count, benchmarks/hetero_scaling.py prints N GPUs / 1 GPU from the runs' medians: "1 2 1 2 1 2"),
+#   _OMP (OMP_NUM_THREADS of each rank of a multi-rank run; default the cores / ranks),
 #   _RESERVE (seconds of the call kept for the phases after the cgroup run; default 75 with _HOMO + 45 with
 #   _TINY_AT=end + 60 with _FREE_ARGS).
 # With GPUIO_CALL_S every phase's timeout shrinks to what is left of the call (the cgroup run's to what is left less
@@ -244,8 +245,9 @@ if want hetero; then
     launch=(python3 examples/rgat_igbh.py)
     # torchrun sets OMP_NUM_THREADS=1 per rank unless it is set: give each rank its share of the cores instead
     # (the H200 x2 run at 1 thread per rank spent 5.8 x as long loading features as the 1-rank run)
-    ((np > 1)) && launch=(env OMP_NUM_THREADS=$(( $(nproc) / np )) python3 -m torch.distributed.run --standalone
-                          --nproc_per_node "$np" examples/rgat_igbh.py)
+    # (GPUIO_HETERO_OMP overrides it: fewer intra-op threads per rank leave the cores to the samplers and launches)
+    ((np > 1)) && launch=(env OMP_NUM_THREADS=${GPUIO_HETERO_OMP:-$(( $(nproc) / np ))} python3 -m torch.distributed.run
+                          --standalone --nproc_per_node "$np" examples/rgat_igbh.py)
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
     job_to=$(within ${GPUIO_HETERO_TIMEOUT:-540} "$reserve")
     budget=()
