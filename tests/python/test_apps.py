@@ -158,6 +158,18 @@ def test_vecadd_tiny_and_a_wrong_element(tmp_path):
             app.verify(g)
 
 
+def test_vecadd_output_ring_is_allocated_once(monkeypatch):
+    app = vecadd.VecAdd(1 << 16, 1 << 14, depth=4)
+    app._ring, app._turn = {}, 0  # as steps() leaves them
+    made = []
+    real = torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t, *a, **k: made.append(1) or real(t, *a, **k))
+    a, b = torch.ones(2048, dtype=torch.float64), torch.full((2048,), 2.0, dtype=torch.float64)
+    outs = [app._add([a.view(torch.uint8), b.view(torch.uint8)])[0] for _ in range(20)]
+    assert len(made) == 4 + 2  # depth + 2 buffers, once: not once per step
+    assert len({o.data_ptr() for o in outs}) == 6 and all(torch.equal(o, a + b) for o in outs)
+
+
 def test_resize_tiny_real_photos(tmp_path):
     photos = resize.photo_paths()
     assert photos and all(os.path.exists(p) for p in photos)

@@ -70,7 +70,9 @@ class VecAdd:
         # only after its write was waited for (the pipeline keeps `depth` write groups in flight at most).
         a, b = bufs[0].view(torch.float64), bufs[1].view(torch.float64)
         key = (a.device, a.numel())
-        ring = self._ring.setdefault(key, [torch.empty_like(a) for _ in range(self.depth + 2)])
+        ring = self._ring.get(key)
+        if ring is None:  # once per size: setdefault would build (and drop) depth + 2 buffers every step
+            ring = self._ring[key] = [torch.empty_like(a) for _ in range(self.depth + 2)]
         self._turn = (self._turn + 1) % len(ring)
         return [torch.add(a, b, out=ring[self._turn])]
 
