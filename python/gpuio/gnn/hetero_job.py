@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from gpuio.gnn.config import apply_machine_defaults
-from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT
+from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT, relation_file_bytes
 from gpuio.gnn.hetero_report import BACKENDS, CAP_LOAD, STRUCTURES, at, cap_for, parse_caps, plan_caps, print_report
 CPU_DEFAULTS = dict(papers=4000, features=128, batch_size=256, eval_nodes=1000)
 GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=1024, eval_nodes=20_000)
@@ -505,9 +505,8 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
     if rank == 0:
         info = dict(steps=cfg.steps, warmup=cfg.warmup_steps, feature_bytes=ds.feature_bytes(),
                     num_edges=ds.num_edges, limit=mem["limit"] if mem else None,
-                    struct_cache_mb=cfg.struct_cache_mb, relations=len(ds.edge_types), disk_mbs=cfg.disk_mbs,
-                    structure_file_bytes=sum(os.path.getsize(os.path.join(ds.relation_path(et), f))
-                                             for et in ds.edge_types for f in ("colptr.npy", "row.npy")))
+                    struct_cache_mb=cfg.struct_cache_mb, disk_mbs=cfg.disk_mbs,
+                    structure_file_bytes=sum(sum(relation_file_bytes(ds.relation_path(et))) for et in ds.edge_types))
         print_report(results, say, info)
         if cfg.json_out:
             with open(cfg.json_out, "w") as f:

@@ -238,13 +238,11 @@ class CSCFile:
         self._ptr, self._row = (self._open(tf, budget) for tf, budget in
                                 ((self.colptr_tf, ptr_bytes), (self.row_tf, row_bytes)))
         self.cache_bytes = (ptr_bytes, row_bytes)
-        self.bytes_at_open = sum(_data_bytes(tf) for tf, src in ((self.colptr_tf, self._ptr), (self.row_tf, self._row))
-                                 if isinstance(src, torch.Tensor))
 
     def _open(self, tf, budget: int):
         """The file whole in a tensor when `budget` covers it, else a page cache of `budget` bytes over it."""
         from gpuio.cache import FeatureStore
-        if budget >= _data_bytes(tf) > 0:
+        if budget >= tf.nbytes > 0:
             return _whole(tf, self.device)
         return FeatureStore(tf, gpu_cache_bytes=budget, window=0, accumulate=False, device=self.device)
 
@@ -252,6 +250,11 @@ class CSCFile:
     def whole(self) -> tuple:
         """(pointers, neighbour lists): whether each file is held whole (read at open) rather than cached."""
         return isinstance(self._ptr, torch.Tensor), isinstance(self._row, torch.Tensor)
+
+    @property
+    def bytes_at_open(self) -> int:
+        """Bytes read when the relation opened: the files held whole."""
+        return sum(tf.nbytes for tf, held in zip((self.colptr_tf, self.row_tf), self.whole) if held)
 
     @property
     def num_dst(self) -> int:
@@ -295,11 +298,6 @@ class CSCFile:
 
 
 WHOLE_CHUNK_BYTES = 64 << 20  # read per request when a structure file is read whole at open
-
-
-def _data_bytes(tf) -> int:
-    """Bytes of a one-dimensional TensorFile's rows (its file less the header)."""
-    return tf.num_rows * torch.empty(0, dtype=tf.torch_dtype).element_size()
 
 
 def _whole(tf, device) -> torch.Tensor:
