@@ -381,7 +381,16 @@ def test_loader_announces_and_submits_in_the_ramped_order(ds, background):
         store.announce, store.submit = logged("a", store.announce), logged("s", store.submit)
     ld = HeteroBatchLoader(HeteroNeighborSampler(graph, [4, 2], seed=7), feats, ds.train_idx, batch_size=40,
                            max_batches=11, depth=2, background=background, lookahead=4)
-    batches = list(ld) + list(ld)
+    def submitted():
+        return sum(k == "s" for k, _ in log["paper"])
+    batches, beyond = [], []  # per batch handed out: batches submitted beyond it
+    for _ in range(2):
+        start = submitted()
+        for i, b in enumerate(ld):
+            batches.append(b)
+            beyond.append(submitted() - start - (i + 1))
+    if not background:  # to the last batch, at most depth (2) beyond the one handed out: the tail does not burst
+        assert max(beyond) == 2 and beyond[-1] == 0, beyond
     for nt, calls in log.items():
         assert "".join(k for k, _ in calls) == expected_order(11, 4) * 2, nt
         announced = [r for k, r in calls if k == "a"]

@@ -218,10 +218,14 @@ class HeteroBatchLoader:
                 pending.append(self._submit(*ahead.popleft()))
             if len(pending) > self.depth:
                 yield self._finish(*pending.popleft())
-        while ahead:
-            pending.append(self._submit(*ahead.popleft()))
-        while pending:
-            yield self._finish(*pending.popleft())
+        # the tail keeps the pace above: one batch submitted per batch handed out. Submitting all `ahead` at
+        # once held the next batch back by their whole cost (2 x H200, host-buffer hits: 3 steps of ~115 ms
+        # against ~22 ms each, benchmarks/RESULTS_2026-11-26.md)
+        while ahead or pending:
+            if ahead:
+                pending.append(self._submit(*ahead.popleft()))
+            if len(pending) > self.depth or not ahead:
+                yield self._finish(*pending.popleft())
 
     def _submit(self, s, sampled):
         t0 = time.perf_counter()
