@@ -296,6 +296,32 @@ def test_rgat_gpuio_matches_memory_and_learns(ds, one_thread):
     assert mem_struct["losses"] == g["losses"] and mem_struct["structure_bytes"] == 0  # same samples
 
 
+def test_rgat_computes_only_what_the_target_uses_and_every_parameter_gets_a_gradient(ds, one_thread):
+    """DistributedDataParallel runs with find_unused_parameters=False (gpuio.gnn.hetero_job): that holds only
+    if every parameter gets a gradient on every batch, small batches with empty relations included."""
+    import torch.nn.functional as F
+    from gpuio.gnn.rgat import make_rgat, needed_types
+    assert needed_types(ds.edge_types, "paper", 1) == [{"paper"}]
+    two = needed_types(ds.edge_types, "paper", 2)
+    assert two[1] == {"paper"} and two[0] == {"paper"} | {et[0] for et in ds.edge_types if et[2] == "paper"}
+    assert two[0] != set(ds.node_types)  # this graph has a type the logits do not read after one layer
+    graph = HeteroGraphStore.from_dataset(ds, in_memory=True, device="cpu")
+    tables = {nt: torch.from_numpy(np.load(ds.feature_path(nt))) for nt in ds.node_types}
+    model = make_rgat(ds.edge_types, {nt: CFG["features"] for nt in ds.node_types}, ds.num_classes, hidden=16)
+    assert {et[2] for et in model.convs[-1].convs.keys()} == {"paper"} and set(model.skips[-1]) == {"paper"}
+    sampler = HeteroNeighborSampler(graph, [2, 1], seed=5)
+    empty_seen = 0
+    for seeds in torch.split(ds.train_idx[:40], 4):
+        out = sampler.sample(seeds, "paper")
+        empty_seen += sum(r.numel() == 0 for r in out.row.values())
+        x = {nt: tables[nt][out.node[nt]] for nt in ds.node_types}
+        ei = {et: torch.stack([out.row[et], out.col[et]]) for et in out.row}
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x, ei)[: seeds.numel()], ds.y[seeds]).backward()
+        assert [n for n, p in model.named_parameters() if p.grad is None] == []
+    assert empty_seen > 0  # the batches above did include relations with no edges
+
+
 def test_store_vs_min_counts_host_fill(ds):
     tf = gpuio.TensorFile.open(ds.feature_path("fos"))
     fs = gpuio.FeatureStore(tf, gpu_cache_bytes=4096, host_cache_rows=5, hot_scores=torch.arange(tf.num_rows),

@@ -297,12 +297,14 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     model = make_rgat(ds.edge_types, in_dims, ds.num_classes, cfg.hidden, cfg.heads, cfg.seed, dev)
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
-        # find_unused_parameters: a batch may lack an edge type, whose convolution then gets no gradient
-        # (without it DDP stops at the second step, 2 x H200). gradient_as_bucket_view: gradients live in
-        # DDP's all-reduce buckets instead of being copied there each step; 2 x H200, same data and call:
-        # 35 025 -> 36 844 seeds/s (1 GPU 18 594), benchmarks/RESULTS_2026-11-25-night.md
+        # find_unused_parameters=False: every parameter gets a gradient on every batch (the model computes only
+        # what the target's logits use, gpuio.gnn.rgat.needed_types, and the sampler passes every relation, empty
+        # or not; tests/python/test_hetero.py checks it), so DDP skips its search of the autograd graph each
+        # step. gradient_as_bucket_view: gradients live in DDP's all-reduce buckets instead of being copied
+        # there each step; 2 x H200, same data and call: 35 025 -> 36 844 seeds/s (1 GPU 18 594),
+        # benchmarks/RESULTS_2026-11-25-night.md
         model = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None,
-                                        find_unused_parameters=True, gradient_as_bucket_view=True)
+                                        find_unused_parameters=False, gradient_as_bucket_view=True)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
     struct_before, feat_before = sum(s["bytes_from_device"] for s in graph.stats().values()), _storage_bytes(sources)

@@ -1,16 +1,30 @@
 """RGAT (relational graph attention) for heterogeneous node classification, as IGBH's RGAT baseline: per
 layer, one GATConv per relation (PyG `HeteroConv`, messages of all relations into a type summed) plus a
-per-type linear self connection; a final linear layer on the target type. Training and evaluation loops
-over a `HeteroBatchLoader`, timed like the homogeneous ones (gpuio.gnn.train)."""
+per-type linear self connection; a final linear layer on the target type. A layer computes only the types
+the target's logits depend on (`needed_types`; the last layer: the target alone, like DGL's blocks). Training
+and evaluation loops over a `HeteroBatchLoader`, timed like the homogeneous ones (gpuio.gnn.train)."""
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, HeteroConv
 
 from gpuio.gnn.train import train_epoch
+
+
+def needed_types(edge_types, target: str, num_layers: int) -> list:
+    """Per layer (first to last), the node types whose outputs reach the target's logits: the last layer's
+    are the target's alone; a layer below it needs the types the layer above reads (its relations' sources and
+    its own types, through the self connection). Outputs outside these would be computed and thrown away, and
+    their parameters would get no gradient (DistributedDataParallel would then have to search for them)."""
+    out = [{target}]
+    for _ in range(num_layers - 1):
+        above = out[0]
+        out.insert(0, above | {et[0] for et in edge_types if et[2] in above})
+    return out
 
 
 class RGAT(torch.nn.Module):
@@ -29,10 +43,13 @@ class RGAT(torch.nn.Module):
         self.skips = torch.nn.ModuleList()
         d = dict(in_dims)
         width = (hidden // heads) * heads
-        for _ in range(num_layers):
-            self.convs.append(HeteroConv({et: GATConv((d[et[0]], d[et[2]]), width // heads, heads=heads,
-                                                      add_self_loops=False) for et in edge_types}, aggr="sum"))
-            self.skips.append(torch.nn.ModuleDict({t: torch.nn.Linear(d[t], width) for t in types}))
+        for needed in needed_types(edge_types, target, num_layers):
+            with warnings.catch_warnings():  # PyG warns of the types no relation here updates: needed_types' aim
+                warnings.filterwarnings("ignore", "There exist node types", UserWarning)
+                self.convs.append(HeteroConv({et: GATConv((d[et[0]], d[et[2]]), width // heads, heads=heads,
+                                                          add_self_loops=False)
+                                              for et in edge_types if et[2] in needed}, aggr="sum"))
+            self.skips.append(torch.nn.ModuleDict({t: torch.nn.Linear(d[t], width) for t in types if t in needed}))
             d = {t: width for t in types}
         self.out = torch.nn.Linear(width, out_dim)
 
