@@ -47,6 +47,8 @@ def run_design(ds, graph, scores, hosts, a, fraction: float, rank: int, world: i
                                            lookahead=lookahead, sample_threads=a.sample_threads))
     r = load_only(loader)
     per = {nt: _storage_bytes({nt: s}) - before[nt] for nt, s in sources.items()}
+    print(f"  rank {rank} of {world}, cache fraction {fraction:g}: {r['steps']} batches, "
+          f"{sum(per.values()) / 1e6:,.1f} MB from storage in {r['run_s']:.0f} s", flush=True)
     return dict(fraction=fraction, rank=rank, world=world, steps=r["steps"], seeds=loader.seeds, per_type=per,
                 bytes=sum(per.values()), seconds=r["run_s"])
 
