@@ -13,7 +13,7 @@ make_sources, HeteroBatchLoader as its loader() builds it, no model: gpuio.gnn.r
   (c) one GPU at f and at 2 f over the same `steps` batches (the first `steps` batches of (b)).
 Host buffers (host fraction, the same hot rows on every rank in every design) are filled once and shared;
 their fill is not counted (a one-time read, W x in the per-GPU design). Bytes are counted over the batches
-only, as the job's feature_bytes (hetero_job._storage_bytes). Neighbour samples: rank r samples with sampler
+only, as the job's feature_bytes (hetero_job.storage_bytes). Neighbour samples: rank r samples with sampler
 seed seed + r as the job does, so (b)'s odd batches draw other (equally distributed) samples than rank 1's.
 
     python benchmarks/cache_design.py --root /tmp/igbh-100k          # defaults: 100 000 papers, 1024 float32
@@ -30,7 +30,7 @@ def run_design(ds, graph, scores, hosts, a, fraction: float, rank: int, world: i
                sampler_seed: int) -> dict:
     """One loader (rank of world, `steps` batches) over fresh stores with device-cache `fraction`: bytes read
     from storage per node type over the batches, seeds served, seconds."""
-    from gpuio.gnn.hetero_job import HeteroConfig, _storage_bytes, make_sources
+    from gpuio.gnn.hetero_job import HeteroConfig, storage_bytes, make_sources
     from gpuio.gnn.rgat import load_only
     from gpuio.pyg.hetero import HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
@@ -38,7 +38,7 @@ def run_design(ds, graph, scores, hosts, a, fraction: float, rank: int, world: i
                        fanouts=tuple(a.fanouts), gpu_cache_fraction=fraction, host_fraction=a.host_fraction,
                        window=a.window, lookahead=a.lookahead, depth=a.depth, device="cpu", seed=a.seed)
     sources = make_sources("gpuio", ds, cfg, scores, hosts)
-    before = {nt: _storage_bytes({nt: s}) for nt, s in sources.items()}
+    before = {nt: storage_bytes({nt: s}) for nt, s in sources.items()}
     lookahead = min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0))  # as hetero_job.run_backend
     sampler = HeteroNeighborSampler(graph, list(cfg.fanouts), seed=sampler_seed)
     loader = _CountSeeds(HeteroBatchLoader(sampler, sources, ds.train_idx, "paper", cfg.batch_size, labels=ds.y,
@@ -46,7 +46,7 @@ def run_design(ds, graph, scores, hosts, a, fraction: float, rank: int, world: i
                                            world_size=world, max_batches=steps, background=cfg.background,
                                            lookahead=lookahead, sample_threads=a.sample_threads))
     r = load_only(loader)
-    per = {nt: _storage_bytes({nt: s}) - before[nt] for nt, s in sources.items()}
+    per = {nt: storage_bytes({nt: s}) - before[nt] for nt, s in sources.items()}
     print(f"  rank {rank} of {world}, cache fraction {fraction:g}: {r['steps']} batches, "
           f"{sum(per.values()) / 1e6:,.1f} MB from storage in {r['run_s']:.0f} s", flush=True)
     return dict(fraction=fraction, rank=rank, world=world, steps=r["steps"], seeds=loader.seeds, per_type=per,

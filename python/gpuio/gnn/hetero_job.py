@@ -228,7 +228,7 @@ def cgroup_memory() -> dict | None:
         return None
 
 
-def _storage_bytes(sources: dict) -> int:
+def storage_bytes(sources: dict) -> int:
     """Bytes the gpuio tables have read from storage so far (blocks actually read; 0 for other sources)."""
     return sum(s.tf.stats()["bytes_read"] for s in sources.values() if hasattr(getattr(s, "tf", None), "stats"))
 
@@ -307,14 +307,14 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
                                         find_unused_parameters=False, gradient_as_bucket_view=True)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
-    struct_before, feat_before = sum(s["bytes_from_device"] for s in graph.stats().values()), _storage_bytes(sources)
+    struct_before, feat_before = sum(s["bytes_from_device"] for s in graph.stats().values()), storage_bytes(sources)
     r = train_steps(model, loader(graph, sources, ds.train_idx, cfg.seed + rank), opt, sync=sync,
                     deadline=deadline(cap))
     r["capped"], r["cfg_steps"], r["time_cap_s"] = r["steps"] < cfg.steps, cfg.steps, float(cap)
     _end_at_last_step(r)
     r["structure_bytes"] = sum(s["bytes_from_device"] for s in graph.stats().values()) - struct_before
     r["structure_bytes_open"] = struct_before  # files their cache share covers, read whole when the graph opened
-    r["feature_bytes"] = _storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
+    r["feature_bytes"] = storage_bytes(sources) - feat_before  # gpuio only: mmap's page faults are not counted
     stores = {nt: s for nt, s in sources.items() if hasattr(s, "stats")}
     r.update(backend=backend, structure=structure, rank=rank, world_size=world, batch_size=cfg.batch_size,
              label=backend if len(cfg.structures) == 1 else f"{backend}/{structure}",
