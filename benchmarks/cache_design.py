@@ -2,7 +2,7 @@
 partitioned by row owner (WholeGraph / cuGraph), and command G's question (does doubling one GPU's cache cut
 the storage bytes by > 30 %?). Bytes from storage for a given capacity depend only on the access sequence and
 the cache policy, not on the GPU, so this runs the job's own stores and loader (gpuio.gnn.hetero_job's
-make_sources, HeteroBatchLoader as its loader() builds it, no model: gpuio.gnn.rgat.load_only) on "cpu".
+make_sources and make_loader, no model: gpuio.gnn.rgat.load_only) on "cpu".
 
   (a) per-GPU, W = 2: rank 0 and rank 1 of world_size 2, `steps` batches each, each with its own stores of
       device-cache fraction f; bytes = the sum over both ranks;
@@ -30,21 +30,15 @@ def run_design(ds, graph, scores, hosts, a, fraction: float, rank: int, world: i
                sampler_seed: int) -> dict:
     """One loader (rank of world, `steps` batches) over fresh stores with device-cache `fraction`: bytes read
     from storage per node type over the batches, seeds served, seconds."""
-    from gpuio.gnn.hetero_job import HeteroConfig, storage_bytes, make_sources
+    from gpuio.gnn.hetero_job import HeteroConfig, make_loader, make_sources, storage_bytes
     from gpuio.gnn.rgat import load_only
-    from gpuio.pyg.hetero import HeteroNeighborSampler
-    from gpuio.pyg.hetero_loader import HeteroBatchLoader
     cfg = HeteroConfig(root=a.root, papers=a.papers, features=a.features, steps=steps, batch_size=a.batch_size,
                        fanouts=tuple(a.fanouts), gpu_cache_fraction=fraction, host_fraction=a.host_fraction,
-                       window=a.window, lookahead=a.lookahead, depth=a.depth, device="cpu", seed=a.seed)
+                       window=a.window, lookahead=a.lookahead, depth=a.depth, device="cpu", seed=a.seed,
+                       sample_threads=a.sample_threads)
     sources = make_sources("gpuio", ds, cfg, scores, hosts)
     before = {nt: storage_bytes({nt: s}) for nt, s in sources.items()}
-    lookahead = min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0))  # as hetero_job.run_backend
-    sampler = HeteroNeighborSampler(graph, list(cfg.fanouts), seed=sampler_seed)
-    loader = _CountSeeds(HeteroBatchLoader(sampler, sources, ds.train_idx, "paper", cfg.batch_size, labels=ds.y,
-                                           shuffle=True, seed=cfg.seed, depth=cfg.depth, device="cpu", rank=rank,
-                                           world_size=world, max_batches=steps, background=cfg.background,
-                                           lookahead=lookahead, sample_threads=a.sample_threads))
+    loader = _CountSeeds(make_loader(cfg, ds, graph, sources, ds.train_idx, sampler_seed, rank, world))
     r = load_only(loader)
     per = {nt: storage_bytes({nt: s}) - before[nt] for nt, s in sources.items()}
     print(f"  rank {rank} of {world}, cache fraction {fraction:g}: {r['steps']} batches, "

@@ -95,6 +95,12 @@ class HeteroConfig:
     #                              runs on the same batches then give bit-equal losses; slower on CUDA
 
     @property
+    def loader_lookahead(self) -> int:
+        """The look-ahead the loaders run with: `lookahead`, bounded by what the window holds beside the
+        `depth` submitted batches and the one being served."""
+        return min(self.lookahead, max(self.window - self.depth - 1, 0))
+
+    @property
     def structures(self) -> tuple:
         return tuple(dict.fromkeys(s for _, s in self.run_list)) if self.runs else tuple(self.structure.split(","))
 
@@ -192,6 +198,21 @@ def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None, hosts
     return out
 
 
+def make_loader(cfg: HeteroConfig, ds, graph, sources: dict, seed_nodes, sampler_seed: int, rank: int = 0,
+                world: int = 1, shuffle: bool = True, steps: int | None = None):
+    """The job's HeteroBatchLoader of papers `seed_nodes` over `graph` and `sources` (make_sources): cfg's
+    fan-outs, batch size, depth, window look-ahead and sampling threads; rank of world when shuffled (training),
+    else one loader over all of them (evaluation); `steps` batches (default cfg.steps)."""
+    from gpuio.pyg.hetero import HeteroNeighborSampler
+    from gpuio.pyg.hetero_loader import HeteroBatchLoader
+    threads = dict(sample_threads=cfg.sample_threads) if cfg.sample_threads else {}
+    return HeteroBatchLoader(HeteroNeighborSampler(graph, list(cfg.fanouts), seed=sampler_seed), sources,
+                             seed_nodes, "paper", cfg.batch_size, labels=ds.y, shuffle=shuffle, seed=cfg.seed,
+                             depth=cfg.depth, device=torch.device(cfg.device), rank=rank if shuffle else 0,
+                             world_size=world if shuffle else 1, max_batches=cfg.steps if steps is None else steps,
+                             background=cfg.background, lookahead=cfg.loader_lookahead, **threads)
+
+
 DIST_TIMEOUT_S = 3 * 3600  # collectives wait this long: rank 0 may generate a large dataset behind a barrier
 
 
@@ -259,23 +280,16 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     pass (the budget left then)."""
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
-    from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
-    from gpuio.pyg.hetero_loader import HeteroBatchLoader
+    from gpuio.pyg.hetero import HeteroGraphStore
     dev = torch.device(cfg.device)
     structure = structure or cfg.structures[0]
 
     def new_graph():  # cold structure caches for each timed pass
         return HeteroGraphStore.from_dataset(ds, in_memory=structure == "memory",
                                              cache_bytes=cfg.struct_cache_mb << 20, device=dev)
-    lookahead = min(cfg.lookahead, max(cfg.window - cfg.depth - 1, 0))
-    threads = dict(sample_threads=cfg.sample_threads) if cfg.sample_threads else {}
 
     def loader(graph, sources, seed_nodes, sampler_seed, shuffle=True, steps=cfg.steps):
-        return HeteroBatchLoader(HeteroNeighborSampler(graph, list(cfg.fanouts), seed=sampler_seed), sources,
-                                 seed_nodes, "paper", cfg.batch_size, labels=ds.y, shuffle=shuffle, seed=cfg.seed,
-                                 depth=cfg.depth, device=dev, rank=rank if shuffle else 0,
-                                 world_size=world if shuffle else 1, max_batches=steps,
-                                 background=cfg.background, lookahead=lookahead, **threads)
+        return make_loader(cfg, ds, graph, sources, seed_nodes, sampler_seed, rank, world, shuffle, steps)
 
     def deadline(seconds):
         return time.perf_counter() + seconds if seconds else None
@@ -328,12 +342,12 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
         r["cut"] = "after the steps"
         if trace is not None:  # before evaluation reads more
             r["cut"] = "Belady's MIN"
-            per = {nt: store_vs_min(stores[nt], trace.get(nt, []), lookahead) for nt in stores}
+            per = {nt: store_vs_min(stores[nt], trace.get(nt, []), cfg.loader_lookahead) for nt in stores}
             keys = ("gpuio_bytes", "min_bytes", "window_min_bytes", "min_whole_bytes", "device_bytes",
                     "min_device_bytes")
             tot = {k: sum(p[k] for p in per.values()) for k in keys}
             div = (lambda a, b: a / b if b else float("nan"))
-            r["belady"] = dict(per_type=per, lookahead=lookahead, **tot,
+            r["belady"] = dict(per_type=per, lookahead=cfg.loader_lookahead, **tot,
                                ratio=div(tot["gpuio_bytes"], tot["min_bytes"]),
                                device_tier_ratio=div(tot["device_bytes"], tot["min_device_bytes"]),
                                ratio_whole=div(tot["gpuio_bytes"], tot["min_whole_bytes"]),
