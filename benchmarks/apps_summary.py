@@ -75,6 +75,9 @@ def judged(rows: dict, graphs: list[dict]) -> list[list[str]]:
                 more = (f"; re-save over its blocks {g['resave_of_raw']:.2f} x raw; new file "
                         f"{g['save_of_raw_first_write']:.2f} x raw first write "
                         f"({g['raw_first_write_Bps'] / 1e9:.2f} GB/s)")
+            if what == "load" and "load_of_raw_file" in g:  # gpt2.py: the same blocks read raw between two loads
+                more = (f"; same blocks read raw {g['raw_file_read_Bps'] / 1e9:.2f} GB/s: load "
+                        f"{g['load_of_raw_file']:.2f}, again {g['load_again_of_raw_file']:.2f}")
             out.append(_line(f"checkpoint {what} / raw device {'write' if what == 'save' else 'read'}", v, ">= 0.9",
                              None if v is None else v >= 0.9,
                              note + (f"; raw {rate / 1e9:.2f} GB/s" if rate else "") + more))
@@ -82,6 +85,8 @@ def judged(rows: dict, graphs: list[dict]) -> list[list[str]]:
             v = g.get(f"{what}_vs_torch")
             extra = f"; torch.save up to its return {g['save_vs_torch_unsynced']:.2f}x" if (
                 what == "save" and "save_vs_torch_unsynced" in g) else ""
+            if what == "save" and "resave_vs_torch" in g:
+                extra += f"; both over their own files {g['resave_vs_torch']:.2f}x"
             out.append(_line(f"checkpoint {what}: torch / gpuio", v, ">= 3", None if v is None else v >= 3,
                              f"{what} gpuio {g.get(f'{what}_gpuio_s', float('nan')):.2f} s, torch "
                              f"{g.get(f'{what}_torch_s', float('nan')):.2f} s{extra}"))

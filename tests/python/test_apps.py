@@ -319,6 +319,11 @@ def test_gpt2_raw_references(tmp_path):
     assert r["raw_write_Bps"] > 0 and r["raw_first_write_Bps"] > 0
     assert r["resave_of_raw"] > 0 and r["save_of_raw_first_write"] > 0
     assert not os.path.exists(tmp_path / "g.safetensors.raw")
+    # the same blocks read raw between two gpuio loads, and torch.save over its own file
+    assert r["checkpoint_bytes"] >= 1 << 20 and r["raw_file_read_Bps"] > 0
+    assert r["load_of_raw_file"] == pytest.approx(r["checkpoint_bytes"] / r["load_gpuio_s"] / r["raw_file_read_Bps"])
+    assert r["load_gpuio_again_s"] > 0 and r["load_again_of_raw_file"] > 0
+    assert r["resave_vs_torch"] == pytest.approx(r["resave_torch_s"] / r["resave_gpuio_s"])
 
 
 # -- the runner -------------------------------------------------------------------------------------------

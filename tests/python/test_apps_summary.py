@@ -50,6 +50,12 @@ def test_met_only_when_the_value_passes_the_bar():
     assert lines["checkpoint load / raw device read"][3] == "not met"
     assert lines["checkpoint save: torch / gpuio"][3] == "MET"
     assert lines["safetensors loads gpuio's checkpoint"][3] == "MET"
+    # the same-blocks raw read and the re-saves show in the notes; the judged values stay the grid's
+    g.update(raw_file_read_Bps=2.1e9, load_of_raw_file=0.96, load_again_of_raw_file=0.94, resave_vs_torch=3.4)
+    lines = {x[0]: x for x in summ.judged({"gpt2-medium": g}, [])}
+    assert "same blocks read raw 2.10 GB/s: load 0.96, again 0.94" in lines["checkpoint load / raw device read"][4]
+    assert lines["checkpoint load / raw device read"][3] == "not met"
+    assert "both over their own files 3.40x" in lines["checkpoint save: torch / gpuio"][4]
 
 
 def test_gemm_line_shows_both_baselines_or_why_kvikio_is_missing():

@@ -143,6 +143,23 @@ def raw_rates(path: str, seconds: float) -> dict:
     return out
 
 
+RAW_FILE_READ = {"request_bytes": 1 << 20, "queue_depth": 128}  # raw_file_read's one configuration
+
+
+def raw_file_read(path: str, nbytes: int) -> float:
+    """The raw device reading the first nbytes of the existing file `path` once, front to back (O_DIRECT, 1 MiB
+    requests, one thread at QD 128: raw_rates' usual best read), in bytes/s: a reference on the very blocks a
+    load reads, taken beside it. 0.0 when nbytes is less than one request."""
+    from ..bench.measure import raw_bench
+
+    req = RAW_FILE_READ["request_bytes"]
+    if nbytes < req:
+        return 0.0
+    r = raw_bench(path, block_bytes=req, queue_depth=RAW_FILE_READ["queue_depth"], threads=1, seconds=3600.0,
+                  sequential=True, write=False, direct=True, ops_max=nbytes // req)
+    return r["bytes"] / r["seconds"]
+
+
 RAW_FIRST_WRITE = {"request_bytes": 1 << 20, "queue_depth": 32}  # raw_first_write's one configuration
 
 

@@ -167,12 +167,31 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
         savers["gpuio"](files["gpuio"])
         t["resave_gpuio"] = time.perf_counter() - t0
         phases["resave_gpuio_phases"] = dict(detail)
+        # torch.save over its own earlier file, as a periodic checkpoint does (it truncates and writes anew),
+        # timed to fsync: the like of gpuio's re-save
+        failure = drop_caches(cold) or failure
+        t0 = time.perf_counter()
+        savers["torch"](files["torch"])
+        checkpoint.fsync_path(files["torch"])
+        t["resave_torch"] = time.perf_counter() - t0
         if not _same(state, sft.load_file(files["gpuio"])):
             raise AssertionError("safetensors.torch.load_file reads different tensors from gpuio's checkpoint")
         with open(files["gpuio"], "rb") as f:
             head = f.read(8)
             head += f.read(int.from_bytes(head, "little"))
         if raw_seconds > 0:
+            # the raw device reading the checkpoint's own blocks, cold, then gpuio's load of them again: a read
+            # reference beside the load (on 11-25 the load was 0.93, then 0.74 of raw_rates' 1 s samples)
+            failure = drop_caches(cold) or failure
+            same = common.raw_file_read(files["gpuio"], nbytes)
+            if same:
+                failure = drop_caches(cold) or failure
+                t0 = time.perf_counter()
+                again = checkpoint.load_file(files["gpuio"], dev, **opts)
+                sync(dev)
+                t["load_gpuio_again"] = time.perf_counter() - t0
+                del again
+                raw["raw_file_read_Bps"] = same
             scratch = path + ".raw"
             first = common.raw_first_write(scratch, nbytes)  # a new file's first write (the fresh save's like)
             # written out, not truncated: O_DIRECT reads of a hole return zeros with no disk I/O (a run
@@ -184,7 +203,7 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
                 f.flush()
                 os.fsync(f.fileno())
             try:
-                raw = dict(common.raw_rates(scratch, raw_seconds), **first)
+                raw.update(common.raw_rates(scratch, raw_seconds), **first)
             finally:
                 os.unlink(scratch)
     finally:
@@ -284,6 +303,11 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
         extra["load_of_raw"] = nbytes / t["load_gpuio"] / raw["raw_read_Bps"]
         if "resave_gpuio" in t:  # the same save over the blocks the first one wrote
             extra["resave_of_raw"] = nbytes / t["resave_gpuio"] / raw["raw_write_Bps"]
+    if "resave_torch" in t:  # both saves over their own earlier files
+        extra["resave_vs_torch"] = t["resave_torch"] / t["resave_gpuio"]
+    if "raw_file_read_Bps" in raw:  # the same blocks read raw between the two loads
+        extra["load_of_raw_file"] = nbytes / t["load_gpuio"] / raw["raw_file_read_Bps"]
+        extra["load_again_of_raw_file"] = nbytes / t["load_gpuio_again"] / raw["raw_file_read_Bps"]
     if "raw_first_write_Bps" in raw:  # a new file's first write, raw, against the fresh save
         extra["save_of_raw_first_write"] = nbytes / t["save_gpuio"] / raw["raw_first_write_Bps"]
     return row(f"gpt2-{prm['model']}", size, regime(cold, failure), "gpuio checkpoint (safetensors layout)",
@@ -312,6 +336,12 @@ def main(argv=None) -> int:
               f"{r['save_of_raw_first_write']:.2f} x the raw first write of a new preallocated file "
               f"({r['raw_first_write_Bps'] / 1e9:.2f} GB/s); re-save over its blocks {r['resave_gpuio_s']:.3f} s = "
               f"{r['resave_of_raw']:.2f} x raw rewrite ({r['raw_write_Bps'] / 1e9:.2f} GB/s, {r['raw_write_cfg']})")
+    if "resave_vs_torch" in r:
+        print(f"re-save over its own file: gpuio {r['resave_gpuio_s']:.3f} s, torch.save {r['resave_torch_s']:.3f} s "
+              f"({r['resave_vs_torch']:.2f}x)")
+    if "load_of_raw_file" in r:
+        print(f"the same blocks read raw {r['raw_file_read_Bps'] / 1e9:.2f} GB/s (1 MiB, QD 128): load "
+              f"{r['load_of_raw_file']:.2f} x, load again after it {r['load_again_of_raw_file']:.2f} x")
     for k in ("save_gpuio_phases", "resave_gpuio_phases"):
         if k in r:
             print(f"{k}: " + ", ".join(f"{a} {b:.3f}" if isinstance(b, float) else f"{a} {b}"
