@@ -158,6 +158,41 @@ def test_vecadd_tiny_and_a_wrong_element(tmp_path):
             app.verify(g)
 
 
+def test_measure_steps_rounds_rotate_take_the_best_and_verify_every_pass(tmp_path, monkeypatch):
+    """Round 1 runs pipeline, io-only, baseline; round 2 starts one kind later. Each figure is its kind's best
+    pass, and a pipeline pass that writes a wrong result shows in the check even when the first was right."""
+    from gpuio.apps import pipeline
+
+    app = vecadd.VecAdd(1 << 16, 1 << 14, depth=4)
+    labels, verified = [], []
+    real_run, real_verify = pipeline.run_steps, app.verify
+    seconds = iter([3.0, 2.0, 5.0, 1.5, 4.0, 2.5])  # the six timed passes, in order
+
+    def fake_run(store, steps, device, mode, depth):
+        r = real_run(store, steps, device, mode, depth)
+        if len(steps) > 1 and mode != "compute":  # a timed pass (the warm-ups run one step)
+            r["seconds"] = next(seconds)
+            labels.append((store.kind, mode))
+        return r
+
+    def verify(store):
+        verified.append(store.kind)
+        return "wrong c" if len(verified) == 4 else real_verify(store)
+
+    monkeypatch.setattr(pipeline, "run_steps", fake_run)
+    with common.opened_pair(str(tmp_path / "v.bin"), 3 * app.vec_bytes, None, device=CPU) as (g, p):
+        app.alloc(g, p)
+        app.prepare(g)
+        r = pipeline.measure_steps("vecadd", "tiny", g, p, app.steps, verify, CPU, False, "pread", depth=4)
+    gk, pk = g.kind, p.kind
+    assert labels == [(gk, "pipeline"), (gk, "io"), (pk, "pipeline"), (gk, "io"), (pk, "pipeline"), (gk, "pipeline")]
+    assert r["pipeline_runs_s"] == [3.0, 2.5] and r["io_runs_s"] == [2.0, 1.5] and r["baseline_runs_s"] == [5.0, 4.0]
+    assert (r["gpuio_s"], r["io_s"], r["baseline_s"], r["rounds"]) == (2.5, 1.5, 4.0, 2)
+    assert verified == [gk, pk, pk, gk] and r["check"].endswith("; pipeline pass 2: wrong c")
+    with pytest.raises(ValueError, match="rounds must be an int >= 1, got 0"):
+        pipeline.measure_steps("vecadd", "tiny", g, p, app.steps, verify, CPU, False, "pread", rounds=0)
+
+
 def test_vecadd_output_ring_is_allocated_once(monkeypatch):
     app = vecadd.VecAdd(1 << 16, 1 << 14, depth=4)
     app._ring, app._turn = {}, 0  # as steps() leaves them
