@@ -195,14 +195,17 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
 
     sync(device)
     t0 = time.perf_counter()
+    waited = {"r": 0.0, "w": 0.0}  # host seconds blocked on reads / on writes (where a slow pass loses its time)
     pending: list[tuple] = []
     ahead = [issue_reads(i, i % depth) for i in range(min(depth - 1, len(steps)))]
     for i, s in enumerate(steps):
         j = i + depth - 1
         if j < len(steps):  # into the slot step i-1 used (released after its compute)
             ahead.append(issue_reads(j, j % depth))
+        tw = time.perf_counter()
         for r in ahead.pop(0):
             r.wait()
+        waited["r"] += time.perf_counter() - tw
         if mode == "pipeline":
             outs = s.compute(inputs(i, i % depth))
         else:
@@ -210,17 +213,21 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
         st.release(i % depth)
         if s.writes:
             pending.append(issue_writes(i, outs))
+            tw = time.perf_counter()
             while len(pending) > depth:
                 for w in pending.pop(0)[0]:
                     w.wait()
+            waited["w"] += time.perf_counter() - tw
+    tw = time.perf_counter()
     for hs, _ in pending:
         for w in hs:
             w.wait()
     sync(device)
     if moved["w"]:
         store.sync()  # written means durable for both stores (the baseline's writes sit in the page cache)
+    waited["w"] += time.perf_counter() - tw
     return {"seconds": time.perf_counter() - t0, "compute_s": None, "bytes_read": moved["r"],
-            "bytes_written": moved["w"]}
+            "bytes_written": moved["w"], "read_wait_s": waited["r"], "write_wait_s": waited["w"]}
 
 
 def drop_caches(cold: bool) -> str | None:
@@ -269,7 +276,8 @@ def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any
     def timed(store, mode: str, label: str) -> dict:
         probe = PassProbe(store)
         r = run_steps(store, make_steps(store), device, mode, depth)
-        diag.append(probe.line(f"{app} {size} {label} {r['seconds']:.3f} s"))
+        diag.append(probe.line(f"{app} {size} {label} {r['seconds']:.3f} s (host waited {r['read_wait_s']:.2f} s on "
+                               f"reads, {r['write_wait_s']:.2f} s on writes)"))
         print(diag[-1], flush=True)
         return r
 
