@@ -189,12 +189,13 @@ def test_measure_steps_rounds_rotate_take_the_best_and_verify_every_pass(tmp_pat
     assert r["pipeline_runs_s"] == [3.0, 2.5] and r["io_runs_s"] == [2.0, 1.5] and r["baseline_runs_s"] == [5.0, 4.0]
     assert (r["gpuio_s"], r["io_s"], r["baseline_s"], r["rounds"]) == (2.5, 1.5, 4.0, 2)
     assert verified == [gk, pk, pk, gk] and r["check"].endswith("; pipeline pass 2: wrong c")
-    assert len(r["io_diag"]) == 6 and all(" s on reads, " in d for d in r["io_diag"])
+    assert len(r["io_diag"]) == 6 and all("(host s: read submit " in d for d in r["io_diag"])
     with common.opened_pair(str(tmp_path / "w.bin"), 3 * app.vec_bytes, None, device=CPU) as (g, p):
         app.alloc(g, p)
         app.prepare(g)
-        w = real_run(g, app.steps(g), CPU, "pipeline", 4)  # the host's waits lie inside the pass
-        assert 0 <= w["read_wait_s"] and 0 <= w["write_wait_s"] and w["read_wait_s"] + w["write_wait_s"] <= w["seconds"]
+        w = real_run(g, app.steps(g), CPU, "pipeline", 4)  # the host's parts lie inside the pass
+        assert set(w["host_s"]) == set(pipeline.HOST_PARTS) and min(w["host_s"].values()) > 0
+        assert sum(w["host_s"].values()) <= w["seconds"]
     with pytest.raises(ValueError, match="rounds must be an int >= 1, got 0"):
         pipeline.measure_steps("vecadd", "tiny", g, p, app.steps, verify, CPU, False, "pread", rounds=0)
 

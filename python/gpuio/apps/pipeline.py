@@ -29,6 +29,7 @@ from ..bench import cache as _cache
 from .iodiag import PassProbe
 from .store import Extent
 
+HOST_PARTS = ("read_submit", "read_wait", "compute", "write_submit", "write_wait")  # run_steps' host_s keys
 DEPTH_DEFAULT = 2  # input slots: step i computes while steps i+1 .. i+depth-1 read (2: double buffering);
                    # also the groups of step writes left in flight (each keeps its output tensors alive)
 
@@ -158,21 +159,28 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
         scratch = buffer(max(outs, store.block_size), device).zero_()
     st = _Streams(device, depth)
     moved = {"r": 0, "w": 0}
+    # host seconds per activity in the timed modes (where a slow pass spends its time): submitting and waiting
+    # for reads and writes, and the compute calls (kernel launches on CUDA)
+    host = dict.fromkeys(HOST_PARTS, 0.0)
 
     def inputs(i: int, slot: int) -> list[torch.Tensor]:
         return [bufs[slot][j][:n] for j, (_, _, n) in enumerate(steps[i].reads)]
 
     def issue_reads(i: int, slot: int) -> list:
+        t = time.perf_counter()
         with st.on_io(slot):
             hs = [store.read_async(ext, off, buf) for (ext, off, _), buf in zip(steps[i].reads, inputs(i, slot))]
         moved["r"] += sum(n for _, _, n in steps[i].reads)
+        host["read_submit"] += time.perf_counter() - t
         return hs
 
     def issue_writes(i: int, outs: list[torch.Tensor]) -> tuple:
+        t = time.perf_counter()
         outs = [_as_bytes(o) for o in outs]
         with st.on_write(outs):
             hs = [store.write_async(ext, off, o) for (ext, off), o in zip(steps[i].writes, outs)]
         moved["w"] += sum(o.numel() for o in outs)
+        host["write_submit"] += time.perf_counter() - t
         return hs, outs
 
     if mode == "compute":
@@ -195,7 +203,6 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
 
     sync(device)
     t0 = time.perf_counter()
-    waited = {"r": 0.0, "w": 0.0}  # host seconds blocked on reads / on writes (where a slow pass loses its time)
     pending: list[tuple] = []
     ahead = [issue_reads(i, i % depth) for i in range(min(depth - 1, len(steps)))]
     for i, s in enumerate(steps):
@@ -205,9 +212,11 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
         tw = time.perf_counter()
         for r in ahead.pop(0):
             r.wait()
-        waited["r"] += time.perf_counter() - tw
+        host["read_wait"] += time.perf_counter() - tw
         if mode == "pipeline":
+            tw = time.perf_counter()
             outs = s.compute(inputs(i, i % depth))
+            host["compute"] += time.perf_counter() - tw
         else:
             outs = [scratch[:n] for n in s.out_nbytes]
         st.release(i % depth)
@@ -217,7 +226,7 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
             while len(pending) > depth:
                 for w in pending.pop(0)[0]:
                     w.wait()
-            waited["w"] += time.perf_counter() - tw
+            host["write_wait"] += time.perf_counter() - tw
     tw = time.perf_counter()
     for hs, _ in pending:
         for w in hs:
@@ -225,9 +234,9 @@ def run_steps(store, steps: list[Step], device: torch.device, mode: str = "pipel
     sync(device)
     if moved["w"]:
         store.sync()  # written means durable for both stores (the baseline's writes sit in the page cache)
-    waited["w"] += time.perf_counter() - tw
+    host["write_wait"] += time.perf_counter() - tw
     return {"seconds": time.perf_counter() - t0, "compute_s": None, "bytes_read": moved["r"],
-            "bytes_written": moved["w"], "read_wait_s": waited["r"], "write_wait_s": waited["w"]}
+            "bytes_written": moved["w"], "host_s": host}
 
 
 def drop_caches(cold: bool) -> str | None:
@@ -276,8 +285,8 @@ def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any
     def timed(store, mode: str, label: str) -> dict:
         probe = PassProbe(store)
         r = run_steps(store, make_steps(store), device, mode, depth)
-        diag.append(probe.line(f"{app} {size} {label} {r['seconds']:.3f} s (host waited {r['read_wait_s']:.2f} s on "
-                               f"reads, {r['write_wait_s']:.2f} s on writes)"))
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in r["host_s"].items())
+        diag.append(probe.line(f"{app} {size} {label} {r['seconds']:.3f} s (host s: {parts})"))
         print(diag[-1], flush=True)
         return r
 
