@@ -90,6 +90,19 @@ def test_gpuio_kvikio_off_turns_the_baseline_off_before_importing(tmp_path, monk
         kvikio_store.load_kvikio()
 
 
+def test_load_kvikio_probes_once_per_process(monkeypatch):
+    """Once loaded, the module comes back without a second import or probe (the GEMM app opens a KvikIO store per
+    dtype: on the H100 the second probe's clean-up aborted the process, heap corrupted); GPUIO_KVIKIO=off still
+    turns it off."""
+    loaded = types.SimpleNamespace(__version__="loaded")
+    monkeypatch.setattr(kvikio_store, "_LOADED", loaded)
+    monkeypatch.setitem(sys.modules, "kvikio", None)  # an import now would raise ImportError
+    assert kvikio_store.load_kvikio() is loaded and kvikio_store.load_kvikio() is loaded
+    monkeypatch.setenv("GPUIO_KVIKIO", "off")
+    with pytest.raises(ImportError, match="turned off by GPUIO_KVIKIO=off"):
+        kvikio_store.load_kvikio()
+
+
 def test_kvikio_store_reads_and_writes_what_the_engine_and_pread_see(tmp_path, fake_kvikio):
     paths = _raid(tmp_path, 3)
     data = torch.from_numpy(np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8))

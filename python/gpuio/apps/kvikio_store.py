@@ -28,6 +28,7 @@ COMPAT_MODE = "ON"  # no nvidia-fs on the GPU machine: KvikIO's POSIX + bounce-b
 # the heap in KvikIO 26.10 compat mode on the H100 and H200 (glibc abort at the next free, after close); 1 MiB
 # reads, host or CUDA, 26.10 / 26.08 / 25.12, did not (benchmarks/RESULTS_2026-11-25-night.md)
 PROBE_BYTES = 1 << 20
+_LOADED = None  # the module once load_kvikio's probe passed: probed once per process
 
 
 def load_kvikio():
@@ -35,10 +36,16 @@ def load_kvikio():
     libkvikio loader loads librapids_logger only when cuda.pathfinder is installed (it is not beside the
     three wheels), so it is loaded here first; KvikIO resolves libcuda at its first I/O, probed here with
     a PROBE_BYTES read of a temporary file into host memory so a missing driver shows up as a reason, not
-    later. GPUIO_KVIKIO=off turns the baseline off (scripts/gpu-apps.sh reruns a step so when KvikIO
-    aborted the process)."""
+    later. The probe runs once per process: the GEMM app opens a store per dtype, and on the H100 (11-26) the
+    second probe's clean-up aborted the process with a corrupted heap every time; probed once, both dtypes ran
+    (an isolated repeat of the probe, with and without CUDA reads between, did not abort: the cause inside
+    KvikIO is not pinned). GPUIO_KVIKIO=off turns the baseline off (scripts/gpu-apps.sh reruns a step so
+    when KvikIO aborts the process)."""
+    global _LOADED
     if os.environ.get("GPUIO_KVIKIO", "").strip().lower() in ("0", "off", "no", "false"):
         raise ImportError(f"turned off by GPUIO_KVIKIO={os.environ['GPUIO_KVIKIO']}")
+    if _LOADED is not None:
+        return _LOADED
     os.environ.setdefault("KVIKIO_COMPAT_MODE", COMPAT_MODE)
     try:
         try:
@@ -65,6 +72,7 @@ def load_kvikio():
         raise ImportError(f"kvikio not importable: {e}") from e
     except Exception as e:  # noqa: BLE001 - e.g. RuntimeError "libcuda.so.1: cannot open shared object file"
         raise ImportError(f"kvikio unusable here: {type(e).__name__}: {str(e)[:200]}") from e
+    _LOADED = kvikio
     return kvikio
 
 
