@@ -8,7 +8,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from gpuio.bench import WORKLOADS
+from gpuio.bench import RAW_GRID, WORKLOADS
 from gpuio.engine import DEFAULTS
 
 
@@ -66,5 +66,5 @@ def test_samples_are_interleaved(quick_run):
     _, _, doc = quick_run
     for name, by_cfg in doc["samples"].items():
         # engine uring + posix at two ring depths + the whole raw grid, each measured once in a quick run
-        assert len(by_cfg) == 2 * 2 + 6, name
+        assert len(by_cfg) == 2 * 2 + len(RAW_GRID), name
         assert all(len(v) == 1 and v[0]["bytes"] > 0 for v in by_cfg.values())
