@@ -183,7 +183,7 @@ def test_measure_steps_rounds_rotate_take_the_best_and_verify_every_pass(tmp_pat
     with common.opened_pair(str(tmp_path / "v.bin"), 3 * app.vec_bytes, None, device=CPU) as (g, p):
         app.alloc(g, p)
         app.prepare(g)
-        r = pipeline.measure_steps("vecadd", "tiny", g, p, app.steps, verify, CPU, False, "pread", depth=4)
+        r = pipeline.measure_steps("vecadd", "tiny", g, p, app.steps, verify, CPU, False, "pread", depth=4, rounds=2)
     gk, pk = g.kind, p.kind
     assert labels == [(gk, "pipeline"), (gk, "io"), (pk, "pipeline"), (gk, "io"), (pk, "pipeline"), (gk, "pipeline")]
     assert r["pipeline_runs_s"] == [3.0, 2.5] and r["io_runs_s"] == [2.0, 1.5] and r["baseline_runs_s"] == [5.0, 4.0]
