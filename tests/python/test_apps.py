@@ -365,6 +365,8 @@ def test_gpt2_raw_references(tmp_path):
     assert r["checkpoint_bytes"] >= 1 << 20 and r["raw_file_read_Bps"] > 0
     assert r["load_of_raw_file"] == pytest.approx(r["checkpoint_bytes"] / r["load_gpuio_s"] / r["raw_file_read_Bps"])
     assert r["load_gpuio_again_s"] > 0 and r["load_again_of_raw_file"] > 0
+    assert r["raw_file_write_Bps"] > 0
+    assert r["resave_of_raw_file"] == pytest.approx(r["checkpoint_bytes"] / r["resave_gpuio_s"] / r["raw_file_write_Bps"])
     assert r["resave_vs_torch"] == pytest.approx(r["resave_torch_s"] / r["resave_gpuio_s"])
 
 

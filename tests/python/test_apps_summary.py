@@ -50,11 +50,15 @@ def test_met_only_when_the_value_passes_the_bar():
     assert lines["checkpoint load / raw device read"][3] == "not met"
     assert lines["checkpoint save: torch / gpuio"][3] == "MET"
     assert lines["safetensors loads gpuio's checkpoint"][3] == "MET"
-    # the same-blocks raw read and the re-saves show in the notes; the judged values stay the grid's
-    g.update(raw_file_read_Bps=2.1e9, load_of_raw_file=0.96, load_again_of_raw_file=0.94, resave_vs_torch=3.4)
+    # with the same-bytes references measured, they are judged; the grid's 1 s samples go to the note
+    g.update(raw_read_Bps=1.6e9, raw_write_Bps=3.6e9, raw_file_read_Bps=2.1e9, load_of_raw_file=0.96,
+             load_again_of_raw_file=0.94, raw_first_write_Bps=1.6e9, save_of_raw_first_write=0.85,
+             raw_file_write_Bps=2.5e9, resave_of_raw_file=0.93, resave_vs_torch=3.4)
     lines = {x[0]: x for x in summ.judged({"gpt2-medium": g}, [])}
-    assert "same blocks read raw 2.10 GB/s: load 0.96, again 0.94" in lines["checkpoint load / raw device read"][4]
-    assert lines["checkpoint load / raw device read"][3] == "not met"
+    load, save = lines["checkpoint load / raw device read"], lines["checkpoint save / raw device write"]
+    assert (load[1], load[3], save[1], save[3]) == ("0.96", "MET", "0.85", "not met")
+    assert "same blocks read raw (2.10 GB/s); grid 0.50 x 1.60 GB/s (1 s samples); load again 0.94" in load[4]
+    assert "re-save 0.93 x the same blocks rewritten raw (2.50 GB/s)" in save[4]
     assert "both over their own files 3.40x" in lines["checkpoint save: torch / gpuio"][4]
 
 

@@ -183,7 +183,7 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
             # the raw device reading the checkpoint's own blocks, cold, then gpuio's load of them again: a read
             # reference beside the load (on 11-25 the load was 0.93, then 0.74 of raw_rates' 1 s samples)
             failure = drop_caches(cold) or failure
-            same = common.raw_file_read(files["gpuio"], nbytes)
+            same = common.raw_file_pass(files["gpuio"], nbytes)
             if same:
                 failure = drop_caches(cold) or failure
                 t0 = time.perf_counter()
@@ -192,6 +192,9 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
                 t["load_gpuio_again"] = time.perf_counter() - t0
                 del again
                 raw["raw_file_read_Bps"] = same
+                # and the raw device rewriting those blocks (the re-save's like; the checkpoint is read no more)
+                failure = drop_caches(cold) or failure
+                raw["raw_file_write_Bps"] = common.raw_file_pass(files["gpuio"], nbytes, write=True)
             scratch = path + ".raw"
             first = common.raw_first_write(scratch, nbytes)  # a new file's first write (the fresh save's like)
             # written out, not truncated: O_DIRECT reads of a hole return zeros with no disk I/O (a run
@@ -305,9 +308,10 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
             extra["resave_of_raw"] = nbytes / t["resave_gpuio"] / raw["raw_write_Bps"]
     if "resave_torch" in t:  # both saves over their own earlier files
         extra["resave_vs_torch"] = t["resave_torch"] / t["resave_gpuio"]
-    if "raw_file_read_Bps" in raw:  # the same blocks read raw between the two loads
+    if "raw_file_read_Bps" in raw:  # the same blocks read raw between the two loads, then rewritten raw
         extra["load_of_raw_file"] = nbytes / t["load_gpuio"] / raw["raw_file_read_Bps"]
         extra["load_again_of_raw_file"] = nbytes / t["load_gpuio_again"] / raw["raw_file_read_Bps"]
+        extra["resave_of_raw_file"] = nbytes / t["resave_gpuio"] / raw["raw_file_write_Bps"]
     if "raw_first_write_Bps" in raw:  # a new file's first write, raw, against the fresh save
         extra["save_of_raw_first_write"] = nbytes / t["save_gpuio"] / raw["raw_first_write_Bps"]
     return row(f"gpt2-{prm['model']}", size, regime(cold, failure), "gpuio checkpoint (safetensors layout)",
@@ -341,7 +345,8 @@ def main(argv=None) -> int:
               f"({r['resave_vs_torch']:.2f}x)")
     if "load_of_raw_file" in r:
         print(f"the same blocks read raw {r['raw_file_read_Bps'] / 1e9:.2f} GB/s (1 MiB, QD 128): load "
-              f"{r['load_of_raw_file']:.2f} x, load again after it {r['load_again_of_raw_file']:.2f} x")
+              f"{r['load_of_raw_file']:.2f} x, load again after it {r['load_again_of_raw_file']:.2f} x; rewritten raw "
+              f"{r['raw_file_write_Bps'] / 1e9:.2f} GB/s (QD 32, to fdatasync): re-save {r['resave_of_raw_file']:.2f} x")
     for k in ("save_gpuio_phases", "resave_gpuio_phases"):
         if k in r:
             print(f"{k}: " + ", ".join(f"{a} {b:.3f}" if isinstance(b, float) else f"{a} {b}"

@@ -62,7 +62,8 @@ def acceptance(rows: list[dict]) -> list[str]:
                 s += f"; re-save vs torch.save over its own file {r['resave_vs_torch']:.2f}x"
             if "load_of_raw_file" in r:
                 s += (f"; load / raw read of the same blocks {r['load_of_raw_file']:.2f}, again "
-                      f"{r['load_again_of_raw_file']:.2f}")
+                      f"{r['load_again_of_raw_file']:.2f}; re-save / the same blocks rewritten raw "
+                      f"{r['resave_of_raw_file']:.2f}")
             out.append(s)
         if a == "resize":
             out.append(f"resize: I/O {r['io_s']:.3f} s, compute {r['compute_s']:.3f} s, gpuio {r['gpuio_s']:.3f} s, "
