@@ -147,11 +147,11 @@ RAW_FILE = {"request_bytes": 1 << 20, "read_queue_depth": 128, "write_queue_dept
 
 
 def raw_file_pass(path: str, nbytes: int, write: bool = False) -> float:
-    """The raw device reading, or rewriting, the first nbytes of the existing file `path` once, front to back
-    (O_DIRECT, 1 MiB requests, one thread at QD 128 reading, QD 32 writing as raw_first_write; a write timed to
-    fdatasync), in bytes/s: a reference on the very blocks a load reads or a re-save writes, the same bytes,
-    sustained. raw_rates' 1 s samples are not: on the H100 machine's virtio disk one 1 s write sample ran at 3.59
-    GB/s where a 4.26 GB first write sustained 1.63. 0.0 when nbytes is less than one request."""
+    """The raw device reading, or writing, the first nbytes of the existing file `path` once, front to back
+    (O_DIRECT, 1 MiB requests, one thread at QD 128 reading, QD 32 writing; a write timed to fdatasync), in
+    bytes/s: a reference on the very blocks a load reads or a re-save writes (raw_first_write: a new file's),
+    the same bytes, sustained. raw_rates' 1 s samples are not: on the H100 machine's virtio disk one 1 s write
+    sample ran at 3.59 GB/s where a 4.26 GB first write sustained 1.63. 0.0 when nbytes is less than one request."""
     import time
 
     from ..bench.measure import raw_bench
@@ -172,20 +172,14 @@ def raw_file_pass(path: str, nbytes: int, write: bool = False) -> float:
     return r["bytes"] / (time.perf_counter() - t0)
 
 
-RAW_FIRST_WRITE = {"request_bytes": 1 << 20, "queue_depth": 32}  # raw_first_write's one configuration
-
-
 def raw_first_write(path: str, nbytes: int) -> dict:
-    """The raw device writing nbytes into a new file once, front to back (O_DIRECT, 1 MiB requests, one
-    thread at QD 32), the file preallocated as checkpoint.save_file does, timed to fdatasync: the reference
-    for a save to a new file, which raw_rates (rewrites of written blocks) is not. On ext4 a first write also
-    converts each written range from unwritten to written (a journalled change per request). Leaves the file."""
-    import time
-
-    from ..bench.measure import raw_bench
+    """The raw device writing nbytes into a new file once, front to back (raw_file_pass's write), the file
+    preallocated as checkpoint.save_file does, timed to fdatasync: the reference for a save to a new file, which
+    raw_rates (rewrites of written blocks) is not. On ext4 a first write also converts each written range from
+    unwritten to written (a journalled change per request). Leaves the file."""
     from .store import preallocate
 
-    req = RAW_FIRST_WRITE["request_bytes"]
+    req = RAW_FILE["request_bytes"]
     n = -(-nbytes // req) * req
     if os.path.exists(path):
         os.unlink(path)
@@ -193,12 +187,4 @@ def raw_first_write(path: str, nbytes: int) -> dict:
     if not reserved:
         with open(path, "ab") as f:
             f.truncate(n)
-    t0 = time.perf_counter()
-    r = raw_bench(path, block_bytes=req, queue_depth=RAW_FIRST_WRITE["queue_depth"], threads=1, seconds=3600.0,
-                  sequential=True, write=True, direct=True, ops_max=n // req)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    return {"raw_first_write_Bps": r["bytes"] / (time.perf_counter() - t0), "raw_first_write_preallocated": reserved}
+    return {"raw_first_write_Bps": raw_file_pass(path, n, write=True), "raw_first_write_preallocated": reserved}
