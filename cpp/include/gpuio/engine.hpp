@@ -17,6 +17,8 @@ namespace gpuio {
 // fields flattened: direct, writable, sqpoll, iopoll, posix_threads, lock, lock_wait_ms); the Python
 // defaults are read from a default-constructed EngineOptions (gpuio._core.engine_defaults()).
 struct EngineOptions {
+  // The first target's devices (target 0, blocks from 0). Empty: an engine that serves only targets opened later
+  // (open_target; uring and posix backends), as a process's shared engine does.
   std::vector<std::string> paths;
   uint32_t block_size = 4096;         // bytes per logical block; a power of two >= every device's logical block
   uint64_t stripe_bytes = 65536;      // RAID-0 stripe unit (used when there are several devices)
@@ -54,6 +56,22 @@ void check_option(const std::string& name, int64_t value);
 // Every range above plus the relations between knobs (io_bytes_max >= block_size, ...). Engine::create
 // calls it; the error text is the same whichever language set the value.
 void validate(const EngineOptions& o);
+
+// A target: one file (or a RAID-0 set of several) that an engine serves beside its others. Per-file choices live
+// here; the engine's workers, queues, staging and controller are shared by all of its targets.
+struct TargetOptions {
+  std::vector<std::string> paths;
+  uint64_t stripe_bytes = 65536;  // RAID-0 stripe unit over several paths (a multiple of the engine's block_size)
+  DeviceOpenOptions open;         // direct, writable, lock, lock_wait_ms
+};
+
+// An open target: its blocks are the engine's blocks [base_block, base_block + blocks).
+struct TargetInfo {
+  uint32_t id = 0;
+  uint64_t base_block = 0;
+  uint64_t blocks = 0;
+  std::vector<DeviceInfo> devices;
+};
 
 // Where a batch's data goes to (read) or comes from (write).
 enum class MemKind : uint8_t { host = 0, device = 1 };
@@ -158,6 +176,17 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Open a file (or a RAID-0 set) as a new target; its blocks get an unused range of this engine's block ids. Only
+  // backends that open devices while running (uring, posix) take targets beside the first; the engine's block_size
+  // must suit every direct device. Throws IoError naming the path, std::invalid_argument for bad options.
+  TargetInfo open_target(const TargetOptions& target);
+  // Close a target: new batches naming its blocks fail at once (std::out_of_range), batches in flight on it end
+  // first, then its devices close (their locks drop). std::invalid_argument for an unknown id.
+  void close_target(uint32_t id);
+  // fdatasync the target's devices only.
+  void sync_target(uint32_t id);
+  size_t target_count() const;  // targets open now
+
   // Submit a batch. blocks[i] goes to/from buf + i*block_bytes. buf must stay valid until done.
   BatchHandle submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind = MemKind::host);
   void read(const int64_t* blocks, size_t n, void* buf) { submit(IoOp::read, blocks, n, buf).wait(); }
@@ -169,11 +198,11 @@ class Engine {
   // Make completed writes durable (fdatasync on file devices).
   void sync();
   const EngineOptions& options() const;
-  uint64_t total_blocks() const;
-  // Throws std::out_of_range naming the first block id outside [0, total_blocks()) and its index; submit()
+  uint64_t total_blocks() const;  // the end of the highest target's range (its first target alone: its blocks)
+  // Throws std::out_of_range naming the first block id outside [0, total_blocks()) (or in no open target) and its index; submit()
   // checks a whole batch this way before any I/O starts.
   void check_blocks(const int64_t* blocks, size_t n) const;
-  size_t device_count() const;
+  size_t device_count() const;  // the devices of the engine's first target (the paths it was created with)
   const DeviceInfo& device(size_t i) const;
   // Stops the workers after the batches in flight end. Later calls throw std::invalid_argument.
   void close();

@@ -128,6 +128,14 @@ struct RbdOptions {
   uint32_t op_timeout_s = 0;         // an OSD request fails with ETIMEDOUT after this; 0: waits for recovery
 };
 
+// What may differ between the files (devices) of one engine: how each is opened.
+struct DeviceOpenOptions {
+  bool direct = true;            // O_DIRECT
+  bool writable = true;
+  bool lock = false;             // exclusive flock, waiting up to lock_wait_ms (see BackendOptions::lock)
+  uint32_t lock_wait_ms = 10000;
+};
+
 struct BackendOptions {
   std::string kind = "uring";    // uring | posix | sim | rbd | fault:<inner>
   bool direct = true;            // O_DIRECT
@@ -167,6 +175,19 @@ class IoBackend {
   // Issue one request now, from any thread. 0, or -errno when it never reached the device (done() is then
   // not called). Only where direct_submission() is true.
   virtual int submit_direct(DirectRequest*) { return -EOPNOTSUPP; }
+
+  // Devices opened after creation (file-descriptor backends: uring, posix), while queues run: the engine's
+  // targets (Engine::open_target). Returns their indices; queues made earlier serve them too. A closed device's
+  // index may be given to a later device. Thread-safe against each other and against queues using other devices.
+  virtual bool opens_devices() const { return false; }
+  virtual std::vector<uint32_t> open_devices(const std::vector<std::string>& paths, const DeviceOpenOptions&);
+  // Close devices from open_devices(); no request may be in flight on them (the engine waits for their batches).
+  virtual void close_devices(const std::vector<uint32_t>& devices);
+  // fdatasync those devices only. Throws IoError naming the device.
+  virtual void sync_devices(const std::vector<uint32_t>& devices) {
+    (void)devices;
+    sync();
+  }
 };
 
 // Opens paths with the given backend kind. Throws IoError naming the path on failure, and

@@ -6,6 +6,9 @@
 namespace gpuio::limits {
 
 constexpr uint32_t devices_max = 64;              // devices in one layout
+// Device slots of one engine: its first target's devices plus every file opened on it later (Engine::open_target;
+// a closed target's slots are reused). Extent::device is 16 bits wide.
+constexpr uint32_t open_devices_max = 4096;
 constexpr uint32_t workers_max = 64;              // engine worker threads
 constexpr uint32_t queue_depth_max = 4096;        // entries in one io queue (ring)
 constexpr uint32_t queue_depth_default = 128;
@@ -88,6 +91,7 @@ constexpr uint32_t table_workers(uint32_t cpus) {
 constexpr uint64_t table_request_blocks_max = 1ull << 16;
 
 static_assert(queue_depth_default <= queue_depth_max);
+static_assert(devices_max <= open_devices_max && open_devices_max <= 65536);
 static_assert(staging_slot_bytes_default <= io_bytes_max);
 static_assert(staging_bytes_default % staging_slot_bytes_default == 0);
 static_assert(block_bytes_max <= io_bytes_max);

@@ -167,6 +167,32 @@ nb::dict auto_workers(uint32_t devices) {
   return d;
 }
 
+nb::dict device_dict(const DeviceInfo& d) {
+  nb::dict x;
+  x["path"] = d.path;
+  x["bytes"] = d.bytes;
+  x["logical_block_bytes"] = d.logical_block_bytes;
+  x["direct"] = d.direct;
+  x["block_device"] = d.block_device;
+  return x;
+}
+
+// A target's per-file options (the rest of a file's settings are the engine's): direct, writable, lock, lock_wait_ms,
+// stripe_bytes; defaults from TargetOptions, ranges from the engine's option table.
+TargetOptions target_options(std::vector<std::string> paths, nb::dict given) {
+  nb::dict d = copy_dict(given);
+  TargetOptions t;
+  t.paths = std::move(paths);
+  auto range = [](const std::string& key, int64_t v) { check_option(key, v); };
+  t.stripe_bytes = take<uint64_t>(d, "stripe_bytes", t.stripe_bytes, range);
+  t.open.direct = take<bool>(d, "direct", t.open.direct);
+  t.open.writable = take<bool>(d, "writable", t.open.writable);
+  t.open.lock = take<bool>(d, "lock", t.open.lock);
+  t.open.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", t.open.lock_wait_ms, range);
+  reject_unknown(d, "target");
+  return t;
+}
+
 nb::dict stats_dict(const EngineStats& s) {
   nb::dict d;
   d["ops"] = s.ops;
@@ -286,17 +312,32 @@ GPUIO_BIND(engine, 10) {
       .def_prop_ro("devices",
                    [](const Holder& h) {
                      nb::list l;
-                     for (size_t i = 0; i < h->device_count(); ++i) {
-                       const DeviceInfo& d = h->device(i);
-                       nb::dict x;
-                       x["path"] = d.path;
-                       x["bytes"] = d.bytes;
-                       x["logical_block_bytes"] = d.logical_block_bytes;
-                       x["direct"] = d.direct;
-                       x["block_device"] = d.block_device;
-                       l.append(x);
-                     }
+                     for (size_t i = 0; i < h->device_count(); ++i) l.append(device_dict(h->device(i)));
                      return l;
                    })
+      .def("open_target",
+           [](Holder& h, std::vector<std::string> paths, nb::dict options) {
+             TargetOptions t = target_options(std::move(paths), options);
+             TargetInfo info;
+             {
+               nb::gil_scoped_release unlocked;
+               info = h->open_target(t);
+             }
+             nb::dict d;
+             d["id"] = info.id;
+             d["base_block"] = info.base_block;
+             d["blocks"] = info.blocks;
+             nb::list devs;
+             for (const DeviceInfo& x : info.devices) devs.append(device_dict(x));
+             d["devices"] = devs;
+             return d;
+           },
+           nb::arg("paths"), nb::arg("options"),
+           "Open paths (one file, or a RAID-0 set) as a new target: a dict of id, base_block, blocks, devices.")
+      .def("close_target", [](Holder& h, uint32_t id) { h->close_target(id); }, nb::arg("id"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("sync_target", [](Holder& h, uint32_t id) { h->sync_target(id); }, nb::arg("id"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("target_count", [](const Holder& h) { return h->target_count(); })
       .def_static("create_file", &Engine::create_file, nb::arg("path"), nb::arg("nbytes"));
 }

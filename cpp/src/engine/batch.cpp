@@ -1,6 +1,9 @@
 #include "engine/batch.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <stdexcept>
 
 #include "engine/engine_impl.hpp"
 #include "engine/futex.hpp"
@@ -37,7 +40,7 @@ void Batch::extent_finished() {
 
 std::string Batch::failure_message() const {
   const char* what = op == IoOp::read ? "read" : "write";
-  const std::string& path = engine->devices[failure.device].path;
+  const std::string path = engine->device_path(failure.device);
   return std::string(what) + " failed at block " + std::to_string(failure.block) + " (index " +
          std::to_string(failure.index) + " of batch " + std::to_string(seq) + "): device " +
          std::to_string(failure.device) + " '" + path + "' offset " + std::to_string(failure.offset) + ": " +
@@ -58,6 +61,12 @@ uint64_t BatchHandle::seq() const { return batch_ ? batch_->seq : 0; }
 
 void BatchHandle::wait(int64_t timeout_ms) const {
   if (!batch_) throw std::invalid_argument("wait() on an empty batch handle");
+  if (batch_->state.load(std::memory_order_acquire) == detail::kRunning && batch_->engine->foreign()) {
+    throw std::runtime_error("batch " + std::to_string(batch_->seq) + " was submitted by process " +
+                             std::to_string(batch_->engine->owner_pid) + "; this process (" + std::to_string(getpid()) +
+                             ", a fork of it) has none of its engine's workers, so it can never complete here: "
+                             "submit the request again in this process");
+  }
   if (timeout_ms < 0) timeout_ms = batch_->io_timeout_ms;
   auto deadline = detail::Clock::now() + std::chrono::milliseconds(timeout_ms);
   // A short spin catches fast completions without a system call.
@@ -95,6 +104,7 @@ size_t wait_any(const std::vector<BatchHandle>& hs, int64_t timeout_ms) {
     }
     e = hs[i].batch_->engine;
   }
+  e->check_owner();
   if (timeout_ms < 0) timeout_ms = hs[0].batch_->io_timeout_ms;
   auto deadline = detail::Clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {

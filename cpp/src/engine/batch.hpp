@@ -28,6 +28,7 @@ struct BatchFailure {
 };
 
 class EngineImpl;
+struct Target;  // engine/targets.hpp
 
 struct Batch {
   uint64_t seq = 0;
@@ -47,6 +48,8 @@ struct Batch {
   // Batch-ordered staging windows (device reads of at least limits::ordered_min_bytes), if any; counted in
   // `remaining` by chunk, not by extent.
   std::vector<std::unique_ptr<OrderedWindow>> windows;
+  // The targets (files) its blocks lie in, counted in each one's batches in flight until the batch ends.
+  std::vector<std::shared_ptr<Target>> targets;
 
   std::mutex failure_mu;
   BatchFailure failure;  // the lowest failing index wins

@@ -1,5 +1,7 @@
 // Engine internals shared by the engine's files (not a public header).
 #pragma once
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -12,6 +14,7 @@
 #include "engine/controller.hpp"
 #include "engine/layout.hpp"
 #include "engine/staging.hpp"
+#include "engine/targets.hpp"
 #include "engine/worker.hpp"
 #include "gpuio/engine.hpp"
 
@@ -27,34 +30,49 @@ class EngineImpl {
 
   BatchHandle submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind);
   void check_blocks(const int64_t* blocks, size_t n) const;  // out_of_range naming the first bad id
+  TargetInfo open_target(const TargetOptions& t);
+  void close_target(uint32_t id);
+  void sync_target(uint32_t id);
+  std::shared_ptr<const TargetMap> target_map() const { return std::atomic_load(&targets_); }
+  std::string device_path(uint32_t device) const;  // for messages: the path of a device index
   void on_batch_done(Batch& b);  // from the worker that finished the batch's last extent
   EngineStats stats() const;
   void close();
   void sync();
   bool closed() const { return closed_.load(); }
+  // The process that made the engine. After fork() the child has none of its worker threads: close() there
+  // abandons the engine (no thread joined, no lock taken, nothing freed) and submit() refuses, naming both pids.
+  const pid_t owner_pid = getpid();
+  bool foreign() const { return getpid() != owner_pid; }
+  void check_owner() const;  // std::runtime_error in a forked child
 
   EngineOptions opts;
   std::unique_ptr<IoBackend> backend;
   bool spin = true;  // backend->fast_completions(): workers and batch waits poll briefly before sleeping
   bool direct_io = false;  // backend->direct_submission(): host batches skip the workers (engine/direct.hpp)
-  std::unique_ptr<Layout> layout;
   std::unique_ptr<StagingPool> staging;
   std::unique_ptr<CoreController> controller;
   std::vector<std::unique_ptr<Worker>> workers;
   std::atomic<DeviceMover*> mover{nullptr};  // set by the CUDA layer for MemKind::device batches
-  uint32_t direct_align = 0;  // memory alignment O_DIRECT needs (0: devices not direct)
+  // Memory alignment O_DIRECT needs on any open device (0: none is direct); grows as targets open.
+  std::atomic<uint32_t> direct_align{0};
   bool zero_copy = true;      // every device moves data straight to/from any caller memory (rbd)
+  bool shared = false;        // made without paths: a process's engine whose targets come and go (worker choice)
   uint32_t poll_depth = 0;    // low-latency mode: workers poll with at most this many requests in flight (0: off)
   std::string low_latency;    // how opts.low_latency resolved (stats)
   std::vector<DeviceInfo> devices;  // kept after close(), which releases the backend (fds, locks)
 
  private:
   // direct: the caller submits the batch's extents itself (outbox 0, IoBackend::submit_direct; host batches on rbd)
-  void plan(Batch& b, const int64_t* blocks, size_t n, uint8_t* mem, bool staged, bool direct);
+  void plan(Batch& b, const TargetMap& map, const int64_t* blocks, size_t n, uint8_t* mem, bool staged, bool direct);
   // Extents of blocks [lo, hi) into the outboxes; chunk: batch-ordered staging (then always staged). Returns
   // how many.
-  uint32_t plan_range(Batch& b, const int64_t* blocks, size_t lo, size_t hi, uint8_t* mem, bool staged,
-                      OrderedChunk* chunk, bool direct);
+  uint32_t plan_range(Batch& b, const TargetMap& map, const int64_t* blocks, size_t lo, size_t hi, uint8_t* mem,
+                      bool staged, OrderedChunk* chunk, bool direct);
+  // Where engine block `block` lives (the target must hold it); counts the batch in that target's batches.
+  Location locate(Batch& b, const TargetMap& map, uint64_t block, uint64_t* contiguous);
+  std::shared_ptr<Target> make_target(uint32_t id, uint64_t base, const std::vector<uint32_t>& devices,
+                                      uint64_t stripe_bytes);
   void wait_direct();  // until no caller-submitted request is in flight
   uint32_t pick_worker(uint32_t device, uint32_t active);
 
@@ -64,6 +82,10 @@ class EngineImpl {
   std::mutex submit_mu_;  // serialises planning so per-worker vectors can be reused
   std::vector<std::vector<Extent>> outbox_;
   std::vector<uint32_t> rr_;  // per device: its extents so far (spread_worker's turn)
+  std::shared_ptr<const TargetMap> targets_;  // std::atomic_load/store; replaced under submit_mu_
+  std::mutex targets_mu_;     // serialises open_target/close_target
+  uint32_t next_target_id_ = 1;
+  uint64_t next_base_ = 0;    // the next target's first engine block (ranges are never reused)
 
   mutable std::mutex timing_mu_;
   uint32_t in_flight_batches_ = 0;

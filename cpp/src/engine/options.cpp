@@ -54,7 +54,6 @@ void check_option(const std::string& name, int64_t value) {
 }
 
 void validate(const EngineOptions& o) {
-  GPUIO_EXPECT(!o.paths.empty(), "paths is empty: give at least one file or block device");
   check_option("block_size", o.block_size);
   check_option("stripe_bytes", static_cast<int64_t>(o.stripe_bytes));
   check_option("workers", o.workers);

@@ -155,6 +155,10 @@ GpuRuntime::GpuRuntime(Engine& engine, const GpuOptions& opts) : impl_(std::make
 GpuRuntime::~GpuRuntime() { close(); }
 
 void GpuRuntime::close() {
+  if (impl_ && impl_->owner_pid != getpid()) {
+    (void)impl_.release();  // a forked child: the parent's thread and CUDA state are not ours to end
+    return;
+  }
   if (impl_) impl_->shutdown();
 }
 

@@ -1,6 +1,7 @@
 // GpuRuntime internals shared by the GPU layer's files.
 #pragma once
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <deque>
@@ -32,6 +33,9 @@ struct StreamDone::Pool {
 };
 
 struct GpuRuntime::Impl {
+  // The process that made the runtime. In a forked child its control-plane thread does not exist and its CUDA
+  // context cannot be used: close() there leaves everything as it is (nothing joined, freed or synchronised).
+  const pid_t owner_pid = getpid();
   Engine& engine;
   GpuOptions opts;
   int device = 0;

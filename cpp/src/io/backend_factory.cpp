@@ -1,4 +1,6 @@
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpuio/status.hpp"
 #include "io/backends.hpp"
@@ -25,6 +27,15 @@ std::unique_ptr<IoBackend> make_backend(const std::vector<std::string>& paths, c
 #endif
   }
   throw std::invalid_argument("unknown backend '" + kind + "': expected uring, posix, sim, rbd or fault:<backend>");
+}
+
+std::vector<uint32_t> IoBackend::open_devices(const std::vector<std::string>&, const DeviceOpenOptions&) {
+  throw std::invalid_argument(std::string("backend '") + name() +
+                              "' takes its devices when it is created; files are opened later only on uring and posix");
+}
+
+void IoBackend::close_devices(const std::vector<uint32_t>&) {
+  throw std::invalid_argument(std::string("backend '") + name() + "' cannot close a device before it ends");
 }
 
 bool rbd_built() {

@@ -12,6 +12,8 @@
 #include <thread>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <utility>
 
 #include "gpuio/status.hpp"
 
@@ -45,69 +47,156 @@ void lock_device(int fd, const std::string& path, uint32_t wait_ms) {
   }
 }
 
-}  // namespace
 
-DeviceSet::DeviceSet(const std::vector<std::string>& paths, const BackendOptions& opts) {
+
+// Opens one device as opts say; on failure nothing stays open (IoError naming the path).
+std::pair<int, DeviceInfo> open_device(const std::string& path, const DeviceOpenOptions& opts) {
   const bool direct = opts.direct, writable = opts.writable;
-  GPUIO_EXPECT(!paths.empty(), "at least one device path is needed, got an empty list");
-  GPUIO_EXPECT(paths.size() <= limits::devices_max,
-               "too many devices: " + std::to_string(paths.size()) + " > devices_max " +
-                   std::to_string(limits::devices_max));
-  try {
-    for (const std::string& path : paths) {
-      int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
-      int fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0));
-      if (fd < 0 && direct && errno == EINVAL) {
-        int probe = ::open(path.c_str(), flags);
-        if (probe >= 0) {
-          ::close(probe);
-          fail(EINVAL, path, "the file system does not support O_DIRECT; pass direct=False");
-        }
-      }
-      if (fd < 0 && writable && (errno == EACCES || errno == EROFS || errno == EPERM)) {
-        fail(errno, path, "not writable (open a read-only engine or fix permissions)");
-      }
-      if (fd < 0) fail(errno, path, "open failed");
-      fds_.push_back(fd);
-      if (opts.lock) lock_device(fd, path, opts.lock_wait_ms);
-      struct stat st {};
-      if (fstat(fd, &st) != 0) fail(errno, path, "fstat failed");
-      DeviceInfo info;
-      info.path = path;
-      info.direct = direct;
-      if (S_ISBLK(st.st_mode)) {
-        info.block_device = true;
-        unsigned long long bytes = 0;
-        int lbs = 512;
-        if (ioctl(fd, BLKGETSIZE64, &bytes) != 0) fail(errno, path, "BLKGETSIZE64 failed");
-        if (ioctl(fd, BLKSSZGET, &lbs) != 0) fail(errno, path, "BLKSSZGET failed");
-        info.bytes = bytes;
-        info.logical_block_bytes = static_cast<uint32_t>(lbs);
-      } else if (S_ISREG(st.st_mode)) {
-        info.bytes = static_cast<uint64_t>(st.st_size);
-        info.logical_block_bytes = 512;
-      } else {
-        fail(EINVAL, path, "not a regular file or block device");
-      }
-      if (direct && info.bytes >= 4096 && !direct_read_works(fd, info.logical_block_bytes)) {
-        fail(EINVAL, path, "the file system rejects O_DIRECT reads; pass direct=False");
-      }
-      infos_.push_back(info);
+  int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  int fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0));
+  if (fd < 0 && direct && errno == EINVAL) {
+    int probe = ::open(path.c_str(), flags);
+    if (probe >= 0) {
+      ::close(probe);
+      fail(EINVAL, path, "the file system does not support O_DIRECT; pass direct=False");
     }
+  }
+  if (fd < 0 && writable && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+    fail(errno, path, "not writable (open a read-only engine or fix permissions)");
+  }
+  if (fd < 0) fail(errno, path, "open failed");
+  try {
+    if (opts.lock) lock_device(fd, path, opts.lock_wait_ms);
+    struct stat st {};
+    if (fstat(fd, &st) != 0) fail(errno, path, "fstat failed");
+    DeviceInfo info;
+    info.path = path;
+    info.direct = direct;
+    if (S_ISBLK(st.st_mode)) {
+      info.block_device = true;
+      unsigned long long bytes = 0;
+      int lbs = 512;
+      if (ioctl(fd, BLKGETSIZE64, &bytes) != 0) fail(errno, path, "BLKGETSIZE64 failed");
+      if (ioctl(fd, BLKSSZGET, &lbs) != 0) fail(errno, path, "BLKSSZGET failed");
+      info.bytes = bytes;
+      info.logical_block_bytes = static_cast<uint32_t>(lbs);
+    } else if (S_ISREG(st.st_mode)) {
+      info.bytes = static_cast<uint64_t>(st.st_size);
+      info.logical_block_bytes = 512;
+    } else {
+      fail(EINVAL, path, "not a regular file or block device");
+    }
+    if (direct && info.bytes >= 4096 && !direct_read_works(fd, info.logical_block_bytes)) {
+      fail(EINVAL, path, "the file system rejects O_DIRECT reads; pass direct=False");
+    }
+    return {fd, info};
   } catch (...) {
-    for (int fd : fds_) ::close(fd);
+    ::close(fd);
     throw;
   }
 }
 
-void DeviceSet::sync() const {
-  for (size_t i = 0; i < fds_.size(); ++i) {
-    if (fdatasync(fds_[i]) != 0) throw IoError(errno, "fdatasync of '" + infos_[i].path + "' failed: " + errno_name(errno));
+DeviceOpenOptions open_options(const BackendOptions& o) {
+  DeviceOpenOptions d;
+  d.direct = o.direct;
+  d.writable = o.writable;
+  d.lock = o.lock;
+  d.lock_wait_ms = o.lock_wait_ms;
+  return d;
+}
+
+}  // namespace
+
+DeviceSet::DeviceSet(const std::vector<std::string>& paths, const BackendOptions& opts) {
+  GPUIO_EXPECT(paths.size() <= limits::devices_max,
+               "too many devices: " + std::to_string(paths.size()) + " > devices_max " +
+                   std::to_string(limits::devices_max));
+  open(paths, open_options(opts));
+  initial_ = paths.size();
+}
+
+DeviceSet::Slot& DeviceSet::slot_mut(size_t i) {
+  std::atomic<Slot*>& c = chunks_[i / chunk_slots];
+  if (c.load(std::memory_order_relaxed) == nullptr) c.store(new Slot[chunk_slots], std::memory_order_release);
+  return c.load(std::memory_order_relaxed)[i % chunk_slots];
+}
+
+std::vector<uint32_t> DeviceSet::open(const std::vector<std::string>& paths, const DeviceOpenOptions& opts) {
+  std::vector<std::pair<int, DeviceInfo>> opened;
+  try {
+    for (const std::string& path : paths) opened.push_back(open_device(path, opts));
+  } catch (...) {
+    for (auto& o : opened) ::close(o.first);
+    throw;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  const size_t reusable = free_.size(), high = size_.load(std::memory_order_relaxed);
+  if (high - reusable + opened.size() > limits::open_devices_max) {
+    for (auto& o : opened) ::close(o.first);
+    throw std::length_error("cannot open " + std::to_string(paths.size()) + " more devices: " +
+                            std::to_string(high - reusable) + " are open, open_devices_max=" +
+                            std::to_string(limits::open_devices_max));
+  }
+  std::vector<uint32_t> indices;
+  size_t next = high;
+  for (auto& o : opened) {
+    uint32_t i;
+    if (!free_.empty()) {
+      i = free_.back();
+      free_.pop_back();
+    } else {
+      i = static_cast<uint32_t>(next++);
+    }
+    Slot& s = slot_mut(i);
+    s.fd = o.first;
+    s.info = std::move(o.second);
+    indices.push_back(i);
+  }
+  size_.store(next, std::memory_order_release);  // publishes the slots written above
+  return indices;
+}
+
+void DeviceSet::close(const std::vector<uint32_t>& indices) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (uint32_t i : indices) {
+    Slot& s = slot_mut(i);
+    if (s.fd < 0) continue;
+    ::close(s.fd);
+    s.fd = -1;
+    s.info = DeviceInfo{};
+    free_.push_back(i);
   }
 }
 
+std::vector<int> DeviceSet::initial_fds() const {
+  std::vector<int> fds;
+  for (size_t i = 0; i < initial_; ++i) fds.push_back(fd(i));
+  return fds;
+}
+
+void DeviceSet::sync(const std::vector<uint32_t>& indices) const {
+  std::lock_guard<std::mutex> g(mu_);
+  for (uint32_t i : indices) {
+    const Slot& s = slot(i);
+    if (s.fd >= 0 && fdatasync(s.fd) != 0)
+      throw IoError(errno, "fdatasync of '" + s.info.path + "' failed: " + errno_name(errno));
+  }
+}
+
+void DeviceSet::sync() const {
+  std::vector<uint32_t> all;
+  for (size_t i = 0; i < size(); ++i) all.push_back(static_cast<uint32_t>(i));
+  sync(all);
+}
+
 DeviceSet::~DeviceSet() {
-  for (int fd : fds_) ::close(fd);
+  for (auto& c : chunks_) {
+    Slot* slots = c.load(std::memory_order_relaxed);
+    if (slots == nullptr) continue;
+    for (size_t i = 0; i < chunk_slots; ++i)
+      if (slots[i].fd >= 0) ::close(slots[i].fd);
+    delete[] slots;
+  }
 }
 
 }  // namespace gpuio::detail

@@ -114,8 +114,14 @@ class PosixBackend final : public IoBackend {
     return std::make_unique<PosixQueue>(devs_, depth, std::min(threads_, depth));
   }
   void sync() override { devs_.sync(); }
+  bool opens_devices() const override { return true; }
+  std::vector<uint32_t> open_devices(const std::vector<std::string>& paths, const DeviceOpenOptions& o) override {
+    return devs_.open(paths, o);
+  }
+  void close_devices(const std::vector<uint32_t>& devices) override { devs_.close(devices); }
+  void sync_devices(const std::vector<uint32_t>& devices) override { devs_.sync(devices); }
   std::string describe() const override {
-    return std::string("posix direct=") + (devs_.info(0).direct ? "on" : "off") +
+    return std::string("posix direct=") + (devs_.initial() == 0 ? "per-file" : devs_.info(0).direct ? "on" : "off") +
            " threads-per-queue=" + std::to_string(threads_);
   }
 

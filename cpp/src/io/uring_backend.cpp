@@ -1,5 +1,6 @@
-// io_uring backend: O_DIRECT, registered files, fixed (registered) staging buffers, batched submission,
-// optional SQPOLL and IOPOLL. IOPOLL is enabled only after a probe read shows the device supports it;
+// io_uring backend: O_DIRECT, registered files (the devices given at creation; devices opened later are named by
+// their file descriptor, since a registered file stays referenced by every ring until each owner thread updates it),
+// fixed (registered) staging buffers, batched submission, optional SQPOLL and IOPOLL. IOPOLL is enabled only after a probe read shows the device supports it;
 // describe() says what was requested and what runs.
 #include <liburing.h>
 #include <sys/uio.h>
@@ -22,7 +23,7 @@ class UringQueue final : public IoQueue {
  public:
   UringQueue(const DeviceSet& devs, uint32_t depth, const std::vector<FixedBuffer>& fixed, bool sqpoll,
              bool iopoll)
-      : depth_(depth) {
+      : devs_(devs), depth_(depth) {
     // The owner thread is the only one that ever enters this ring (IoQueue contract), so the kernel may skip
     // cross-thread locking (SINGLE_ISSUER) and run completion work when the owner asks for events instead of
     // interrupting it for each one (DEFER_TASKRUN). Kernels before 6.1 reject the flags: the ring is made without.
@@ -46,10 +47,14 @@ class UringQueue final : public IoQueue {
       if (rc != -EINVAL || extra == 0) break;
     }
     if (rc < 0) throw IoError(-rc, "io_uring_queue_init(depth=" + std::to_string(depth) + ") failed: " + errno_name(-rc));
-    rc = io_uring_register_files(&ring_, devs.fds().data(), static_cast<unsigned>(devs.size()));
-    if (rc < 0) {
-      io_uring_queue_exit(&ring_);
-      throw IoError(-rc, "io_uring_register_files failed: " + errno_name(-rc));
+    const std::vector<int> fds = devs.initial_fds();
+    if (!fds.empty()) {
+      rc = io_uring_register_files(&ring_, fds.data(), static_cast<unsigned>(fds.size()));
+      if (rc < 0) {
+        io_uring_queue_exit(&ring_);
+        throw IoError(-rc, "io_uring_register_files failed: " + errno_name(-rc));
+      }
+      registered_ = static_cast<uint32_t>(fds.size());
     }
     if (!fixed.empty()) {
       std::vector<iovec> iov;
@@ -66,18 +71,20 @@ class UringQueue final : public IoQueue {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (!sqe) return false;
     bool fixed = fixed_ok_ && r.buf_index >= 0;
+    const bool registered = r.device < registered_;
+    const int file = registered ? int{r.device} : devs_.fd(r.device);
     if (r.op == IoOp::read) {
       if (fixed)
-        io_uring_prep_read_fixed(sqe, r.device, r.buf, r.len, r.offset, r.buf_index);
+        io_uring_prep_read_fixed(sqe, file, r.buf, r.len, r.offset, r.buf_index);
       else
-        io_uring_prep_read(sqe, r.device, r.buf, r.len, r.offset);
+        io_uring_prep_read(sqe, file, r.buf, r.len, r.offset);
     } else {
       if (fixed)
-        io_uring_prep_write_fixed(sqe, r.device, r.buf, r.len, r.offset, r.buf_index);
+        io_uring_prep_write_fixed(sqe, file, r.buf, r.len, r.offset, r.buf_index);
       else
-        io_uring_prep_write(sqe, r.device, r.buf, r.len, r.offset);
+        io_uring_prep_write(sqe, file, r.buf, r.len, r.offset);
     }
-    sqe->flags |= IOSQE_FIXED_FILE;
+    if (registered) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, r.user_data);
     ++inflight_;
     ++prepared_;
@@ -143,6 +150,8 @@ class UringQueue final : public IoQueue {
 
  private:
   io_uring ring_{};
+  const DeviceSet& devs_;
+  uint32_t registered_ = 0;  // devices [0, registered_) are the ring's registered files
   uint32_t depth_;
   uint32_t inflight_ = 0;
   uint32_t prepared_ = 0;
@@ -188,10 +197,17 @@ class UringBackend final : public IoBackend {
     return q;
   }
   void sync() override { devs_.sync(); }
+  bool opens_devices() const override { return true; }
+  std::vector<uint32_t> open_devices(const std::vector<std::string>& paths, const DeviceOpenOptions& o) override {
+    return devs_.open(paths, o);
+  }
+  void close_devices(const std::vector<uint32_t>& devices) override { devs_.close(devices); }
+  void sync_devices(const std::vector<uint32_t>& devices) override { devs_.sync(devices); }
   std::string describe() const override {
     std::string s = "uring direct=";
-    s += devs_.info(0).direct ? "on" : "off";
-    s += " registered-files=on fixed-buffers=";
+    s += devs_.initial() == 0 ? "per-file" : devs_.info(0).direct ? "on" : "off";
+    s += devs_.initial() == 0 ? " registered-files=off" : " registered-files=on";
+    s += " fixed-buffers=";
     s += fixed_ok_ ? "on" : "off";
     s += " sqpoll=";
     s += sqpoll_ ? "on" : "off";
