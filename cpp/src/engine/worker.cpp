@@ -276,6 +276,8 @@ void Worker::sleep_until_posted() {
 }
 
 void Worker::run(std::promise<void>& started) {
+  // Named so that a process's engine threads can be told apart (ps -L, /proc/PID/task/*/comm): "gpuio-w3".
+  pthread_setname_np(pthread_self(), ("gpuio-w" + std::to_string(id_)).c_str());
   cpu_clock_ok_.store(pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0, std::memory_order_release);
   try {
     uint32_t depth = engine_.opts.queue_depth;

@@ -166,6 +166,7 @@ void GpuRuntime::Impl::record_hops(const InFlight& f, int64_t done_seen_ns, int6
 }
 
 void GpuRuntime::Impl::run_poller() {
+  pthread_setname_np(pthread_self(), "gpuio-gpu");
   cudaSetDevice(device);
   prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: naps stay short
   auto last_active = Clock::now();

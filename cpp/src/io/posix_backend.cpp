@@ -1,5 +1,6 @@
 // posix backend: a pool of threads doing blocking pread/pwrite, the CPU-managed baseline the CAM paper
 // compares against. Each queue owns its threads, so queues on different workers share nothing.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,7 +20,12 @@ namespace {
 class PosixQueue final : public IoQueue {
  public:
   PosixQueue(const DeviceSet& devs, uint32_t depth, uint32_t threads) : devs_(devs), depth_(depth) {
-    for (uint32_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+    for (uint32_t i = 0; i < threads; ++i) {
+      threads_.emplace_back([this] {
+        pthread_setname_np(pthread_self(), "gpuio-posix");
+        run();
+      });
+    }
   }
   ~PosixQueue() override {
     {
