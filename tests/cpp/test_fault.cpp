@@ -190,3 +190,25 @@ TEST(Fault, SeededCampaignSurfacesEveryFaultAndReproduces) {
   }
   EXPECT_EQ(outcomes.size(), 2u) << "the campaign should see both clean and failed batches";
 }
+
+// A wait that times out says whether the device answered nothing (stalled?) or the engine was busy elsewhere.
+TEST(Fault, TimeoutSaysTheDeviceAnsweredNothing) {
+  TempFile f("stall", 1 << 20, 9);
+  FaultOptions slow;
+  slow.latency_rate = 1.0;
+  slow.latency_us = 1500000;  // every request takes 1.5 s
+  auto e = Engine::create(faulty(f.path(), slow));
+  HostBuffer out(4096);
+  int64_t block = 3;
+  BatchHandle h = e->submit(IoOp::read, &block, 1, out.ptr);
+  try {
+    h.wait(100);
+    FAIL() << "the wait did not time out";
+  } catch (const IoError& err) {
+    EXPECT_EQ(err.error_code(), ETIMEDOUT);
+    std::string what = err.what();
+    EXPECT_NE(what.find("1 of its extents pending"), std::string::npos) << what;
+    EXPECT_NE(what.find("no device request completed meanwhile (device stalled?)"), std::string::npos) << what;
+  }
+  within(10s, [&] { h.wait(); });
+}

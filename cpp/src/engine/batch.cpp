@@ -69,6 +69,7 @@ void BatchHandle::wait(int64_t timeout_ms) const {
   }
   if (timeout_ms < 0) timeout_ms = batch_->io_timeout_ms;
   auto deadline = detail::Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const uint64_t completed_at_start = batch_->engine->completed_requests();
   // A short spin catches fast completions without a system call.
   for (int i = 0; i < (batch_->spin ? 2000 : 0) && batch_->state.load(std::memory_order_acquire) == detail::kRunning; ++i) {
 #if defined(__x86_64__)
@@ -85,7 +86,9 @@ void BatchHandle::wait(int64_t timeout_ms) const {
     auto now = detail::Clock::now();
     if (now >= deadline) {
       throw IoError(ETIMEDOUT, "batch " + std::to_string(batch_->seq) + " not complete after " +
-                                   std::to_string(timeout_ms) + " ms (device stalled?); its buffers stay in use");
+                                   std::to_string(timeout_ms) + " ms: " +
+                                   batch_->engine->stall_reason(completed_at_start, *batch_) +
+                                   "; its buffers stay in use");
     }
     auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now).count();
     batch_->sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -107,6 +110,7 @@ size_t wait_any(const std::vector<BatchHandle>& hs, int64_t timeout_ms) {
   e->check_owner();
   if (timeout_ms < 0) timeout_ms = hs[0].batch_->io_timeout_ms;
   auto deadline = detail::Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const uint64_t completed_at_start = e->completed_requests();
   for (;;) {
     uint32_t seen = e->batches_ended.load(std::memory_order_seq_cst);
     for (size_t i = 0; i < hs.size(); ++i) {
@@ -115,7 +119,9 @@ size_t wait_any(const std::vector<BatchHandle>& hs, int64_t timeout_ms) {
     auto now = detail::Clock::now();
     if (now >= deadline) {
       throw IoError(ETIMEDOUT, "none of " + std::to_string(hs.size()) + " batches complete after " +
-                                   std::to_string(timeout_ms) + " ms (device stalled?); their buffers stay in use");
+                                   std::to_string(timeout_ms) + " ms: batch " + std::to_string(hs[0].batch_->seq) +
+                                   " has " + e->stall_reason(completed_at_start, *hs[0].batch_) +
+                                   "; their buffers stay in use");
     }
     auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now).count();
     // Counted before sleeping, then futex_wait re-reads the word: a batch ending after the scan above either

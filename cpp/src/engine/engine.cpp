@@ -85,6 +85,21 @@ void EngineImpl::check_owner() const {
                            "file again in this process (gpuio objects do so on their own)");
 }
 
+uint64_t EngineImpl::completed_requests() const {
+  uint64_t n = direct_ops.load(std::memory_order_relaxed);
+  for (const auto& w : workers) n += w->counters().ops.load(std::memory_order_relaxed);
+  return n;
+}
+
+std::string EngineImpl::stall_reason(uint64_t completed_before, const Batch& b) const {
+  const uint64_t done = completed_requests() - completed_before;
+  const std::string left = std::to_string(b.remaining.load(std::memory_order_relaxed)) + " of its extents pending";
+  if (closed_.load()) return left + ", and the engine was closed under it";
+  if (done == 0) return left + ", and no device request completed meanwhile (device stalled?)";
+  return left + " behind other work (" + std::to_string(done) + " requests completed meanwhile): the engine is "
+         "busy, not stalled; wait longer (io_timeout_ms) or submit less at once";
+}
+
 void EngineImpl::close() {
   if (foreign()) {  // the parent's threads, locks and memory: leave them untouched, forever
     closed_.store(true);

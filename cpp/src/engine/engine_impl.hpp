@@ -12,6 +12,7 @@
 
 #include "engine/batch.hpp"
 #include "engine/controller.hpp"
+#include "engine/fork.hpp"
 #include "engine/layout.hpp"
 #include "engine/staging.hpp"
 #include "engine/targets.hpp"
@@ -43,8 +44,13 @@ class EngineImpl {
   // The process that made the engine. After fork() the child has none of its worker threads: close() there
   // abandons the engine (no thread joined, no lock taken, nothing freed) and submit() refuses, naming both pids.
   const pid_t owner_pid = getpid();
-  bool foreign() const { return getpid() != owner_pid; }
+  const uint32_t owner_fork = fork_generation();
+  bool foreign() const { return fork_generation() != owner_fork; }
   void check_owner() const;  // std::runtime_error in a forked child
+  uint64_t completed_requests() const;  // device requests completed so far (workers and caller-submitted)
+  // Why a batch is still running after a wait: the device answered nothing since `completed_before` (stalled?), or
+  // it kept completing other requests (a deep backlog), with the batch's pending extents.
+  std::string stall_reason(uint64_t completed_before, const Batch& b) const;
 
   EngineOptions opts;
   std::unique_ptr<IoBackend> backend;

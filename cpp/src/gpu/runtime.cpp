@@ -155,7 +155,7 @@ GpuRuntime::GpuRuntime(Engine& engine, const GpuOptions& opts) : impl_(std::make
 GpuRuntime::~GpuRuntime() { close(); }
 
 void GpuRuntime::close() {
-  if (impl_ && impl_->owner_pid != getpid()) {
+  if (impl_ && impl_->owner_fork != detail::fork_generation()) {
     (void)impl_.release();  // a forked child: the parent's thread and CUDA state are not ours to end
     return;
   }

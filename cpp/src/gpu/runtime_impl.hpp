@@ -1,7 +1,6 @@
 // GpuRuntime internals shared by the GPU layer's files.
 #pragma once
 #include <cuda_runtime.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <deque>
@@ -10,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/fork.hpp"
 #include "gpu/bounce.hpp"
 #include "gpu/mover.hpp"
 #include "gpuio/gpu.hpp"
@@ -35,7 +35,7 @@ struct StreamDone::Pool {
 struct GpuRuntime::Impl {
   // The process that made the runtime. In a forked child its control-plane thread does not exist and its CUDA
   // context cannot be used: close() there leaves everything as it is (nothing joined, freed or synchronised).
-  const pid_t owner_pid = getpid();
+  const uint32_t owner_fork = detail::fork_generation();
   Engine& engine;
   GpuOptions opts;
   int device = 0;
