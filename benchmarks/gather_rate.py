@@ -141,7 +141,7 @@ def run(a) -> dict:
             tf.in_place_devices = ("cpu", "cuda") if a.in_place == "yes" else ()
         check(tf, tf.path, g, a.device)
     raw_tf = tfs[4096]
-    base, nblocks = raw_tf.data_offset // raw_tf.block_size, raw_tf.nbytes // raw_tf.block_size
+    base, nblocks = raw_tf.engine_block_base, raw_tf.nbytes // raw_tf.block_size
     runs: dict[str, list] = {"raw blocks/s": []}
     ratios: dict[str, list] = {}
     ref_ratios: dict[str, list] = {}

@@ -119,7 +119,7 @@ def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
     x = fs.gather(rows.to(device))
     float(x.sum())
     gather_rate = rows.numel() / (time.perf_counter() - t0)
-    raw_ids = (torch.randperm(data_blocks, generator=g)[:n] + tf.data_offset // tf.block_size).numpy()
+    raw_ids = (torch.randperm(data_blocks, generator=g)[:n] + tf.engine_block_base).numpy()
     out = aligned_empty(n * tf.block_size)  # the engine's zero-copy path, no page faults while timed
     out.fill(0)
     t0 = time.perf_counter()

@@ -21,6 +21,8 @@ __version__ = "0.1.0"
 # name -> module that defines it; imported on first attribute access so `import gpuio` stays light.
 _LAZY = {
     "Engine": "gpuio.engine",
+    "Target": "gpuio.engine",
+    "default_engine": "gpuio.engine",
     "Handle": "gpuio.engine",
     "aligned_empty": "gpuio.engine",
     "empty": "gpuio.gpu",

@@ -93,7 +93,7 @@ class DeviceArray:
         self.n = math.prod(source.shape)
         self.round_pages = max(1, min(32, DEFAULTS["round_bytes"] // page_bytes))
         self.geometry = dict(n_elems=self.n, elem_bytes=self.dtype.itemsize, page_bytes=page_bytes, block_bytes=bs,
-                             base_block=source.data_offset // bs, sets=self.sets, ways=self.ways,
+                             base_block=source.engine_block_base, sets=self.sets, ways=self.ways,
                              round_pages=self.round_pages)
         eng = source.engine
         if self.device.type == "cuda":
@@ -309,6 +309,6 @@ def write_raw(tf, values: np.ndarray, start: int = 0) -> None:
         buf[:part.size] = part
         if part.size % bs and lo + chunk >= raw.size:  # keep what follows the last element in its block
             tail = np.empty(bs, np.uint8)
-            tf.engine.read(np.array([first + lo // bs + nblk - 1], np.int64), tail)
+            tf.target.read(np.array([first + lo // bs + nblk - 1], np.int64), tail)
             buf[part.size:] = tail[part.size % bs:]
-        tf.engine.write(np.arange(first + lo // bs, first + lo // bs + nblk, dtype=np.int64), buf)
+        tf.target.write(np.arange(first + lo // bs, first + lo // bs + nblk, dtype=np.int64), buf)

@@ -62,6 +62,91 @@ def aligned_empty(nbytes: int, align: int = ALIGN_BYTES) -> np.ndarray:
 # must stop before C++ static destructors and the CUDA runtime's teardown run under them.
 _open_engines: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 
+# The process engine (default_engine()), made on first use. A forked child starts without one: the parent's engine
+# object is inherited but none of its threads are, so the child's objects reopen their files on an engine of its
+# own (fork_generation() tells them a fork happened). Engines inherited that way are kept here, never closed by
+# the child's Python (the C++ side abandons them: nothing of the parent's is joined, locked or freed).
+_default: "Engine | None" = None
+_default_lock = threading.Lock()
+_fork_generation = 0
+_inherited: list = []
+
+
+def fork_generation() -> int:
+    """How many forks separate this process from the one that imported gpuio first (0 there). Objects that hold
+    an engine compare it with the value they saw when they opened it, and reopen after a fork."""
+    return _fork_generation
+
+
+def _after_fork_in_child() -> None:
+    global _default, _default_lock, _fork_generation
+    _fork_generation += 1
+    _inherited.extend(_open_engines)
+    _open_engines.clear()
+    _default = None
+    _default_lock = threading.Lock()  # a parent thread may have held it at the fork
+    # torch's intra-op threads (GNU OpenMP) do not survive a fork either: the child's first parallel op (a
+    # TensorFile scatter's index_copy_, say) would wait forever for the parent's team. One thread, as PyTorch's own
+    # DataLoader workers run.
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() > 1:
+        torch.set_num_threads(1)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# The engine-wide knobs of the process engine (the rest are per file: a target's direct, writable, lock,
+# lock_wait_ms, stripe_bytes). Each can be set by environment variable GPUIO_<NAME> (GPUIO_WORKERS=4, ...), read
+# when the process engine is made.
+_TARGET_KEYS = ("direct", "writable", "lock", "lock_wait_ms", "stripe_bytes")
+_SECTIONS = ("sim", "fault", "rbd")
+
+
+def _env_value(name: str, default: Any) -> Any:
+    raw = os.environ[name]
+    if isinstance(default, bool):
+        if raw.lower() in ("1", "true", "on", "yes"):
+            return True
+        if raw.lower() in ("0", "false", "off", "no"):
+            return False
+        raise ValueError(f"{name}={raw!r}: expected 1/0, true/false, on/off")
+    if isinstance(default, int):
+        try:
+            return int(raw, 0)
+        except ValueError:
+            raise ValueError(f"{name}={raw!r}: expected an integer") from None
+    return raw
+
+
+def process_engine_options() -> dict:
+    """The options the process engine is made with: the engine's defaults (C++), then GPUIO_<NAME> from the
+    environment for each engine-wide knob. ValueError naming the variable for a value that does not parse."""
+    opts = {}
+    for key, default in DEFAULTS.items():
+        if key in _TARGET_KEYS or key in _SECTIONS:
+            continue
+        env = "GPUIO_" + key.upper()
+        opts[key] = _env_value(env, default) if env in os.environ else default
+    if opts["workers"] == 0:
+        opts["workers"] = None  # dynamic: the controller sizes the workers for the whole process
+    return opts
+
+
+def default_engine() -> "Engine":
+    """The process's engine, made on first use (options: process_engine_options()) and shared by every
+    TensorFile, table cache, stream store, device array and graph file of the process that names no engine of its
+    own: one set of worker threads, staging and controller whatever the number of open files. After a fork the
+    child gets its own on first use."""
+    global _default
+    eng = _default
+    if eng is not None and not eng.closed:
+        return eng
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = Engine(None, **process_engine_options())
+            _default._is_default = True
+        return _default
+
 
 @atexit.register
 def _close_open_engines() -> None:
@@ -145,7 +230,7 @@ class Engine:
     unspecified order. close() must not race with calls still being made on the engine.
     """
 
-    def __init__(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *,
+    def __init__(self, paths: str | os.PathLike | Iterable[str | os.PathLike] | None, *,
                  block_size: int = DEFAULTS["block_size"], stripe_bytes: int = DEFAULTS["stripe_bytes"],
                  backend: str = DEFAULTS["backend"], workers: int | None = DEFAULTS["workers"],
                  queue_depth: int = DEFAULTS["queue_depth"], staging_bytes: int = DEFAULTS["staging_bytes"],
@@ -157,13 +242,21 @@ class Engine:
                  iopoll: bool = DEFAULTS["iopoll"], posix_threads: int = DEFAULTS["posix_threads"],
                  lock: bool = DEFAULTS["lock"], lock_wait_ms: int = DEFAULTS["lock_wait_ms"],
                  sim: dict | None = None, fault: dict | None = None, rbd: dict | None = None):
-        if isinstance(paths, (str, os.PathLike)):
+        if paths is None:  # a shared engine: files come as targets (open_target)
+            paths = []
+            if backend not in ("uring", "posix"):
+                raise ValueError(f"an engine without paths opens its files later (open_target), which only the "
+                                 f"uring and posix backends do; backend={backend!r} needs its paths now")
+        elif isinstance(paths, (str, os.PathLike)):
             paths = [paths]
+        else:
+            paths = [os.fspath(p) for p in paths]
+            if not paths:
+                raise ValueError("paths is empty: give at least one file or block device (or paths=None for an "
+                                 "engine that opens its files later)")
         names: list[str] = [os.fspath(p) for p in paths]
         paths = names
-        if not paths:
-            raise ValueError("paths is empty: give at least one file or block device")
-        if backend == "uring" and all(p.startswith("rbd:") and not os.path.exists(p) for p in names):
+        if backend == "uring" and names and all(p.startswith("rbd:") and not os.path.exists(p) for p in names):
             backend = "rbd"  # Ceph volumes (gpuio.volumes): "rbd:POOL[/NAMESPACE]/IMAGE"
         opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
                     queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
@@ -172,6 +265,10 @@ class Engine:
                     direct=direct, writable=writable, sqpoll=sqpoll, iopoll=iopoll, posix_threads=posix_threads,
                     lock=lock, lock_wait_ms=lock_wait_ms, sim=sim, fault=fault, rbd=rbd)
         self._core = _core_module.EngineCore(paths, opts)
+        self._options = {k: v for k, v in opts.items() if v is not None or k == "workers"}
+        self._pid = os.getpid()
+        self._gen = _fork_generation
+        self._is_default = False
         self.paths = paths
         self.block_size = self._core.block_size
         self.backend = backend
@@ -200,6 +297,8 @@ class Engine:
     def _submit(self, op: int, blocks: Any, buf: Any) -> Handle:
         if self._core.closed:
             raise ValueError("engine is closed")
+        if self._gen != _fork_generation:
+            self._check_process()
         # The binding checks both (dtype, shape, contiguity, memory, byte count) and names what is wrong
         # ("out" for a read, "src" for a write). 1-D contiguous int64 NumPy ids, and a one-element list of a
         # non-negative int, skip block_ids()' generic checks (4-8 us per call: most of a one-block read's Python
@@ -248,7 +347,10 @@ class Engine:
         request)."""
         if self._gpu is not None:
             raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
-        from .gpu import GpuPath
+        self._check_process()
+        from .gpu import GpuPath, refuse_bad_fork
+
+        refuse_bad_fork()
 
         self._gpu = GpuPath(self, **options)
         return self._gpu
@@ -300,12 +402,63 @@ class Engine:
         return s
 
     def close(self) -> None:
-        """Finish the batches in flight, stop the workers. Idempotent."""
+        """Finish the batches in flight, stop the workers. Idempotent. In a forked child an engine inherited from
+        the parent is only marked closed (its threads and GPU state are the parent's)."""
+        if self._gen != _fork_generation:
+            self._core.close()  # C++ abandons it: nothing joined, freed or synchronised
+            return
         if self._gpu is not None:  # stops taking GPU requests first; it closes the engine core too
             self._gpu.close()
         if not self._core.closed:
             self._core.close()
         self._inflight.clear()
+
+    def _check_process(self) -> None:
+        if self._gen != _fork_generation:
+            raise RuntimeError(f"{self!r} belongs to process {self._pid}, and this process ({os.getpid()}) is a "
+                               f"fork of it without its worker threads: open the file again here (TensorFile and "
+                               f"the other gpuio objects do so on their own; gpuio.default_engine() is this "
+                               f"process's engine)")
+
+    # -- targets: files opened on a running engine -------------------------------------------------------------
+    def open_target(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, direct: bool = DEFAULTS["direct"],
+                    writable: bool = DEFAULTS["writable"], lock: bool = DEFAULTS["lock"],
+                    lock_wait_ms: int = DEFAULTS["lock_wait_ms"],
+                    stripe_bytes: int = DEFAULTS["stripe_bytes"]) -> "Target":
+        """Open a file (or a RAID-0 set of several) on this engine as a Target: its blocks are addressed from 0 like
+        an engine of its own, but the engine's workers, staging and controller serve it with every other target.
+        Only the uring and posix backends open files while they run. OSError naming the path when it cannot be
+        opened (O_DIRECT refused: pass direct=False)."""
+        self._check_process()
+        if self._core.closed:
+            raise ValueError("engine is closed")
+        names = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+        info = self._core.open_target(names, dict(direct=direct, writable=writable, lock=lock,
+                                                  lock_wait_ms=lock_wait_ms, stripe_bytes=stripe_bytes))
+        return Target(self, names, info, dict(direct=direct, writable=writable, lock=lock,
+                                             lock_wait_ms=lock_wait_ms, stripe_bytes=stripe_bytes))
+
+    def first_target(self) -> "Target":
+        """The files this engine was made with, as a Target (block ids from 0: the same as the engine's)."""
+        if not self.paths:
+            raise ValueError("this engine was made without paths: it has no first target (use open_target)")
+        keys = ("direct", "writable", "lock", "lock_wait_ms", "stripe_bytes")
+        return Target(self, self.paths, dict(id=0, base_block=0, blocks=self.total_blocks, devices=self.devices),
+                      {k: self._options.get(k, DEFAULTS[k]) for k in keys})
+
+    @property
+    def target_count(self) -> int:
+        """Targets open on this engine now (an engine made with paths counts them as its first)."""
+        return self._core.target_count
+
+    def __reduce__(self):
+        """Pickled as what it is: the process engine (the receiver's own default_engine()), or paths and options
+        (the receiver opens its own engine over them; batches in flight do not travel)."""
+        if self._is_default:
+            return (default_engine, ())
+        if not self.paths:
+            raise TypeError("an engine without paths travels only as the process engine (gpuio.default_engine())")
+        return (_reopen_engine, (self.paths, self._options))
 
     def __enter__(self) -> "Engine":
         return self
@@ -315,7 +468,8 @@ class Engine:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.total_blocks} blocks"
-        return f"gpuio.Engine({self.paths!r}, block_size={self.block_size}, backend={self.backend!r}, {state})"
+        what = "the process engine" if self._is_default else repr(self.paths)
+        return f"gpuio.Engine({what}, block_size={self.block_size}, backend={self.backend!r}, {state})"
 
     @staticmethod
     def create_file(path: str | os.PathLike, nbytes: int) -> None:
@@ -323,3 +477,124 @@ class Engine:
         if not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError(f"nbytes must be a positive int, got {nbytes!r}")
         _core().EngineCore.create_file(os.fspath(path), nbytes)
+
+
+def open_files(paths: str | os.PathLike | Iterable[str | os.PathLike], *, block_size: int = DEFAULTS["block_size"],
+               engine: "Engine | None" = None, direct: bool | None = None, own_defaults: dict | None = None,
+               **options: Any) -> "Target":
+    """Open a file (or a RAID-0 set) the way gpuio's objects do: as a target of the process engine (default_engine())
+    by default; of `engine` when given; on an engine of its own (closed with the target) when engine-wide options
+    are given (workers=, backend=, queue_depth=, fault=, sim=, ...) or block_size differs from the process engine's,
+    with own_defaults filled in there. Per-file options: writable, lock, lock_wait_ms, stripe_bytes. direct=None:
+    O_DIRECT, else (tmpfs refuses it) the page cache; target.direct says which."""
+    per_file = {k: options.pop(k) for k in _TARGET_KEYS if k in options and k != "direct"}
+    own = engine is None and (bool(options) or block_size != process_engine_options()["block_size"])
+    if engine is not None and options:
+        raise TypeError(f"engine= is given, so the engine options {sorted(options)} have no effect: set them on "
+                        f"that engine")
+    if own:
+        options = dict(own_defaults or {}, **options)
+    shared = engine if engine is not None else None if own else default_engine()
+    if shared is not None and shared.block_size != block_size:
+        raise ValueError(f"block_size={block_size} differs from the engine's block_size={shared.block_size}")
+
+    def attempt(d: bool) -> Target:
+        if shared is not None:
+            return shared.open_target(paths, direct=d, **per_file)
+        target = Engine(paths, block_size=block_size, direct=d, **per_file, **options).first_target()
+        target.owns_engine = True
+        return target
+    if direct is not None:
+        return attempt(direct)
+    try:
+        return attempt(True)
+    except OSError:  # e.g. tmpfs refuses O_DIRECT (EINVAL): go through the page cache, and say so
+        return attempt(False)
+
+
+def _reopen_engine(paths: list, options: dict) -> Engine:
+    return Engine(paths, **options)
+
+
+class Target:
+    """A file (or RAID-0 set) open on a running Engine (Engine.open_target): block ids 0..total_blocks-1 of this
+    file, served by the engine's shared workers. read/write/read_async/write_async take the same buffers as the
+    Engine's and check that every id lies in this file (IndexError otherwise: never another file's block)."""
+
+    def __init__(self, engine: Engine, paths: list, info: dict, options: dict):
+        self.engine = engine
+        self.paths = paths
+        self.id: int = info["id"]
+        self.base_block: int = info["base_block"]
+        self.total_blocks: int = info["blocks"]
+        self.devices: list = info["devices"]
+        self.block_size = engine.block_size
+        self.options = options
+        self.direct: bool = options["direct"]
+        self.writable: bool = options["writable"]
+        self.owns_engine = False  # open_files made the engine for this target alone: they close together
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True after close() (or once its engine closed)."""
+        return self._closed or self.engine.closed
+
+    def engine_ids(self, blocks: Any) -> Any:
+        """This file's block ids as the engine's (host ids; checked to lie in the file)."""
+        ids = block_ids(blocks)
+        if cuda_device(ids) >= 0:
+            raise TypeError("a Target takes block ids in host memory (CUDA ids: use the engine with "
+                            "target.base_block added)")
+        arr = ids.numpy() if not isinstance(ids, np.ndarray) else ids
+        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self.total_blocks):
+            bad = int(arr.min()) if int(arr.min()) < 0 else int(arr.max())
+            raise IndexError(f"block {bad} is out of range [0, {self.total_blocks}) of {self.paths[0]}")
+        return arr + self.base_block
+
+    def read_async(self, blocks: Any, out: Any) -> Handle:
+        """Start reading this file's blocks into out (as Engine.read_async)."""
+        return self.engine.read_async(self.engine_ids(blocks), out)
+
+    def write_async(self, blocks: Any, src: Any) -> Handle:
+        """Start writing src to this file's blocks (as Engine.write_async)."""
+        return self.engine.write_async(self.engine_ids(blocks), src)
+
+    def read(self, blocks: Any, out: Any):
+        """Read this file's blocks into out and wait; returns out."""
+        return self.read_async(blocks, out).wait()
+
+    def write(self, blocks: Any, src: Any) -> None:
+        """Write src to this file's blocks and wait."""
+        self.write_async(blocks, src).wait()
+
+    def sync(self) -> None:
+        """fdatasync this file's devices (not the engine's other files)."""
+        if self.closed:
+            raise ValueError(f"target {self.paths[0]} is closed")
+        self.engine._check_process()
+        self.engine._core.sync_target(self.id)
+
+    def stats(self) -> dict:
+        """The engine's stats (shared by every target on it)."""
+        return self.engine.stats()
+
+    def close(self) -> None:
+        """Refuse this file's blocks from now on, let its batches in flight end, close its devices. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.owns_engine:
+            self.engine.close()
+        elif not self.engine.closed:
+            self.engine._core.close_target(self.id)
+
+    def __enter__(self) -> "Target":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"blocks {self.base_block}..{self.base_block + self.total_blocks - 1}"
+        return f"gpuio.Target({self.paths!r}, {state} of {self.engine!r})"

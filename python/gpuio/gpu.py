@@ -45,6 +45,41 @@ _PY_ONLY = ("wait_timeout_s",)  # options the Python layer keeps to itself
 
 _selftest: str | None = None
 
+# CUDA state does not survive fork(): a runtime made before a fork, or torch's own CUDA initialisation, leaves the
+# child unable to use CUDA. refuse_bad_fork() says so at once, before any CUDA call could fail obscurely or hang.
+_runtime_made = False
+_inherited_cuda = False
+
+
+def _after_fork_in_child() -> None:
+    global _inherited_cuda
+    _inherited_cuda = _inherited_cuda or _runtime_made
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+BAD_FORK = ("CUDA cannot be used in this process: it is a fork of a process that had initialised CUDA (a "
+            "DataLoader worker under the default 'fork' start method, say). Keep the CUDA side in the main process "
+            "(sample in the workers and gather there: see README, 'Data loader workers') or start the workers "
+            "with multiprocessing_context='spawn'")
+
+
+def in_bad_fork() -> bool:
+    """True in a forked child of a process where gpuio or torch had initialised CUDA."""
+    if _inherited_cuda:
+        return True
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    check = getattr(torch.cuda, "_is_in_bad_fork", None)
+    return bool(check()) if check is not None else False
+
+
+def refuse_bad_fork() -> None:
+    """RuntimeError (BAD_FORK) at once where in_bad_fork()."""
+    if in_bad_fork():
+        raise RuntimeError(BAD_FORK)
+
 
 def _core():
     return _core_module
@@ -252,6 +287,8 @@ class GpuPath:
         self.stream_wait_selftest = stream_wait_selftest()
         if opts["stream_wait"] == "auto":
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
+        global _runtime_made
+        _runtime_made = True
         self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
         self._side_streams: dict = {}  # device -> torch.cuda.Stream for StreamHandle.event
         self._tensor = torch.Tensor
@@ -352,6 +389,7 @@ class GpuPath:
         self._rt.close()
 
 
-__all__ = ["DEFAULTS", "GpuPath", "StreamHandle", "cuda_built", "empty", "gds_status", "mapped_view",
+__all__ = ["BAD_FORK", "DEFAULTS", "GpuPath", "StreamHandle", "cuda_built", "empty", "gds_status", "in_bad_fork",
+           "mapped_view", "refuse_bad_fork",
            "pread_memcpy_baseline", "probe",
            "stream_wait_selftest"]

@@ -21,10 +21,12 @@ import os
 import stat
 import struct
 import threading
+import weakref
 
 import numpy as np
 import torch
 
+from gpuio import engine as _engine_mod
 from gpuio._blocklocks import READ_TRIES, BlockLocks
 from gpuio._index import check_ids
 from gpuio._npy import read_header as read_npy_header
@@ -152,6 +154,31 @@ def row_ids(key, num_rows: int) -> tuple[torch.Tensor, tuple | None]:
     return torch.where(t < 0, t + n, t).flatten(), tuple(t.shape)
 
 
+def _release(target) -> None:
+    """weakref.finalize of a TensorFile never closed: its target (and an engine of its own) close with it."""
+    try:
+        target.close()
+    except Exception:  # noqa: BLE001 - at collection or exit there is no caller to tell
+        pass
+
+
+_reopen_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _reopen_lock
+    _reopen_lock = threading.Lock()  # a parent thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _unpickle(path, mode, block_size, options, settings) -> "TensorFile":
+    tf = TensorFile.open(path, mode, block_size=block_size, **options)
+    tf.gpu_direct, tf.in_place_devices = settings["gpu_direct"], settings["in_place_devices"]
+    return tf
+
+
 class TensorFile:
     """Rows of an on-disk .npy tensor, read and written in blocks through `gpuio.Engine`.
     Use `TensorFile.create` / `TensorFile.open` (calling TensorFile(...) directly is refused).
@@ -177,6 +204,7 @@ class TensorFile:
         return tf
 
     def _init(self, path, shape, dtype, data_offset, block_size, writable, engine_options):
+        self._engine_options = dict(engine_options)  # as given: a fork or a pickle reopens with them
         self.path = os.fspath(path)
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
@@ -194,11 +222,10 @@ class TensorFile:
         # where the rows land. H200: to CUDA, sorted reads + a GPU permute ran ~1.5x in-place (see
         # benchmarks/RESULTS.md, "Gather rate"); to the host, in place saves a full copy.
         self.in_place_devices = ("cpu",)
-        self._locks = BlockLocks()  # scatter's read-modify-write of shared blocks; seqlock for gathers
-        self._stats_lock = threading.Lock()
         self._counters = dict(gathers=0, rows_gathered=0, blocks_read=0, scatters=0, rows_scattered=0,
                               blocks_written=0)
-        self.direct, self.engine = self._open_engine(engine_options)
+        self._closed = False
+        self._open_engine()
 
     # -- construction -----------------------------------------------------------------------------
     @staticmethod
@@ -250,16 +277,45 @@ class TensorFile:
         engine_options.setdefault("writable", mode == "r+")
         return cls._new(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
 
-    def _open_engine(self, options: dict):
-        from gpuio.engine import Engine
-        options.setdefault("workers", _table_policy()["workers"])
-        direct = options.pop("direct", None)
-        if direct is not None:
-            return direct, Engine(self.path, block_size=self.block_size, direct=direct, **options)
-        try:
-            return True, Engine(self.path, block_size=self.block_size, direct=True, **options)
-        except OSError:  # e.g. tmpfs refuses O_DIRECT (EINVAL): go through the page cache, and say so
-            return False, Engine(self.path, block_size=self.block_size, direct=False, **options)
+    def _open_engine(self) -> None:
+        """Open this file on an engine: by default as a target of the process engine (gpuio.default_engine(): its
+        workers serve every file of the process); on engine=E as a target of E; with engine-wide options (workers=,
+        backend=, queue_depth=, fault=, ...) or a block_size other than the process engine's, on an engine of its
+        own. Per-file options (direct, writable, lock, lock_wait_ms) go to the target. direct unset: O_DIRECT,
+        else (tmpfs refuses it) the page cache, and stats() says which."""
+        self._locks = BlockLocks()  # scatter's read-modify-write of shared blocks; seqlock for gathers
+        self._stats_lock = threading.Lock()
+        options = dict(self._engine_options)
+        options.setdefault("writable", self.writable)
+        target = _engine_mod.open_files(self.path, block_size=self.block_size, own_defaults=dict(
+            workers=_table_policy()["workers"]), **options)
+        self.engine, self.target, self.direct, self._own_engine = target.engine, target, target.direct, target.owns_engine
+        # The first data block as the engine numbers it (the file's blocks start at target.base_block).
+        self._engine_base = self._base_block + target.base_block
+        self._gen = _engine_mod.fork_generation()
+        # Dropped without close(): the target closes with the object (its fd, and its lock, do not linger).
+        self._finalizer = weakref.finalize(self, _release, target)
+
+    def _this_process(self) -> None:
+        """After a fork the child has none of the engine's threads: reopen the file on this process's engine (the
+        child's own process engine, or an engine of its own made with the same options), with fresh locks. ValueError
+        once closed."""
+        if self._closed:
+            raise ValueError(f"TensorFile {self.path} is closed")
+        if self._gen == _engine_mod.fork_generation():
+            return
+        with _reopen_lock:
+            if self._gen != _engine_mod.fork_generation():
+                self._finalizer.detach()  # the parent's target is the parent's to close
+                self._open_engine()
+
+    def __reduce__(self):
+        """Pickled as what it is (path, mode, block size, engine options, the few per-object settings); the
+        receiving process opens the file again on its own engine (spawn/forkserver DataLoader workers, PyG loaders
+        with workers, torch.multiprocessing ranks). engine= does not travel: the receiver's process engine serves."""
+        options = {k: v for k, v in self._engine_options.items() if k != "engine"}
+        settings = dict(gpu_direct=self.gpu_direct, in_place_devices=self.in_place_devices)
+        return (_unpickle, (self.path, "r+" if self.writable else "r", self.block_size, options, settings))
 
     # -- properties ----------------------------------------------------------------------------------
     @property
@@ -291,20 +347,41 @@ class TensorFile:
     def sync(self) -> None:
         """Make every scatter that has returned durable: fdatasync of the file (or the block device's
         flush), so it survives a crash or power loss. See README, "Durability"."""
-        self.engine.sync()
+        self._this_process()
+        self.target.sync()
 
     def flush(self) -> None:
         """Same as sync(): scatter keeps no user-space buffer (its writes have reached the OS or the device
         when it returns), so the only flush left to do is the durable one."""
         self.sync()
 
+    @property
+    def engine_block_base(self) -> int:
+        """The engine's id of this file's first data block: data block k (bytes [k * block_size, ...) after the
+        header) is engine block engine_block_base + k, for requests made on self.engine directly (CUDA block ids, a
+        raw reference beside the table). self.target takes the file's own block ids instead."""
+        return self._engine_base
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._closed or self.target.closed
+
     def close(self) -> None:
-        """sync() when opened writable (so a closed file's rows are durable), then stop the engine."""
+        """sync() when opened writable (so a closed file's rows are durable), then close the file on its engine
+        (an engine of its own stops; the process engine goes on serving the other files). Idempotent. In a forked
+        child that never used the file, only forgets it (the parent's engine holds it)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._gen != _engine_mod.fork_generation():
+            return
+        self._finalizer.detach()
         try:
-            if self.writable and not self.engine.closed:
-                self.sync()
+            if self.writable and not self.target.closed:
+                self.target.sync()
         finally:
-            self.engine.close()
+            self.target.close()
 
     def __enter__(self):
         return self
@@ -415,7 +492,7 @@ class TensorFile:
 
     def _read_into(self, blocks: torch.Tensor, buf: torch.Tensor) -> list:
         """Start reading data-relative `blocks` (in this order) into consecutive block-sized slots of buf."""
-        ids = (blocks + self._base_block).numpy()
+        ids = (blocks + self._engine_base).numpy()
         handles = []
         step = _table_policy()["request_blocks_max"]
         for lo in range(0, ids.size, step):
@@ -426,6 +503,7 @@ class TensorFile:
 
     def prefetch(self, idx) -> Prefetch:
         """Start reading rows `idx`; the handle's wait() returns them on idx.device."""
+        self._this_process()
         device = idx.device if isinstance(idx, torch.Tensor) else torch.device("cpu")
         rows = self._index(idx)
         self._count(gathers=1, rows_gathered=rows.numel())
@@ -487,6 +565,7 @@ class TensorFile:
         the table come back as zeros (file padding)."""
         if isinstance(page_rows, bool) or not isinstance(page_rows, int) or page_rows < 1:
             raise ValueError(f"page_rows must be an int >= 1, got {page_rows!r}")
+        self._this_process()
         npages = -(-self.num_rows // page_rows)  # the last page may be partial (its tail reads as zeros)
         pages = check_ids(pages, "page ids", upper=npages)
         pages = (pages if isinstance(pages, torch.Tensor) else torch.from_numpy(pages)).flatten()
@@ -517,6 +596,7 @@ class TensorFile:
         (see the class docstring); durable after sync() or close()."""
         if not self.writable:
             raise ValueError(f"{self.path} is open read-only; open it with mode='r+'")
+        self._this_process()
         ids = self._index(idx)
         vals = torch.from_numpy(np.asarray(rows)) if not isinstance(rows, torch.Tensor) else rows
         if tuple(vals.shape) != (ids.numel(), *self.shape[1:]):
@@ -537,7 +617,7 @@ class TensorFile:
         partial = ~self._fully_covered(ids, blocks)
         elems = staging.view(self.torch_dtype)
         flat = (pos[:, None] + torch.arange(self.row_elems)).flatten()
-        ids_np = (blocks + self._base_block).numpy()
+        ids_np = (blocks + self._engine_base).numpy()
         # Read-modify-write under the blocks' stripe locks: a scatter to other rows of the same block
         # cannot slip between our read of it and our write of it (that lost writes: issue 16).
         with self._locks.writing(self._locks.stripes_of(blocks.numpy())):

@@ -68,7 +68,7 @@ def main() -> int:
         def read(ids):
             return fs.gather(torch.from_numpy(ids)), ref[ids]
     else:
-        base = tf.data_offset // tf.block_size
+        base = tf.engine_block_base
         blocks_per_row = tf.block_size // (COLS * 4)  # 8 rows per 4 KiB block
 
         def read(ids):

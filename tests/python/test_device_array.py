@@ -137,7 +137,8 @@ def test_the_array_cache_keeps_its_engine_alive(tmp_path):
 
     ref = np.arange(3000, dtype=np.int64)
     with make(tmp_path, ref, "cpu", 4 * 4096) as a:
-        geometry = dict(a.geometry)
+        # on an engine of its own the file's blocks are the engine's: its data starts at block data_offset / 4096
+        geometry = dict(a.geometry, base_block=a.file.data_offset // 4096)
     core = _core.EngineCore([str(tmp_path / "a.npy")], {"block_size": 4096})
     before = sys.getrefcount(core)
     cache = _core.HostArrayCache(core, geometry)

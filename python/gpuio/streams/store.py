@@ -116,7 +116,7 @@ class StreamStore:
                  create_bytes: int = DEFAULTS["create_bytes"], streams_max: int = DEFAULTS["streams_max"],
                  block_size: int = DEFAULTS["block_size"], durable: bool = DEFAULTS["durable"],
                  checksum_payload: bool = DEFAULTS["checksum_payload"], **engine_options):
-        from ..engine import Engine
+        from ..engine import Engine, open_files
 
         if not isinstance(sblock_bytes, int) or sblock_bytes % block_size or not \
                 block_size <= sblock_bytes <= SBLOCK_BYTES_MAX:
@@ -164,7 +164,8 @@ class StreamStore:
         engine_options.setdefault("lock", True)
         self.paths = paths
         try:
-            self._engine = Engine(paths, block_size=block_size, **engine_options)
+            # A target of the process engine (or of engine=, or an engine of its own for engine-wide options).
+            self._engine = open_files(paths, block_size=block_size, **engine_options)
         except BaseException:
             _remove(created)
             raise

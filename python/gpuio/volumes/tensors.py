@@ -42,7 +42,7 @@ def create_tensor(name: str, shape, dtype="float32", block_size: int = 4096, who
     opts = _engine_options(v, "r+", who, 0, False, dict(engine_options))
     header = np.frombuffer(_header(dtype, shape, offset), np.uint8)
     tf = TensorFile._new(v, shape, dtype, offset, block_size, True, opts)
-    tf.engine.write(np.arange(offset // block_size, dtype=np.int64), header.copy())
+    tf.target.write(np.arange(offset // block_size, dtype=np.int64), header.copy())
     return tf
 
 

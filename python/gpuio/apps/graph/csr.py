@@ -77,7 +77,7 @@ class _Appender:
         if whole:
             nblk = whole // self.per_block
             ids = np.arange(self.first + self.pos, self.first + self.pos + nblk, dtype=np.int64)
-            self.tf.engine.write(ids, np.ascontiguousarray(data[:whole]).view(np.uint8))
+            self.tf.target.write(ids, np.ascontiguousarray(data[:whole]).view(np.uint8))
             self.pos += nblk
         self.carry = data[whole:].copy()
 
