@@ -14,12 +14,18 @@ and torch tensors of an integer dtype. Refused with TypeError naming the argumen
 
 Unsigned arrays are accepted when every value fits int64. The result keeps the input's shape; callers that
 want 1-D flatten or refuse other shapes themselves. torch is imported only when a tensor is passed.
+
+`row_ids(key, n)` turns a torch-style row index (int, slice, mask, index tensor of any shape) into flat ids
+and the result's leading shape: TensorFile's `tf[key]` and the PyG stores' indices.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 _INT64_MAX = np.iinfo(np.int64).max
 _SHORT = 64  # ids up to this many are range-checked through a Python list (cheaper than NumPy's min/max calls)
@@ -94,3 +100,49 @@ def check_ids(x: Any, name: str = "ids", upper: int | None = None):
     elif out.size:
         _check_range(int(out.min()), int(out.max()), name, upper)
     return out
+
+
+def row_ids(key, num_rows: int) -> tuple[torch.Tensor, tuple | None]:
+    """A torch-style row index over `num_rows` rows -> (flat int64 ids in [0, num_rows), on the key's
+    device; the result's leading shape, or None for a single int, whose row comes without a leading dim).
+    key: int (negative counts from the end), slice (step > 0), integer tensor/ndarray/list of any shape
+    (the result has the index's shape), or a 1-D bool mask of num_rows entries."""
+    import torch
+
+    n = int(num_rows)
+    if isinstance(key, (bool, np.bool_)):
+        raise TypeError(f"row index must be an int, slice, or integer/bool tensor, got {key!r}")
+    if isinstance(key, (int, np.integer)):
+        i = int(key)
+        if not -n <= i < n:
+            raise IndexError(f"row {i} is out of range for {n} rows")
+        return torch.tensor([i % n]), None
+    if isinstance(key, slice):
+        if key.step is not None and key.step <= 0:
+            raise ValueError(f"slice step must be positive (as in torch), got {key.step}")
+        start, stop, step = key.indices(n)
+        ids = torch.arange(start, max(start, stop), step)
+        return ids, tuple(ids.shape)
+    if isinstance(key, np.ndarray):
+        t = torch.from_numpy(key)
+    elif isinstance(key, torch.Tensor):
+        t = key
+    elif isinstance(key, (list, range)):
+        t = torch.as_tensor(key) if len(key) else torch.empty(0, dtype=torch.long)
+    else:
+        raise TypeError(f"row index must be an int, slice, or integer/bool tensor, got {type(key).__name__}")
+    if t.dtype == torch.bool:
+        if tuple(t.shape) != (n,):
+            raise IndexError(f"a bool row mask needs shape ({n},), got {tuple(t.shape)}")
+        ids = t.nonzero().flatten()
+        return ids, tuple(ids.shape)
+    if t.is_floating_point() or t.is_complex():
+        raise TypeError(f"row index must hold integers or bools, got dtype {t.dtype}")
+    if t.dim() == 0:
+        return row_ids(int(t), n)
+    t = t.long()
+    if t.numel():
+        lo, hi = int(t.min()), int(t.max())
+        if lo < -n or hi >= n:
+            raise IndexError(f"row {lo if lo < -n else hi} is out of range for {n} rows")
+    return torch.where(t < 0, t + n, t).flatten(), tuple(t.shape)

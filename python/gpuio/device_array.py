@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from . import _core as _core_module
+from ._dtypes import element_type, stored_numpy
 
 # Defaults from C++ (gpuio/array_cache.hpp, array_defaults): cache_bytes, ways, staging_groups, round_bytes; and
 # page_bytes=None: the store's block size (else a power of two of 1..16 blocks).
@@ -117,7 +118,12 @@ class DeviceArray:
         array_opts = {k: options.pop(k) for k in ("ways", "device", "staging_groups") if k in options}
         tf = TensorFile.create(path, (int(n),), dtype, block_size=block_size, **options)
         if fill is not None:
-            vals = np.ascontiguousarray(fill, dtype=tf.dtype).reshape(-1)
+            et = element_type(tf.torch_dtype)
+            if et.element is None:
+                vals = np.ascontiguousarray(fill, dtype=tf.dtype).reshape(-1)
+            else:  # NumPy lacks the type (bfloat16): cast in torch, write the stored words
+                fill = fill if isinstance(fill, torch.Tensor) else torch.as_tensor(np.asarray(fill))
+                vals = stored_numpy(fill.to("cpu", et.torch).contiguous(), et).reshape(-1)
             if vals.size != n:
                 raise ValueError(f"fill has {vals.size} values, the array {n}")
             write_raw(tf, vals)

@@ -152,12 +152,9 @@ def empty(shape: Any, dtype: Any = None, device: Any = "cuda"):
     if dtype is None:
         dtype = torch.uint8
     if not isinstance(dtype, torch.dtype):
-        import numpy as np
+        from ._dtypes import element_type
 
-        try:
-            dtype = torch.from_numpy(np.empty(0, dtype=np.dtype(dtype))).dtype
-        except TypeError:
-            raise TypeError(f"dtype {dtype!r} is neither a torch dtype nor a NumPy dtype torch supports") from None
+        dtype = element_type(dtype).torch
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):

@@ -11,6 +11,16 @@ back (NumPy's C order), several per block when smaller than a block; the file is
 so every block can be read with O_DIRECT. A gather reads, through `gpuio.Engine`, each block that holds a
 requested row exactly once (duplicates and neighbouring rows share blocks), then cuts the rows out of the
 blocks with one strided `index_select` on the destination device.
+
+Element types: torch dtypes and NumPy names alike (`torch.bfloat16`, "bfloat16", torch.float16, "float16",
+np.float32, "int64", ...; gpuio._dtypes). float16 is NumPy's '<f2'. NumPy has no bfloat16: a bfloat16 file
+stores the raw 16-bit words with descr '<u2' and the comment `# gpuio-dtype: bfloat16` after the header dict
+(in its space padding, which NumPy's ast.literal_eval skips), so np.load gives the words as uint16
+(`torch.from_numpy(a).view(torch.bfloat16)` recovers the values), gpuio gives bfloat16, and the data bytes
+are the little-endian bfloat16 a safetensors-style reader expects. A uint16 file has no comment: uint16.
+`tf.dtype` is the NumPy dtype of the stored elements (uint16 for bfloat16), `tf.torch_dtype` what gather
+returns. Writes cast rows of any real dtype as torch's copy_ does; `scatter(..., exact=True)` refuses any
+value the cast would change.
 """
 from __future__ import annotations
 
@@ -19,7 +29,6 @@ import functools
 import math
 import os
 import stat
-import struct
 import threading
 import weakref
 
@@ -28,11 +37,13 @@ import torch
 
 from gpuio import engine as _engine_mod
 from gpuio._blocklocks import READ_TRIES, BlockLocks
-from gpuio._index import check_ids
+from gpuio._dtypes import element_type, moved_as
+from gpuio import _rowplan
+from gpuio._index import check_ids, row_ids
+from gpuio._npy import format_header
 from gpuio._npy import read_header as read_npy_header
 
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
-_MAGIC = b"\x93NUMPY"
 
 
 @functools.cache
@@ -44,26 +55,10 @@ def _table_policy() -> dict:
     return _core.table_defaults()
 
 
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    if dtype.byteorder == ">" or (dtype.byteorder == "=" and not np.little_endian):
-        raise ValueError(f"dtype {dtype} is big-endian; TensorFile stores little-endian data")
-    try:
-        return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
-    except TypeError:
-        raise TypeError(f"dtype {dtype} has no torch equivalent; use a numeric or bool dtype") from None
-
-
-def _header(dtype: np.dtype, shape: tuple, data_offset: int) -> bytes:
-    d = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-         "shape": tuple(int(s) for s in shape)}
-    text = repr(d).encode("latin1")
-    version, prefix = ((1, 10) if data_offset - 10 <= 0xFFFF else (2, 12))
-    pad = data_offset - prefix - len(text) - 1
-    if pad < 0:
-        raise ValueError(f"shape {shape} needs a header larger than {data_offset} bytes")
-    text += b" " * pad + b"\n"
-    size = struct.pack("<H" if version == 1 else "<I", len(text))
-    return _MAGIC + bytes([version, 0]) + size + text
+def _header(dtype, shape: tuple, data_offset: int) -> bytes:
+    """The .npy header of a TensorFile of `dtype` (anything element_type takes; bfloat16 marked as such)."""
+    et = element_type(dtype)
+    return format_header(et.numpy, shape, data_offset, et.element)
 
 
 def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
@@ -110,50 +105,6 @@ def _refuse_overwrite(path, overwrite: bool) -> None:
                               f"it)", os.fspath(path))
 
 
-def row_ids(key, num_rows: int) -> tuple[torch.Tensor, tuple | None]:
-    """A torch-style row index over `num_rows` rows -> (flat int64 ids in [0, num_rows), on the key's
-    device; the result's leading shape, or None for a single int, whose row comes without a leading dim).
-    key: int (negative counts from the end), slice (step > 0), integer tensor/ndarray/list of any shape
-    (the result has the index's shape), or a 1-D bool mask of num_rows entries."""
-    n = int(num_rows)
-    if isinstance(key, (bool, np.bool_)):
-        raise TypeError(f"row index must be an int, slice, or integer/bool tensor, got {key!r}")
-    if isinstance(key, (int, np.integer)):
-        i = int(key)
-        if not -n <= i < n:
-            raise IndexError(f"row {i} is out of range for {n} rows")
-        return torch.tensor([i % n]), None
-    if isinstance(key, slice):
-        if key.step is not None and key.step <= 0:
-            raise ValueError(f"slice step must be positive (as in torch), got {key.step}")
-        start, stop, step = key.indices(n)
-        ids = torch.arange(start, max(start, stop), step)
-        return ids, tuple(ids.shape)
-    if isinstance(key, np.ndarray):
-        t = torch.from_numpy(key)
-    elif isinstance(key, torch.Tensor):
-        t = key
-    elif isinstance(key, (list, range)):
-        t = torch.as_tensor(key) if len(key) else torch.empty(0, dtype=torch.long)
-    else:
-        raise TypeError(f"row index must be an int, slice, or integer/bool tensor, got {type(key).__name__}")
-    if t.dtype == torch.bool:
-        if tuple(t.shape) != (n,):
-            raise IndexError(f"a bool row mask needs shape ({n},), got {tuple(t.shape)}")
-        ids = t.nonzero().flatten()
-        return ids, tuple(ids.shape)
-    if t.is_floating_point() or t.is_complex():
-        raise TypeError(f"row index must hold integers or bools, got dtype {t.dtype}")
-    if t.dim() == 0:
-        return row_ids(int(t), n)
-    t = t.long()
-    if t.numel():
-        lo, hi = int(t.min()), int(t.max())
-        if lo < -n or hi >= n:
-            raise IndexError(f"row {lo if lo < -n else hi} is out of range for {n} rows")
-    return torch.where(t < 0, t + n, t).flatten(), tuple(t.shape)
-
-
 def _release(target) -> None:
     """weakref.finalize of a TensorFile never closed: its target (and an engine of its own) close with it."""
     try:
@@ -183,7 +134,8 @@ class TensorFile:
     """Rows of an on-disk .npy tensor, read and written in blocks through `gpuio.Engine`.
     Use `TensorFile.create` / `TensorFile.open` (calling TensorFile(...) directly is refused).
     Indexing is torch-like: `tf[i]`, `tf[a:b:s]`, `tf[idx]` (idx of any shape: result idx.shape + row shape),
-    `tf[idx, ...]` then indexes within rows; `tf[idx] = rows` writes (mode 'r+').
+    `tf[idx, ...]` then indexes within rows; `tf[idx] = rows` writes (mode 'r+'), casting like torch.
+    Also torch-like: ndim, dim(), numel(), size(), torch.as_tensor(tf) / np.asarray(tf) (the whole table).
 
     Thread safety: gather, prefetch, gather_pages, scatter and sync may be called from any number of
     threads at once. Scatters that touch the same block are serialised by striped block locks (rows that
@@ -207,8 +159,11 @@ class TensorFile:
         self._engine_options = dict(engine_options)  # as given: a fork or a pickle reopens with them
         self.path = os.fspath(path)
         self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
-        self.torch_dtype = _torch_dtype(self.dtype)
+        et = element_type(dtype)
+        self.dtype = et.numpy  # as np.load reads the elements (uint16 words for bfloat16)
+        self.torch_dtype = et.torch  # what gather returns and scatter stores
+        self._moved = moved_as(et.torch)  # the same bytes, as a dtype every indexing kernel handles
+        self._element = et
         self.block_size = block_size
         self.data_offset = data_offset
         self.writable = writable
@@ -243,16 +198,16 @@ class TensorFile:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if not shape or any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
             raise ValueError(f"shape must be a non-empty tuple of ints >= 0, got {shape!r}")
-        dtype = np.dtype(dtype)
-        _torch_dtype(dtype)
+        et = element_type(dtype)
         offset = max(DATA_ALIGN_BYTES, block_size)
-        nbytes = math.prod(shape) * dtype.itemsize
+        nbytes = math.prod(shape) * et.numpy.itemsize
         size = offset + max(block_size, -(-nbytes // block_size) * block_size)
+        header = _header(et, shape, offset)
         _refuse_overwrite(path, overwrite)
         with open(path, "wb") as f:
-            f.write(_header(dtype, shape, offset))
+            f.write(header)
             f.truncate(size)
-        return cls._new(path, tuple(int(s) for s in shape), dtype, offset, block_size, True, engine_options)
+        return cls._new(path, tuple(int(s) for s in shape), et, offset, block_size, True, engine_options)
 
     @classmethod
     def open(cls, path, mode: str = "r", block_size: int = 4096, **engine_options) -> "TensorFile":
@@ -261,13 +216,14 @@ class TensorFile:
         if mode not in ("r", "r+"):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
         cls._check_block_size(block_size)
-        shape, fortran, dtype, offset = read_npy_header(path)  # refuses what NumPy refuses, and more
+        shape, fortran, stored, offset, element = read_npy_header(path)  # refuses what NumPy refuses, and more
+        dtype = element_type(element or stored)
         if fortran:
             raise ValueError(f"{path}: Fortran-ordered arrays are not supported; save it C-ordered")
         if offset % block_size or offset < DATA_ALIGN_BYTES:
             raise ValueError(f"{path}: data starts at byte {offset}, not a multiple of block_size "
                              f"{block_size} >= {DATA_ALIGN_BYTES}; convert it with `gpuio import`")
-        nbytes = math.prod(shape) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.numpy.itemsize
         need = offset + max(block_size, -(-nbytes // block_size) * block_size)
         if os.path.getsize(path) < need:
             if mode == "r":
@@ -326,8 +282,72 @@ class TensorFile:
     def __len__(self) -> int:
         return self.shape[0]
 
+    @property
+    def ndim(self) -> int:
+        """len(shape), as torch's Tensor.ndim."""
+        return len(self.shape)
+
+    def dim(self) -> int:
+        """len(shape), as torch's Tensor.dim()."""
+        return len(self.shape)
+
+    def numel(self) -> int:
+        """The number of elements (the product of shape), as torch's Tensor.numel()."""
+        return math.prod(self.shape)
+
+    def size(self, dim: int | None = None):
+        """torch.Size(shape), or the size of dimension `dim` (negative counts from the end), as torch's
+        Tensor.size()."""
+        if dim is None:
+            return torch.Size(self.shape)
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"size(dim): dim must be an int, got {dim!r}")
+        if not -self.ndim <= dim < self.ndim:
+            raise IndexError(f"size(dim): dim {dim} is out of range for {self.ndim} dimensions "
+                             f"(expected in [{-self.ndim}, {self.ndim - 1}])")
+        return self.shape[dim]
+
+    # -- whole-table conversions: torch.as_tensor(tf), torch.from_dlpack(tf), np.asarray(tf) --------------
+    def _read_whole(self, why: str) -> torch.Tensor:
+        """The table in host memory, one pass over its blocks: what a conversion means (np.asarray reads a
+        memory-mapped .npy whole too). Conversions are implicit (NumPy functions, plotting, pandas call
+        np.asarray), so a table larger than this machine's memory is refused in one line, not read."""
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if self.nbytes > ram:
+            raise MemoryError(f"{why} reads all of {self.path} ({self.nbytes} bytes) into memory, more than "
+                              f"this machine's {ram} bytes: read rows with tf[a:b] or tf.gather(idx)")
+        if self.nbytes == 0:
+            return torch.zeros(self.shape, dtype=self.torch_dtype)
+        blocks = torch.arange(-(-self.nbytes // self.block_size))
+        buf = _aligned_bytes(blocks.numel() * self.block_size, pin=False)
+        self._count(gathers=1, rows_gathered=self.num_rows)
+        return self._consistent(blocks, lambda: self._read_into(blocks, buf), lambda: buf[:self.nbytes].view(
+            self.torch_dtype).view(self.shape)).wait()
+
+    def __dlpack__(self, **kwargs):
+        """DLPack export of the whole table, read into host memory: `torch.as_tensor(tf)`,
+        `torch.from_dlpack(tf)` (bfloat16 included). See _read_whole."""
+        return self._read_whole("torch.as_tensor(TensorFile)").__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return torch.empty(0).__dlpack_device__()  # the CPU: the whole table is read into host memory
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """np.asarray(tf): the whole table, read into host memory (a new array: copy=False is refused). A
+        bfloat16 table is refused (NumPy has no bfloat16): use torch.as_tensor(tf), or np.load for the
+        stored uint16 words."""
+        if copy is False:
+            raise ValueError(f"np.asarray(TensorFile, copy=False): {self.path} is on disk; its rows can only "
+                             f"be copied into memory")
+        if self._element.element is not None:
+            raise TypeError(f"np.asarray(TensorFile): NumPy has no {self._element.name}; use "
+                            f"torch.as_tensor(tf) (or tf[:]) for {self._element.name} values, or "
+                            f"np.load({self.path!r}) for the stored {self.dtype} words")
+        out = self._read_whole("np.asarray(TensorFile)").numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
     def __repr__(self) -> str:
-        return (f"gpuio.TensorFile({self.path!r}, shape={self.shape}, dtype={self.dtype}, "
+        return (f"gpuio.TensorFile({self.path!r}, shape={self.shape}, dtype={self._element.name}, "
                 f"block_size={self.block_size}, direct={self.direct})")
 
     def stats(self) -> dict:
@@ -406,7 +426,9 @@ class TensorFile:
         return rows[(slice(None),) * (0 if lead is None else len(lead)) + rest] if rest else rows
 
     def __setitem__(self, key, value) -> None:
-        """`tf[rows] = values`: values broadcast to the indexed shape, then written through scatter()."""
+        """`tf[rows] = values`: values broadcast to the indexed shape, cast to the file's dtype as torch
+        casts on assignment, then written through scatter() (`scatter(..., exact=True)` refuses lossy
+        values instead)."""
         if isinstance(key, tuple):
             raise TypeError("TensorFile assignment writes whole rows: use tf[rows] = values")
         ids, lead = row_ids(key, self.num_rows)
@@ -425,50 +447,18 @@ class TensorFile:
         return (idx if isinstance(idx, torch.Tensor) else torch.from_numpy(idx)).flatten()
 
     def _plan(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Distinct blocks holding `rows` (sorted, data-relative) and each row's element offset in the
-        concatenation of those blocks. A row spanning blocks finds them adjacent there, since they are
-        consecutive ids and all present."""
-        bs, rb = self.block_size, self.row_bytes
-        start = rows.cpu() * rb
-        first = start // bs
-        if bs % max(rb, 1) == 0:  # rows never straddle blocks: the block list is unique(first)
-            blocks, inv = torch.unique(first, return_inverse=True)
-            return blocks, (inv * bs + start % bs) // self.dtype.itemsize
-        if rb % bs == 0:  # whole-block rows: the rows' distinct ids give the blocks
-            k = rb // bs
-            uniq, inv = torch.unique(rows.cpu(), return_inverse=True)
-            return (uniq[:, None] * k + torch.arange(k)).flatten(), inv * (rb // self.dtype.itemsize)
-        span = (start + max(rb, 1) - 1) // bs - first + 1
-        k = int(span.max())
-        cand = first[:, None] + torch.arange(k)
-        blocks = torch.unique(cand[torch.arange(k) < span[:, None]])
-        pos = (torch.searchsorted(blocks, first) * bs + start % bs) // self.dtype.itemsize
-        return blocks, pos
+        return _rowplan.plan(rows, self.row_bytes, self.block_size, self.dtype.itemsize)
 
     def _fully_covered(self, rows: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
-        """Bool per block of `blocks`: distinct `rows` cover all its bytes (no need to read it first).
-        Bytes past the end of the data count as covered (they are padding)."""
-        bs, rb = self.block_size, self.row_bytes
-        start = rows * rb
-        end = start + rb
-        first = start // bs
-        k = int(((end - 1) // bs - first).max()) + 1
-        cand = first[:, None] + torch.arange(k)
-        lo = torch.maximum(cand * bs, start[:, None])
-        hi = torch.minimum((cand + 1) * bs, end[:, None])
-        valid = hi > lo
-        covered = torch.zeros(blocks.numel(), dtype=torch.long)
-        covered.index_add_(0, torch.searchsorted(blocks, cand[valid]), (hi - lo)[valid])
-        need = torch.clamp(self.nbytes - blocks * bs, max=bs)
-        return covered >= need
+        return _rowplan.fully_covered(rows, blocks, self.row_bytes, self.block_size, self.nbytes)
 
     def _extract(self, staging: torch.Tensor, pos: torch.Tensor, device) -> torch.Tensor:
         staging = staging.to(device, non_blocking=True)  # no-op where blocks were read onto the device
-        elems = staging.view(self.torch_dtype)
+        elems = staging.view(self._moved)
         c = max(self.row_elems, 1)
         windows = elems.as_strided((elems.numel() - c + 1, c), (1, 1))  # row j = elements [j, j + c)
         out = windows.index_select(0, pos.to(device))
-        return out.reshape((pos.numel(), *self.shape[1:]))
+        return out.reshape((pos.numel(), *self.shape[1:])).view(self.torch_dtype)
 
     # -- I/O -----------------------------------------------------------------------------------------
     def _buffer(self, nbytes: int, device: torch.device) -> torch.Tensor:
@@ -573,9 +563,9 @@ class TensorFile:
         if not self.pages_are_blocks(page_rows):
             ids = (pages[:, None] * page_rows + torch.arange(page_rows, device=pages.device)).flatten()
             valid = ids < self.num_rows
-            out = torch.zeros((ids.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
-            out[valid.to(device)] = self.gather(ids[valid].cpu()).to(device)
-            return out.view(pages.numel(), page_rows, *self.shape[1:])
+            out = torch.zeros((ids.numel(), *self.shape[1:]), dtype=self._moved, device=device)
+            out[valid.to(device)] = self.gather(ids[valid].cpu()).to(device).view(self._moved)
+            return out.view(self.torch_dtype).view(pages.numel(), page_rows, *self.shape[1:])
         self._count(gathers=1, rows_gathered=pages.numel() * page_rows)
         if pages.numel() == 0:
             return torch.zeros((0, page_rows, *self.shape[1:]), dtype=self.torch_dtype, device=device)
@@ -588,12 +578,15 @@ class TensorFile:
         """Rows `idx` (integer tensor/array; duplicates and empty allowed) as a tensor on idx.device."""
         return self.prefetch(idx).wait()
 
-    def scatter(self, idx, rows) -> None:
-        """Write `rows` at row ids `idx`; with duplicate ids the last occurrence wins. Values must survive
-        the conversion to the file's dtype unchanged: a value that changes on the cast (1.0000000001 into
-        float32, 2**40 into int32, 1e300 into float32's inf) raises TypeError naming it and its row; NaN
-        stays NaN and is accepted. Cast rows yourself to store them rounded. Safe under concurrent callers
-        (see the class docstring); durable after sync() or close()."""
+    def scatter(self, idx, rows, exact: bool = False) -> None:
+        """Write `rows` (tensor, ndarray or nested lists) at row ids `idx`; with duplicate ids the last
+        occurrence wins. Rows of another real dtype are cast to the file's as torch's `copy_` casts them
+        (`tf[idx] = rows` is this call): float64 into float32 or bfloat16 rounds, float into int truncates.
+        Complex rows into a real file are refused (torch would drop the imaginary part). exact=True
+        refuses, with TypeError naming the value and its row, any value the cast would change
+        (1.0000000001 into float32, 2**40 into int32, 1e300 into float32's inf, 0.1 into bfloat16; NaN
+        stays NaN and passes), and writes nothing. Safe under concurrent callers (see the class
+        docstring); durable after sync() or close()."""
         if not self.writable:
             raise ValueError(f"{self.path} is open read-only; open it with mode='r+'")
         self._this_process()
@@ -601,12 +594,13 @@ class TensorFile:
         vals = torch.from_numpy(np.asarray(rows)) if not isinstance(rows, torch.Tensor) else rows
         if tuple(vals.shape) != (ids.numel(), *self.shape[1:]):
             raise ValueError(f"rows has shape {tuple(vals.shape)}, expected {(ids.numel(), *self.shape[1:])}")
-        if not torch.can_cast(vals.dtype, self.torch_dtype):
-            raise TypeError(f"rows of dtype {vals.dtype} cannot be stored as {self.torch_dtype} without loss")
+        if vals.is_complex() and not self.torch_dtype.is_complex:
+            raise TypeError(f"rows of dtype {vals.dtype} are complex and {self.path} holds {self.torch_dtype}: "
+                            f"take .real (or .abs()) first")
         if ids.numel() == 0 or self.row_bytes == 0:
             return
         vals = vals.to("cpu").reshape(ids.numel(), -1)
-        vals = self._exact_cast(vals)
+        vals = (self._exact_cast(vals) if exact else vals.to(self.torch_dtype)).view(self._moved)
         ids = ids.cpu()
         uniq, inv = torch.unique(ids, return_inverse=True)
         last = torch.full((uniq.numel(),), -1, dtype=torch.long).scatter_reduce_(
@@ -615,7 +609,7 @@ class TensorFile:
         blocks, pos = self._plan(ids)
         staging = _aligned_bytes(blocks.numel() * self.block_size, pin=False).zero_()  # padding stays 0
         partial = ~self._fully_covered(ids, blocks)
-        elems = staging.view(self.torch_dtype)
+        elems = staging.view(self._moved)
         flat = (pos[:, None] + torch.arange(self.row_elems)).flatten()
         ids_np = (blocks + self._engine_base).numpy()
         # Read-modify-write under the blocks' stripe locks: a scatter to other rows of the same block
@@ -643,9 +637,14 @@ class TensorFile:
         same = back == vals
         if vals.is_floating_point() or vals.is_complex():
             same |= torch.isnan(back) & torch.isnan(vals)
+        if not (out.is_floating_point() or out.is_complex() or out.dtype == torch.bool):  # integer wrap-around
+            if not vals.dtype.is_signed:
+                same &= out >= 0  # 200 as uint8 into int8 comes back 200 but is stored as -56
+            elif not self.torch_dtype.is_signed:
+                same &= vals >= 0  # -1 into uint64 comes back -1 but is stored as 2**64 - 1
         if not bool(same.all()):
             bad = torch.nonzero(~same)[0].tolist()
             raise TypeError(f"rows[{bad[0]}, {bad[1]}] = {vals[bad[0], bad[1]].item()!r} changes to "
-                            f"{out[bad[0], bad[1]].item()!r} when stored as {self.torch_dtype} (lossy); "
-                            f"cast the rows to {self.torch_dtype} yourself to store them rounded")
+                            f"{out[bad[0], bad[1]].item()!r} when stored as {self.torch_dtype} (lossy, "
+                            f"exact=True); without exact=True, scatter casts as torch's copy_ does")
         return out

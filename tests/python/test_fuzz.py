@@ -45,17 +45,47 @@ descrs = st.sampled_from(["<f4", "<f8", "|u1", "<i8", "|b1", ">f4", "|O", "<f9",
 def test_npy_header_structured(shape, descr, fortran, version):
     raw = npy(repr({"descr": descr, "fortran_order": fortran, "shape": shape}), version)
     try:
-        got_shape, got_fortran, dtype, offset = parse_header(raw)
+        header = parse_header(raw)
     except ValueError:
         return
+    got_shape, got_fortran, dtype, offset, element = header
     assert isinstance(got_shape, tuple) and all(type(s) is int and s >= 0 for s in got_shape)
-    assert isinstance(got_fortran, bool) and not dtype.hasobject and offset == len(raw)
+    assert isinstance(got_fortran, bool) and not dtype.hasobject and offset == len(raw) and element is None
     if version in ((1, 0), (2, 0)):  # whatever we accept, NumPy accepts the same way
         import io
         f = io.BytesIO(raw)
         np.lib.format.read_magic(f)
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         assert read(f) == (got_shape, got_fortran, dtype)
+
+
+@FAST
+@given(comment=st.text(st.characters(max_codepoint=255), max_size=40), descr=st.sampled_from(["<u2", "<f4", "|u1"]))
+@example(comment="# gpuio-dtype: bfloat16", descr="<u2")
+@example(comment="# gpuio-dtype: bfloat16", descr="<f4")
+@example(comment="# gpuio-dtype: float8", descr="<u2")
+@example(comment="#gpuio-dtype:bfloat16", descr="<u2")
+@example(comment="# a note", descr="<u2")
+def test_npy_header_comment(comment, descr):
+    """Text after the dict: NumPy accepts it exactly when it is a comment (ast.literal_eval skips it). gpuio
+    then names the element type from a `# gpuio-dtype:` comment or refuses it, and never accepts what NumPy
+    refuses."""
+    import io
+    raw = npy(repr({"descr": descr, "fortran_order": False, "shape": (2, 3)}) + " " + comment, pad_to=256)
+    f = io.BytesIO(raw)
+    np.lib.format.read_magic(f)
+    try:
+        numpy_reads = np.lib.format.read_array_header_1_0(f)
+    except Exception:  # noqa: BLE001 - NumPy lets SyntaxError and tokenize.TokenError through too
+        numpy_reads = None
+    try:
+        header = parse_header(raw)
+    except ValueError:
+        return
+    assert numpy_reads == ((2, 3), False, header.dtype), "gpuio accepted a header NumPy refuses"
+    named = comment.strip().replace(" ", "") == "#gpuio-dtype:bfloat16"
+    assert header.element == ("bfloat16" if named else None)
+    assert not named or descr == "<u2"
 
 
 @FAST

@@ -30,6 +30,9 @@ gpuio behaviours beyond PyG's reference (gpuio stores only; each says why the re
 - test_update_with_index_keeps_other_rows, test_new_attribute_ids_are_dense, test_int_and_nd_indices,
   test_row_tables_and_files (TensorFile/gpuio.FeatureStore tables, writes reaching the file, owned files
   removed with their attribute, get_tensor_size None when missing).
+- test_half_precision_features_bit_exact (every store, the reference too): bfloat16/float16 put and read
+  bit for bit; test_rows_written_into_bfloat16_features_are_cast, test_store_dtype_option_* (gpuio stores):
+  rows of another dtype cast as torch casts, `PygFeatureStore(dtype=...)` in any spelling, bad ones refused.
 """
 import numpy as np
 import pytest
@@ -238,6 +241,59 @@ def test_row_tables_and_files(tmp_path):
     assert fs.remove_tensor(None, "x", None) and (tmp_path / "x.npy").exists()  # the user's: kept
     fs.close()
     tf.close()
+
+
+# -- element types: bfloat16 and float16 features, the store's dtype option --------------------------------
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_precision_features_bit_exact(store, dtype):
+    """Put whole and read by ids, bit for bit (random 16-bit words, compared as int16), in every store."""
+    bits = torch.from_numpy(np.random.default_rng(3).integers(-32768, 32768, (40, 16), dtype=np.int16))
+    store.put_tensor(bits.view(dtype), group_name="paper", attr_name="x", index=None)
+    ids = torch.tensor([5, 0, 5, 39])
+    got = store.get_tensor(group_name="paper", attr_name="x", index=ids)
+    assert got.dtype == dtype and torch.equal(got.view(torch.int16), bits[ids])
+    whole = store.get_tensor(group_name="paper", attr_name="x", index=None)
+    assert torch.equal(whole.view(torch.int16), bits)
+
+
+@pytest.mark.parametrize("kind", GPUIO_STORES)
+def test_rows_written_into_bfloat16_features_are_cast(kind, tmp_path):
+    fs = make_feature_store(kind, tmp_path)
+    x = torch.randn(30, 8, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    fs.put_tensor(x, None, "x", None)
+    new = torch.randn(2, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    fs.update_tensor(new, None, "x", torch.tensor([7, 2]))  # float64 rows into bfloat16: cast as torch does
+    x[torch.tensor([7, 2])] = new.to(torch.bfloat16)
+    assert torch.equal(fs.get_tensor(None, "x", None).view(torch.int16), x.view(torch.int16))
+    if kind == "gpuio-tensorfile":  # on disk: a bfloat16 TensorFile, np.load gives its uint16 words
+        (path,) = (tmp_path / "fs").iterdir()
+        assert np.array_equal(np.load(path).view(np.int16), x.view(torch.int16).numpy())
+    fs.close()
+
+
+@pytest.mark.parametrize("spelling", [torch.bfloat16, "bfloat16", "torch.bfloat16"], ids=repr)
+@pytest.mark.parametrize("kind", GPUIO_STORES)
+def test_store_dtype_option_casts_new_tables(kind, tmp_path, spelling):
+    root = None if kind == "gpuio-memory" else tmp_path / "fs"
+    fs = gp.PygFeatureStore(root=root, dtype=spelling)
+    x = torch.randn(20, 4, generator=torch.Generator().manual_seed(6))
+    fs.put_tensor(x, None, "x", None)
+    fs.put_tensor(x[:3], None, "part", torch.tensor([4, 1, 9]))  # a new table from some ids: cast too
+    got = fs.get_tensor(None, "x", torch.arange(20))
+    assert got.dtype == torch.bfloat16 and torch.equal(got, x.to(torch.bfloat16))
+    part = fs.get_tensor(None, "part", torch.tensor([4, 1, 9, 0]))
+    assert part.dtype == torch.bfloat16 and torch.equal(part[:3], x[:3].to(torch.bfloat16)) and not part[3].any()
+    fs.close()
+    f16 = gp.PygFeatureStore(dtype=np.float16)
+    f16.put_tensor(x, None, "x", None)
+    assert f16.get_tensor(None, "x", None).dtype == torch.float16
+
+
+def test_store_dtype_option_refuses_bad_dtypes_by_name():
+    for bad in ("float8", "torch.nope", object):
+        with pytest.raises(TypeError, match="PygFeatureStore dtype") as ei:
+            gp.PygFeatureStore(dtype=bad)
+        assert repr(bad) in str(ei.value) and "\n" not in str(ei.value)
 
 
 # -- GraphStore ----------------------------------------------------------------------------------------

@@ -17,27 +17,28 @@ def tf(tmp_path):
     t.close()
 
 
-# -- 3. lossy scatter ---------------------------------------------------------------------------------------
-def test_scatter_refuses_values_float32_cannot_hold(tf):
+# -- 3. lossy scatter: refused with exact=True (the default casts as torch does, test_tensor_dtypes.py) ------
+def test_exact_scatter_refuses_values_float32_cannot_hold(tf):
     with pytest.raises(TypeError, match=r"rows\[0, 1\] = 1.0000000001 changes to 1.0 .*float32"):
-        tf.scatter([3], torch.tensor([[0.5, 1.0000000001, 2.0, 3.0]], dtype=torch.float64))
+        tf.scatter([3], torch.tensor([[0.5, 1.0000000001, 2.0, 3.0]], dtype=torch.float64), exact=True)
     assert torch.equal(tf.gather([3]), torch.zeros(1, 4)), "a refused scatter writes nothing"
     with pytest.raises(TypeError, match="1e\\+300 changes to inf"):
-        tf.scatter([3], torch.tensor([[1e300, 0, 0, 0]], dtype=torch.float64))
+        tf.scatter([3], torch.tensor([[1e300, 0, 0, 0]], dtype=torch.float64), exact=True)
     exact = torch.tensor([[0.5, float("nan"), -0.0, 16777216.0]], dtype=torch.float64)
-    tf.scatter([3], exact)  # values float32 holds exactly (NaN too) are fine
+    tf.scatter([3], exact, exact=True)  # values float32 holds exactly (NaN too) are fine
     got = tf.gather([3])
     assert got[0, 0] == 0.5 and torch.isnan(got[0, 1]) and got[0, 3] == 16777216.0
     with pytest.raises(TypeError, match="16777217"):  # int -> float32: 2**24 + 1 is not representable
-        tf.scatter([4], torch.tensor([[16777217, 0, 0, 0]], dtype=torch.int64))
-    tf.scatter([4], np.array([[1, 2, 3, 4]], dtype=np.int64))
+        tf.scatter([4], torch.tensor([[16777217, 0, 0, 0]], dtype=torch.int64), exact=True)
+    tf.scatter([4], np.array([[1, 2, 3, 4]], dtype=np.int64), exact=True)
+    assert tf.gather([4]).tolist() == [[1, 2, 3, 4]]
 
 
-def test_scatter_refuses_int_overflow(tmp_path):
+def test_exact_scatter_refuses_int_overflow(tmp_path):
     with gpuio.TensorFile.create(str(tmp_path / "i.npy"), (4, 2), "int32") as t:
         with pytest.raises(TypeError, match=r"1099511627776 changes to 0 when stored as torch.int32"):
-            t.scatter([0], torch.tensor([[1, 1 << 40]]))
-        t.scatter([0], torch.tensor([[1, -(1 << 31)]]))
+            t.scatter([0], torch.tensor([[1, 1 << 40]]), exact=True)
+        t.scatter([0], torch.tensor([[1, -(1 << 31)]]), exact=True)
         assert t.gather([0]).tolist() == [[1, -(1 << 31)]]
 
 

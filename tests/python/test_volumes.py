@@ -159,6 +159,20 @@ def test_map_names_object_pg_and_acting_osds(ceph_cluster):
         volumes.map(v, 4096, who=who)
 
 
+def test_bfloat16_tensor_file_on_a_volume(ceph_cluster):
+    """A bfloat16 table on a volume: the same header (uint16 words, named bfloat16) and bit-exact rows."""
+    who = admin(ceph_cluster)
+    name = fresh()
+    bits = torch.from_numpy(np.random.default_rng(2).integers(-32768, 32768, (500, 24), dtype=np.int16))
+    tf = volumes.create_tensor(name, (500, 24), torch.bfloat16, who=who)
+    tf[:] = bits.view(torch.bfloat16)
+    tf.close()
+    ro = volumes.open_tensor(name, "r", who=who)
+    assert ro.torch_dtype == torch.bfloat16 and ro.dtype == np.uint16
+    assert torch.equal(ro[torch.tensor([7, 499, 7])].view(torch.int16), bits[[7, 499, 7]])
+    ro.close()
+
+
 def test_tensor_file_gather_scatter_on_a_volume(ceph_cluster):
     who = admin(ceph_cluster)
     name = fresh()

@@ -121,15 +121,15 @@ def choices(option: str, values: Iterable[str], allowed: Sequence[str]) -> tuple
     return tuple(items)
 
 
-def dtype(option: str, text: str):
-    import numpy as np
+def dtype(option: str, text):
+    """The gpuio ElementType `text` names (NumPy names, "bfloat16", "torch.float16", or a torch dtype)."""
+    from gpuio._dtypes import element_type
     try:
-        dt = np.dtype(text)
-    except TypeError:
-        dt = None
-    if dt is None or dt.hasobject or dt.itemsize == 0 or dt.fields is not None:
-        fail(option, text, "not a NumPy element type (examples: float32, int64, uint8)")
-    return dt
+        return element_type(text)
+    except (TypeError, ValueError) as e:
+        why = "is big-endian; gpuio stores little-endian data" if isinstance(e, ValueError) else \
+            "not an element type gpuio stores (examples: float32, bfloat16, float16, int64, uint8, bool)"
+        fail(option, text, why)
 
 
 def device(option: str, text: str) -> str:
@@ -231,9 +231,24 @@ def pt_source(option: str, path: str):
         fail(option, path, f"not a readable .pt tensor file ({type(e).__name__}; saved with torch.save?)")
     if not isinstance(obj, torch.Tensor):
         fail(option, path, f"holds a {type(obj).__name__}, not a tensor")
-    if obj.dtype == torch.bfloat16:
-        fail(option, path, "bfloat16 has no NumPy dtype; convert to float32 first")
-    return obj.contiguous().numpy()
+    from gpuio._dtypes import element_type
+    try:
+        element_type(obj.dtype)
+    except (TypeError, ValueError):  # float8, complex32, quantized: no stored form
+        fail(option, path, f"holds a {obj.dtype} tensor, an element type gpuio cannot store")
+    return obj.contiguous()
+
+
+def npy_element(option: str, path: str, stored):
+    """The ElementType of a .npy source whose elements NumPy reads as `stored`: what its gpuio header comment
+    names (a bfloat16 TensorFile's uint16 words), else `stored` itself, little-endian (a big-endian file is
+    converted on import, values kept)."""
+    from gpuio._npy import read_header
+    try:
+        element = read_header(path).element
+    except ValueError as e:  # NumPy read this header; only a gpuio comment that names no known type lands here
+        fail(option, path, str(e).split(": ", 1)[-1])
+    return dtype(option, element or stored.newbyteorder("<"))
 
 
 def raw_shape(option: str, text: str | None, nbytes: int, dt, src: str) -> tuple:

@@ -1,9 +1,12 @@
 """`gpuio import SRC DST`: convert a .npy, .pt or raw binary file into a gpuio TensorFile (block-aligned
 .npy), streaming in chunks with a progress bar, so tables larger than memory convert too (.npy and raw
 are memory-mapped; a .pt file is loaded whole, as torch.load requires). Every input is checked before
-the first byte is written (see _check.py)."""
+the first byte is written (see _check.py). The element type is kept bit for bit: a bfloat16 .pt (or a
+gpuio bfloat16 .npy, or raw data with --dtype bfloat16) becomes a bfloat16 TensorFile (stored as uint16
+words, see gpuio._dtypes); a big-endian .npy is converted to little-endian."""
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -14,25 +17,31 @@ from . import _check
 CHUNK_BYTES = 64 << 20  # bytes converted per step: bounds memory use
 
 
-def _source(src: str, dtype: str | None, shape: str | None) -> np.ndarray:
+def _source(src: str, dtype: str | None, shape: str | None):
+    """(the source's elements: a NumPy memmap or, for .pt, a torch tensor; their gpuio ElementType)."""
     ext = os.path.splitext(src)[1].lower()
     if ext in (".npy", ".pt", ".pth"):
         for option, value in (("--dtype", dtype), ("--shape", shape)):
             if value is not None:
                 _check.fail(option, value, f"only for raw sources; {src} is a {ext} file, which names its own")
-        return _check.npy_source("SRC", src) if ext == ".npy" else _check.pt_source("SRC", src)
+        if ext == ".npy":
+            arr = _check.npy_source("SRC", src)
+            return arr, _check.npy_element("SRC", src, arr.dtype)
+        t = _check.pt_source("SRC", src)
+        return t, _check.dtype("SRC", t.dtype)
     if dtype is None:
         _check.fail("SRC", src, "is not .npy/.pt: give --dtype (and --shape) for raw data")
-    dt = _check.dtype("--dtype", dtype)
-    dims = _check.raw_shape("--shape", shape, os.path.getsize(src), dt, src)
+    et = _check.dtype("--dtype", dtype)
+    dims = _check.raw_shape("--shape", shape, os.path.getsize(src), et.numpy, src)
     if not all(dims):
         _check.fail("SRC", src, "is empty: nothing to import")
-    return np.memmap(src, dtype=dt, mode="r", shape=dims)
+    return np.memmap(src, dtype=et.numpy, mode="r", shape=dims), et
 
 
 def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"),
             dst: str = typer.Argument(..., help="TensorFile to create (.npy)"),
-            dtype: str = typer.Option(None, help="element type of a raw source, e.g. float32"),
+            dtype: str = typer.Option(None, help="element type of a raw source: a NumPy name or bfloat16 "
+                                                 "(e.g. float32, bfloat16, float16, int64)"),
             shape: str = typer.Option(None, help="shape of a raw source, e.g. 1000000,128 (-1 once allowed); "
                                                  "must hold exactly the file's elements"),
             block_size: int = typer.Option(4096, help="block size of the TensorFile (a power of two >= 512)"),
@@ -43,7 +52,7 @@ def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"
     if os.path.exists(dst) and os.path.samefile(src, dst):
         _check.fail("DST", dst, "is the source file")
     _check.need("torch", "gpuio import")
-    arr = _source(src, dtype, shape)
+    arr, et = _source(src, dtype, shape)
     if arr.ndim == 0:
         _check.fail("SRC", src, "holds a scalar; a TensorFile needs at least one dimension")
 
@@ -53,15 +62,17 @@ def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"
     from gpuio.tensor import TensorFile
     if force and os.path.exists(dst):
         os.unlink(dst)  # told to replace it
-    arr2 = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr
-    row_bytes = max(1, arr2[0:1].nbytes) if arr.shape[0] else 1
+    row_bytes = max(1, math.prod(arr.shape[1:]) * et.numpy.itemsize)
     step = max(1, CHUNK_BYTES // row_bytes)
-    with TensorFile.create(dst, arr.shape, arr.dtype, block_size=block_size) as tf, Progress(
+    with TensorFile.create(dst, tuple(arr.shape), et, block_size=block_size) as tf, Progress(
             TextColumn(f"{os.path.basename(src)} -> {os.path.basename(dst)}"), BarColumn(), DownloadColumn(),
             TransferSpeedColumn()) as bar:
-        task = bar.add_task("import", total=arr.nbytes)
+        task = bar.add_task("import", total=arr.shape[0] * row_bytes)
         for lo in range(0, arr.shape[0], step):
             hi = min(lo + step, arr.shape[0])
-            tf.scatter(torch.arange(lo, hi), torch.from_numpy(np.array(arr[lo:hi])))
+            rows = arr[lo:hi]  # the stored bits (bfloat16 from uint16 words by a view, never a value cast)
+            if not isinstance(rows, torch.Tensor):
+                rows = torch.from_numpy(np.array(rows, dtype=et.numpy)).view(et.torch)
+            tf.scatter(torch.arange(lo, hi), rows)
             bar.advance(task, (hi - lo) * row_bytes)
-    typer.echo(f"{dst}: shape {tuple(arr.shape)}, dtype {arr.dtype}, data at byte {tf.data_offset}")
+    typer.echo(f"{dst}: shape {tuple(arr.shape)}, dtype {et.name}, data at byte {tf.data_offset}")

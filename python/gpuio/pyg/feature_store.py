@@ -19,7 +19,10 @@ PyG's contract, as its base class and reference store (`torch_geometric.testing.
 A tensor put whole into a memory store is kept as is, not copied (as `Data.x = t` does): writing rows
 later writes into it. `PygFeatureStore(root=dir)` keeps the tensors put into it in new `gpuio.TensorFile`s
 under `dir` (one per attribute; removed with the attribute) instead of in memory; `tensor_file_options`
-go to `TensorFile.create` (an existing file is replaced only with overwrite=True).
+go to `TensorFile.create` (an existing file is replaced only with overwrite=True). Every element type torch
+has a stored form for works, bfloat16 included; `PygFeatureStore(dtype=torch.bfloat16)` (or "bfloat16",
+"float16", np.float32, ...) stores every new table in that type, cast as torch's `to` casts (half the bytes
+of float32 features); rows written later into a table are cast to its type the same way.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import torch
 from torch_geometric.data import FeatureStore as FeatureStoreBase
 from torch_geometric.data import TensorAttr
 
+from gpuio._dtypes import element_type
 from gpuio.tensor import TensorFile, row_ids
 
 
@@ -66,8 +70,10 @@ def _new_rows(index, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 class PygFeatureStore(FeatureStoreBase):
     """PyG's FeatureStore over gpuio row tables (see the module docstring); the loaders' feature side."""
-    def __init__(self, root=None, tensor_attr_cls=None, **tensor_file_options):
-        """tensor_attr_cls: a TensorAttr subclass that orders or fixes the key fields (PyG's option)."""
+    def __init__(self, root=None, tensor_attr_cls=None, dtype=None, **tensor_file_options):
+        """tensor_attr_cls: a TensorAttr subclass that orders or fixes the key fields (PyG's option). dtype:
+        the element type of every new table (a torch dtype or NumPy name; None keeps each tensor's own)."""
+        self.store_dtype = None if dtype is None else element_type(dtype, "PygFeatureStore dtype").torch
         super().__init__(tensor_attr_cls=tensor_attr_cls or TensorAttr)
         self._tables: dict[tuple, object] = {}
         self._owned: dict[tuple, TensorFile] = {}  # TensorFiles this store created under root
@@ -115,7 +121,10 @@ class PygFeatureStore(FeatureStoreBase):
         return True
 
     def _store_new(self, key: tuple, tensor: torch.Tensor):
-        """A new table holding `tensor`: the tensor itself, or a new TensorFile under root."""
+        """A new table holding `tensor` (cast to store_dtype if set): the tensor itself, or a new TensorFile
+        under root."""
+        if self.store_dtype is not None:
+            tensor = tensor.to(self.store_dtype)
         if self.root is None:
             return tensor
         if tensor.dim() == 0:
@@ -124,8 +133,7 @@ class PygFeatureStore(FeatureStoreBase):
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(map(str, key))).strip("_")
         self._files_made += 1
         path = os.path.join(self.root, f"{self._files_made:04d}-{name}.npy")
-        dtype = torch.empty(0, dtype=tensor.dtype).numpy().dtype
-        tf = TensorFile.create(path, tuple(tensor.shape), dtype, **self._file_options)
+        tf = TensorFile.create(path, tuple(tensor.shape), tensor.dtype, **self._file_options)
         if tensor.shape[0]:
             tf.scatter(torch.arange(tensor.shape[0]), tensor.cpu())
         self._owned[key] = tf

@@ -8,10 +8,11 @@ boundary, rows packed after it) written to the volume's first bytes, and the sam
 """
 from __future__ import annotations
 
-import io
 import math
 
 import numpy as np
+
+from gpuio._npy import MAGIC, parse_header
 
 from . import api
 from .api import Identity, _who
@@ -29,14 +30,14 @@ def _engine_options(name: str, mode: str, who: Identity | None, lock_wait_s: flo
 def create_tensor(name: str, shape, dtype="float32", block_size: int = 4096, who: Identity | None = None,
                   object_size: int = api.DEFAULTS["object_size"], **engine_options):
     """A new zero-filled TensorFile on a new volume `name` sized for it; opened read-write (lock held)."""
-    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, _header, _torch_dtype
+    from gpuio._dtypes import element_type
+    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, _header
 
     TensorFile._check_block_size(block_size)
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
-    dtype = np.dtype(dtype)
-    _torch_dtype(dtype)
+    dtype = element_type(dtype)
     offset = max(DATA_ALIGN_BYTES, block_size)
-    nbytes = math.prod(shape) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.numpy.itemsize
     size = offset + max(block_size, -(-nbytes // block_size) * block_size)
     v = api.create(name, size, object_size=object_size, who=who)
     opts = _engine_options(v, "r+", who, 0, False, dict(engine_options))
@@ -58,15 +59,10 @@ def open_tensor(name: str, mode: str = "r", block_size: int = 4096, who: Identit
     with api.open(v, "r", who=who, block_size=block_size, workers=1) as eng:
         head = np.empty(max(HEADER_BYTES, block_size), np.uint8)
         eng.read(np.arange(len(head) // block_size, dtype=np.int64), head)
-    f = io.BytesIO(head.tobytes())
-    try:
-        version = np.lib.format.read_magic(f)
-    except ValueError:
-        raise ValueError(f"volume {v} holds no TensorFile (no .npy header at byte 0)") from None
-    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                   else np.lib.format.read_array_header_2_0)
-    shape, fortran, dtype = read_header(f)
-    offset = f.tell()
+    if head[:len(MAGIC)].tobytes() != MAGIC:
+        raise ValueError(f"volume {v} holds no TensorFile (no .npy header at byte 0)")
+    shape, fortran, stored, offset, element = parse_header(head.tobytes(), f"volume {v}")
+    dtype = element or stored  # the element type a bfloat16 table's header names, else NumPy's
     if fortran or offset % block_size or offset < DATA_ALIGN_BYTES:
         raise ValueError(f"volume {v}: header is not a TensorFile's (data at byte {offset}, fortran={fortran})")
     opts = _engine_options(v, mode, who, lock_wait_s, break_lock, dict(engine_options))
