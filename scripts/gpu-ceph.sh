@@ -113,7 +113,7 @@ if ((build)); then
     -DCMAKE_PREFIX_PATH=$root/usr -DPython_EXECUTABLE="$(command -v $py)" > "$out/ceph-build.log" 2>&1 \
     && cmake --build $bdir -j16 >> "$out/ceph-build.log" 2>&1 \
     || { tail -20 "$out/ceph-build.log"; note "BUILD FAILED (ceph-build.log)"; exit 1; }
-  rm -rf $site && mkdir -p $site && cp -r python/gpuio $site/ && cp $bdir/cpp/src/bindings/_core*.so $site/gpuio/
+  rm -rf $site && mkdir -p $site && cp -r python/gpuio $site/ && cp $bdir/cpp/src/bindings/_core*.so $bdir/cpp/libgpuio_rbd.so $site/gpuio/
   export PYTHONPATH=$site
   nvcc -O2 -std=c++17 -arch=sm_90 -Icpp/include tests/cuda/test_device_api.cu $bdir/cpp/libgpuio.a \
     -L$uring/usr/lib/$arch -luring -L$lib -lrbd -lrados -o /tmp/test_device_api \
@@ -123,8 +123,8 @@ else
   export PYTHONPATH=$repo/python
 fi
 export PYTHONUNBUFFERED=1
-$py -c "import gpuio._core as c, sys; sys.exit(0 if c.rbd_built else 1)" \
-  || { note "gpuio's _core has no rbd backend"; exit 1; }
+$py -c "import gpuio._core as c, sys; why = c.rbd_unavailable(); print(why); sys.exit(1 if why else 0)" \
+  || { note "gpuio's rbd backend cannot be used (the line above says why)"; exit 1; }
 
 step "cluster: 1 mon, ${GPU_CEPH_OSDS:-3} BlueStore-on-file OSDs, no mgr"
 cdir=/tmp/gpuio-ceph-gpu

@@ -6,7 +6,6 @@ import os
 import platform
 import tempfile
 
-RBD_MISSING = "not built (librbd-dev/librados-dev absent at build time)"
 
 
 def _uring_probe() -> dict:
@@ -28,12 +27,13 @@ def _uring_probe() -> dict:
 
 
 def info() -> dict:
-    """The platform report (keys: kernel, io_uring, cuda_layer_built, gpu, gds, data_paths, and
+    """The platform report (keys: kernel, io_uring, cuda_layer_built, rbd_backend, gpu, gds, data_paths, and
     stream_wait_value_selftest where a GPU is usable). Probes with a 1 MiB temporary file, removed again."""
     from gpuio import _core, gpu
 
     r = {"kernel": platform.release(), "io_uring": _uring_probe(), "cuda_layer_built": bool(_core.cuda_built)}
-    r["rbd_backend"] = "built" if getattr(_core, "rbd_built", False) else RBD_MISSING
+    # "available", or why not: the Ceph library missing on this host, or a build without the backend
+    r["rbd_backend"] = _core.rbd_unavailable() or "available"
     p = gpu.probe()
     r["gpu"] = p
     r["gds"] = gpu.gds_status()

@@ -18,7 +18,7 @@
 #include "test_util.hpp"
 
 #ifdef GPUIO_HAVE_RBD
-#include "io/rbd_client.hpp"
+#include "io/rbd.hpp"
 #endif
 
 using namespace gpuio;
@@ -38,7 +38,24 @@ TEST(Rbd, NotBuiltSaysHow) {
 #else
 using rbd::Spec;
 
-TEST(Rbd, Built) { EXPECT_TRUE(rbd_built()); }
+TEST(Rbd, BuiltAndItsPluginLoads) {
+  EXPECT_TRUE(rbd_built());
+  EXPECT_EQ(rbd::unavailable(), "");  // libgpuio_rbd.so found through the binary's RUNPATH, Ceph's libraries there
+}
+
+// An IoError thrown inside libgpuio_rbd.so is caught here by type, errno and text intact.
+TEST(Rbd, PluginErrorsArriveAsIoError) {
+  RbdOptions o;
+  o.conf = "/nonexistent/gpuio-test/ceph.conf";
+  o.timeout_s = 2;
+  try {
+    rbd::connect(o);
+    FAIL() << "connected with a missing ceph.conf";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.error_code(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find(o.conf), std::string::npos) << e.what();
+  }
+}
 
 TEST(Rbd, ParsesVolumeNames) {
   Spec a = Spec::parse("rbd:pool/img");
@@ -71,17 +88,17 @@ RbdOptions admin() {
 
 // A fresh volume for one test, removed afterwards.
 struct Volume {
-  explicit Volume(const char* name, uint64_t bytes) : client(admin()) {
+  explicit Volume(const char* name, uint64_t bytes) : client(rbd::connect(admin())) {
     spec = Spec::parse("rbd/gtest-" + std::to_string(getpid()) + "-" + name);
-    client.create(spec, bytes, 1 << 22);
+    client->create(spec, bytes, 1 << 22);
   }
   ~Volume() {
     try {
-      client.remove(spec);
+      client->remove(spec);
     } catch (...) {
     }
   }
-  rbd::Client client;
+  std::unique_ptr<rbd::Client> client;
   Spec spec;
 };
 

@@ -17,8 +17,8 @@ def ceph_cluster():
     from gpuio import _core
     from gpuio.volumes import cluster
 
-    if not getattr(_core, "rbd_built", False):
-        pytest.skip("gpuio was built without the rbd backend (librbd-dev/librados-dev absent at build time)")
+    if _core.rbd_unavailable():
+        pytest.skip(_core.rbd_unavailable())
     missing = cluster.missing_tools()
     if missing:
         pytest.skip(f"Ceph programs absent: {missing} (Debian packages {' '.join(cluster.PACKAGES)}; "

@@ -1,40 +1,39 @@
 // gpuio._core.RbdClient: the Ceph volume operations beside the data path (python/gpuio/volumes/), on the
-// same librados/librbd the rbd backend uses, so the product needs no python3-rados. rbd_built says whether
-// this build has them. Calls release the GIL (they talk to the cluster).
+// same librados/librbd the rbd backend uses, so the product needs no python3-rados. Both live in
+// libgpuio_rbd.so, loaded when the first client or rbd engine is made (io/rbd.hpp): rbd_built says whether
+// this build has it, rbd_unavailable() why it cannot load here ("" when it can). Volume names parse without
+// it. Calls release the GIL (they talk to the cluster).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings/registry.hpp"
 #include "gpuio/io.hpp"
-
-#ifdef GPUIO_HAVE_RBD
-#include <nanobind/stl/tuple.h>
-
-#include "io/rbd_client.hpp"
-#endif
+#include "io/rbd.hpp"
 
 namespace nb = nanobind;
 using namespace gpuio;
 
 GPUIO_BIND(rbd, 30) {
   m.attr("rbd_built") = rbd_built();
-#ifdef GPUIO_HAVE_RBD
+  m.def("rbd_unavailable", &rbd::unavailable, nb::call_guard<nb::gil_scoped_release>(),
+        "Why volumes cannot be used in this process (the rbd backend's library or Ceph's missing), or ''.");
   using rbd::Client;
   using rbd::Spec;
   using release = nb::call_guard<nb::gil_scoped_release>;
   nb::class_<Client>(m, "RbdClient")
-      .def("__init__",
-           [](Client* self, const std::string& conf, const std::string& user, const std::string& keyring,
-              uint32_t timeout_s) {
+      .def(nb::new_([](const std::string& conf, const std::string& user, const std::string& keyring,
+                       uint32_t timeout_s) {
              RbdOptions o;
              o.conf = conf;
              o.user = user;
              o.keyring = keyring;
              o.timeout_s = timeout_s;
              nb::gil_scoped_release unlocked;
-             new (self) Client(o);
-           },
+             return rbd::connect(o);
+           }),
            nb::arg("conf") = "", nb::arg("user") = "", nb::arg("keyring") = "", nb::arg("timeout_s") = 30)
       .def_prop_ro("name", &Client::name)
       .def_prop_ro("instance_id", &Client::instance_id)
@@ -78,5 +77,4 @@ GPUIO_BIND(rbd, 30) {
         Spec s = Spec::parse(v);
         return std::make_tuple(s.pool, s.ns, s.image);
       });
-#endif
 }

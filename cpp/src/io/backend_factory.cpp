@@ -18,24 +18,8 @@ std::unique_ptr<IoBackend> make_backend(const std::vector<std::string>& paths, c
   if (kind == "uring") return detail::make_uring_backend(paths, opts);
   if (kind == "posix") return detail::make_posix_backend(paths, opts);
   if (kind == "sim") return detail::make_sim_backend(paths, opts);
-  if (kind == "rbd") {
-#ifdef GPUIO_HAVE_RBD
-    return detail::make_rbd_backend(paths, opts);
-#else
-    throw std::invalid_argument("backend 'rbd' is not built: librbd was not found when gpuio was configured "
-                                "(install librbd-dev and librados-dev, then rebuild)");
-#endif
-  }
+  if (kind == "rbd") return detail::make_rbd_backend(paths, opts);  // loads libgpuio_rbd.so (io/rbd.hpp)
   throw std::invalid_argument("unknown backend '" + kind + "': expected uring, posix, sim, rbd or fault:<backend>");
-}
-
-std::vector<uint32_t> IoBackend::open_devices(const std::vector<std::string>&, const DeviceOpenOptions&) {
-  throw std::invalid_argument(std::string("backend '") + name() +
-                              "' takes its devices when it is created; files are opened later only on uring and posix");
-}
-
-void IoBackend::close_devices(const std::vector<uint32_t>&) {
-  throw std::invalid_argument(std::string("backend '") + name() + "' cannot close a device before it ends");
 }
 
 bool rbd_built() {

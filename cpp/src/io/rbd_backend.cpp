@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "gpuio/status.hpp"
-#include "io/backends.hpp"
 #include "io/rbd_client.hpp"
 
 namespace gpuio::detail {
@@ -167,7 +166,7 @@ class RbdBackend final : public IoBackend {
     std::vector<rbd::Spec> specs;
     for (const std::string& p : paths) specs.push_back(rbd::Spec::parse(p));  // bad names before connecting
     try {
-      client_ = std::make_unique<rbd::Client>(o.rbd);
+      client_ = std::make_unique<rbd::RadosClient>(o.rbd);
     } catch (const IoError& e) {  // name the volume too: "volume 'rbd:p/v': cannot connect ... as client.x"
       throw IoError(e.error_code(), "volume '" + specs[0].str() + "': " + e.what());
     }
@@ -301,7 +300,7 @@ class RbdBackend final : public IoBackend {
 
   RbdOptions opts_;
   bool writable_;
-  std::unique_ptr<rbd::Client> client_;
+  std::unique_ptr<rbd::RadosClient> client_;
   std::vector<rados_ioctx_t> ioctxs_;
   std::vector<rbd_image_t> images_;
   std::vector<rbd::Spec> specs_;
@@ -309,9 +308,10 @@ class RbdBackend final : public IoBackend {
 };
 
 }  // namespace
-
-std::unique_ptr<IoBackend> make_rbd_backend(const std::vector<std::string>& paths, const BackendOptions& o) {
-  return std::make_unique<RbdBackend>(paths, o);
-}
-
 }  // namespace gpuio::detail
+
+// libgpuio_rbd.so's entry point for detail::make_rbd_backend (io/rbd_loader.cpp).
+extern "C" __attribute__((visibility("default"))) gpuio::IoBackend* gpuio_rbd_make_backend(
+    const std::vector<std::string>& paths, const gpuio::BackendOptions& o) {
+  return new gpuio::detail::RbdBackend(paths, o);
+}

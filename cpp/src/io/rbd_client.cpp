@@ -63,31 +63,7 @@ void fail(int rc, const std::string& what, const std::string& who) {
   throw IoError(err, what + " " + who + ": " + detail::errno_name(err) + hint(err));
 }
 
-Spec Spec::parse(const std::string& text) {
-  std::string t = text.rfind("rbd:", 0) == 0 ? text.substr(4) : text;
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t slash = t.find('/', start);
-    parts.push_back(t.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  bool ok = (parts.size() == 2 || parts.size() == 3);
-  for (const std::string& p : parts) ok = ok && !p.empty() && p.find_first_of(" \t\n@") == std::string::npos;
-  if (!ok) {
-    throw std::invalid_argument("volume '" + text + "' must be rbd:POOL/IMAGE or rbd:POOL/NAMESPACE/IMAGE");
-  }
-  Spec s;
-  s.pool = parts[0];
-  s.ns = parts.size() == 3 ? parts[1] : "";
-  s.image = parts.back();
-  return s;
-}
-
-std::string Spec::str() const { return "rbd:" + pool + "/" + (ns.empty() ? "" : ns + "/") + image; }
-
-Client::Client(const RbdOptions& o) {
+RadosClient::RadosClient(const RbdOptions& o) {
   EnvArgs env = env_args();
   std::string user = !o.user.empty() ? o.user : (!env.user.empty() ? env.user : "admin");
   if (user.rfind("client.", 0) == 0) user = user.substr(7);
@@ -122,13 +98,13 @@ Client::Client(const RbdOptions& o) {
   }
 }
 
-Client::~Client() {
+RadosClient::~RadosClient() {
   if (cluster_) rados_shutdown(cluster_);
 }
 
-uint64_t Client::instance_id() const { return rados_get_instance_id(cluster_); }
+uint64_t RadosClient::instance_id() const { return rados_get_instance_id(cluster_); }
 
-std::string Client::address() const {
+std::string RadosClient::address() const {
   char* addr = nullptr;
   if (rados_getaddrs(cluster_, &addr) < 0 || !addr) return "";
   std::string s = addr;
@@ -136,9 +112,7 @@ std::string Client::address() const {
   return s;
 }
 
-std::string Client::who(const Spec& s) const { return "volume '" + s.str() + "' (" + name_ + ")"; }
-
-rados_ioctx_t Client::open_ioctx(const Spec& s) const {
+rados_ioctx_t RadosClient::open_ioctx(const Spec& s) const {
   rados_ioctx_t io = nullptr;
   int rc = rados_ioctx_create(cluster_, s.pool.c_str(), &io);
   if (rc < 0) fail(rc, "cannot open pool '" + s.pool + "' for", who(s));
@@ -146,7 +120,7 @@ rados_ioctx_t Client::open_ioctx(const Spec& s) const {
   return io;
 }
 
-MonReply Client::mon_command(const std::string& json) const {
+MonReply RadosClient::mon_command(const std::string& json) const {
   const char* cmd[] = {json.c_str()};
   char *out = nullptr, *status = nullptr;
   size_t out_len = 0, status_len = 0;
@@ -179,7 +153,7 @@ rbd_image_t open_image(rados_ioctx_t io, const Spec& s, bool read_only, const st
   return image;
 }
 
-void Client::create(const Spec& s, uint64_t bytes, uint64_t object_bytes) const {
+void RadosClient::create(const Spec& s, uint64_t bytes, uint64_t object_bytes) const {
   GPUIO_EXPECT(object_bytes >= 4096 && (object_bytes & (object_bytes - 1)) == 0,
                "object_size=" + std::to_string(object_bytes) + " must be a power of two >= 4096");
   if (!s.ns.empty()) create_namespace(s.pool, s.ns);
@@ -199,7 +173,7 @@ void Client::create(const Spec& s, uint64_t bytes, uint64_t object_bytes) const 
   if (rc < 0) fail(rc, "cannot create", who(s));
 }
 
-void Client::resize(const Spec& s, uint64_t bytes) const {
+void RadosClient::resize(const Spec& s, uint64_t bytes) const {
   Opened o;
   o.io = open_ioctx(s);
   o.image = open_image(o.io, s, false, who(s));
@@ -207,14 +181,14 @@ void Client::resize(const Spec& s, uint64_t bytes) const {
   if (rc < 0) fail(rc, "cannot resize", who(s));
 }
 
-void Client::remove(const Spec& s) const {
+void RadosClient::remove(const Spec& s) const {
   Opened o;
   o.io = open_ioctx(s);
   int rc = rbd_remove(o.io, s.image.c_str());
   if (rc < 0) fail(rc, "cannot remove", who(s));
 }
 
-std::vector<std::string> Client::list(const std::string& pool, const std::string& ns) const {
+std::vector<std::string> RadosClient::list(const std::string& pool, const std::string& ns) const {
   Spec s{pool, ns, "*"};
   Opened o;
   o.io = open_ioctx(s);
@@ -233,7 +207,7 @@ std::vector<std::string> Client::list(const std::string& pool, const std::string
   return names;
 }
 
-VolumeInfo Client::info(const Spec& s) const {
+VolumeInfo RadosClient::info(const Spec& s) const {
   Opened o;
   o.io = open_ioctx(s);
   o.image = open_image(o.io, s, true, who(s));
@@ -251,7 +225,7 @@ VolumeInfo Client::info(const Spec& s) const {
   return v;
 }
 
-void Client::create_namespace(const std::string& pool, const std::string& ns) const {
+void RadosClient::create_namespace(const std::string& pool, const std::string& ns) const {
   Spec s{pool, "", "*"};
   Opened o;
   o.io = open_ioctx(s);
@@ -262,7 +236,7 @@ void Client::create_namespace(const std::string& pool, const std::string& ns) co
   if (rc < 0 && rc != -EEXIST) fail(rc, "cannot create namespace '" + ns + "' in pool '" + pool + "'", "as " + name_);
 }
 
-std::vector<std::string> Client::lock_owners(const Spec& s) const {
+std::vector<std::string> RadosClient::lock_owners(const Spec& s) const {
   Opened o;
   o.io = open_ioctx(s);
   o.image = open_image(o.io, s, false, who(s));
@@ -277,7 +251,7 @@ std::vector<std::string> Client::lock_owners(const Spec& s) const {
   return r;
 }
 
-int Client::break_locks(const Spec& s) const {
+int RadosClient::break_locks(const Spec& s) const {
   const std::vector<std::string> owners = lock_owners(s);
   if (owners.empty()) return 0;
   Opened o;
@@ -293,3 +267,13 @@ int Client::break_locks(const Spec& s) const {
 }
 
 }  // namespace gpuio::rbd
+
+// libgpuio_rbd.so's entry points for rbd::connect and the loader's build check (io/rbd_loader.cpp).
+extern "C" __attribute__((visibility("default"))) gpuio::rbd::Client* gpuio_rbd_connect(const gpuio::RbdOptions& o) {
+  return new gpuio::rbd::RadosClient(o);
+}
+
+extern "C" __attribute__((visibility("default"))) const char* gpuio_rbd_abi() {
+  static const std::string abi = gpuio::rbd::plugin_abi();
+  return abi.c_str();
+}

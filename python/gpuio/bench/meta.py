@@ -9,8 +9,15 @@ import sys
 
 
 def _commit() -> str | None:
-    here = os.path.dirname(os.path.abspath(__file__))
+    """The checkout's commit when gpuio runs from one (editable install); None for an installed wheel, even one
+    installed into a venv inside some git checkout (whose commit is not the wheel's)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../python/gpuio in a checkout
     try:
+        top = subprocess.run(["git", "-C", here, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        if not top or not os.path.isdir(os.path.join(top, "python", "gpuio")) or \
+                not os.path.samefile(here, os.path.join(top, "python", "gpuio")):
+            return None
         out = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, timeout=5)
         dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
@@ -18,6 +25,12 @@ def _commit() -> str | None:
         return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _version() -> str:
+    from gpuio import __version__
+
+    return __version__
 
 
 def device_of(path: str) -> str:
@@ -36,6 +49,7 @@ def collect(path: str) -> dict:
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "commit": _commit(),
+        "version": _version(),
         "host": platform.node(),
         "cpus": os.cpu_count(),
         "kernel": platform.release(),

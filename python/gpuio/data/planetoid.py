@@ -19,14 +19,18 @@ from gpuio.rows import InMemoryRows
 from gpuio.graph.graph_data import GraphData, coalesce_undirected
 
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
-# <repo>/datasets: the Planetoid files ship with the repository (datasets/README.md)
-REPO_DATASETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "datasets")
+# The Planetoid files ship with the repository (datasets/README.md): an installed wheel holds a copy of that
+# folder as gpuio/datasets (CMake's install rule); a checkout (the editable install) reads <repo>/datasets.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DATASETS = os.path.join(_HERE, "..", "datasets")
+REPO_DATASETS = os.path.join(_HERE, "..", "..", "..", "datasets")
 
 
 def find_dataset(name: str) -> str:
-    """The folder of dataset ``name`` ("cora", "citeseer"): the repository's datasets/ first, then
-    $GPUIO_DATASETS/<name>. FileNotFoundError names every place looked at."""
-    places = [os.path.join(REPO_DATASETS, name)]
+    """The folder of dataset ``name`` ("cora", "citeseer"): the installed package's gpuio/datasets first,
+    then the repository's datasets/, then $GPUIO_DATASETS/<name>. FileNotFoundError names every place
+    looked at."""
+    places = [os.path.join(PACKAGE_DATASETS, name), os.path.join(REPO_DATASETS, name)]
     if os.environ.get("GPUIO_DATASETS"):
         places.append(os.path.join(os.environ["GPUIO_DATASETS"], name))
     for p in places:

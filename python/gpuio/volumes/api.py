@@ -31,9 +31,16 @@ DEFAULTS = {
 def _core():
     from gpuio import _core as core
 
-    if not getattr(core, "rbd_built", False):
-        raise RuntimeError("gpuio was built without the rbd backend (librbd-dev/librados-dev were missing at "
-                           "build time): install them (scripts/setup.sh) and rebuild")
+    return core
+
+
+def _usable_core():
+    """gpuio._core once the rbd backend's library (libgpuio_rbd.so, with librbd/librados) has loaded; else
+    RuntimeError saying why (the library to install, or the build that lacks the backend)."""
+    core = _core()
+    reason = core.rbd_unavailable()
+    if reason:
+        raise RuntimeError(reason)
     return core
 
 
@@ -48,7 +55,7 @@ class Identity:
 
     def client(self):
         """A connected librados client (gpuio._core.RbdClient). Raises PermissionError/OSError."""
-        return _core().RbdClient(self.conf, self.user, self.keyring, self.timeout_s)
+        return _usable_core().RbdClient(self.conf, self.user, self.keyring, self.timeout_s)
 
     def rbd_options(self, **extra) -> dict:
         """The engine's `rbd=` options (conf, user, keyring, timeout_s) of this identity, plus `extra`."""

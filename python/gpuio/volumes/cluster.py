@@ -127,9 +127,9 @@ class Cluster:
         return dict(os.environ, CEPH_CONF=self.conf)
 
     def client(self, user: str = "admin", keyring: str = ""):
-        from gpuio import _core
+        from gpuio.volumes.api import Identity
 
-        return _core.RbdClient(self.conf, user, keyring, 30)
+        return Identity(conf=self.conf, user=user, keyring=keyring, timeout_s=30).client()
 
     def save(self) -> None:
         with open(os.path.join(self.dir, "cluster.json"), "w") as f:
