@@ -71,14 +71,18 @@ suite_demo() {
   local d=/tmp/gpuio-demo-XXXXXX t0 rc
   ((GPU_DRY)) || d=$(mktemp -d /tmp/gpuio-demo-XXXXXX)
   t0=$(date +%s)
-  GPUIO_TAIL=30 indir "$d" bounded demo "${GPUIO_DEMO_TIMEOUT:-300}" "$py" -X faulthandler -m gpuio demo ${GPUIO_DEMO_ARGS:-}
+  COLUMNS=160 GPUIO_TAIL=30 indir "$d" bounded demo "${GPUIO_DEMO_TIMEOUT:-300}" "$py" -X faulthandler -m gpuio demo \
+    ${GPUIO_DEMO_ARGS:-}
   rc=$?
   ((GPU_DRY)) && return 0
   if ((rc)); then note "gpuio demo FAILED (rc=$rc$( ((rc == 124)) && echo ', timed out'), $(( $(date +%s) - t0 )) s)"
-  else note "gpuio demo: ok in $(( $(date +%s) - t0 )) s (empty directory $d): $(grep -m1 -E '^gpuio [0-9.]+ s/epoch|x faster|identical' "$(log_of demo)")"; fi
+  else note "gpuio demo: ok in $(( $(date +%s) - t0 )) s (empty directory $d): $(demo_headline "$(log_of demo)")"; fi
   rm -rf "$d"
   return $rc
 }
+
+# demo_headline LOG: "gpuio X s/epoch vs mmap Y s/epoch ...: Z x" (one line even where the console wrapped it)
+demo_headline() { awk '/^gpuio [0-9.]+ s\/epoch/ { l = $0; if (l !~ /x *$/ && (getline n) > 0) l = l " " n; print l; exit }' "$1"; }
 
 suite latency build "one-block latency: engine, stream-ordered and GPU-initiated reads against pread O_DIRECT on \
 the data file (engine_ceiling.py --sections latency)"
@@ -174,8 +178,8 @@ suite_compare_demo() {
     for which in old new; do
       local s=$site; [[ $which == old ]] && s=/tmp/gpuio-site-old
       d=/tmp/gpuio-demo-XXXXXX; ((GPU_DRY)) || d=$(mktemp -d /tmp/gpuio-demo-XXXXXX)
-      GPUIO_TAIL=2 PYTHONPATH=$s indir "$d" bounded "demo-$which-$i" 300 "$py" -X faulthandler -m gpuio demo || status=1
-      ((GPU_DRY)) || note "$which run $i: memory/gpuio/mmap $(grep -m1 "epoch s" "$(log_of "demo-$which-$i")" | tr -s ' │┃|' ' ' | sed 's/.*epoch s//') | $(grep -m1 -E '^gpuio [0-9.]+ s/epoch' "$(log_of "demo-$which-$i")")"
+      COLUMNS=160 GPUIO_TAIL=2 PYTHONPATH=$s indir "$d" bounded "demo-$which-$i" 300 "$py" -X faulthandler -m gpuio demo || status=1
+      ((GPU_DRY)) || note "$which run $i: memory/gpuio/mmap $(grep -m1 "epoch s" "$(log_of "demo-$which-$i")" | tr -s ' │┃|' ' ' | sed 's/.*epoch s//') | $(demo_headline "$(log_of "demo-$which-$i")")"
       run rm -rf "$d"
     done
   done

@@ -1,5 +1,5 @@
 # The hetero suite of scripts/gpu.sh (sourced): RGAT on an IGBH-shaped graph (examples/rgat_igbh.py =
-# `gpuio demo --hetero`), memory-constrained; the judged runs and their settings: docs/archive/results/HETERO.md.
+# `gpuio demo --hetero`), memory-constrained; the judged runs and their settings: docs/archive/results/RESULTS_HETERO.md.
 # GPUIO_HETERO_* size it:
 #   _ROOT (dataset dir, default .check-work/igbh), _PAPERS (default 2000000), _GEN (generator options, the same in
 #   every call: they decide reuse; default "--gen-device cuda"), _GEN_TIMEOUT (default 540), _SKIP_TINY=1 (no smoke),

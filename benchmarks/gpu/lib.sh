@@ -171,8 +171,8 @@ build_tree() {
   { [[ -f $bdir/build.ninja ]] || { cmake -S "$src" -B "$bdir" "${args[@]}" && echo "$key" > "$bdir/.gpuio-configure"; }; } \
     >> "$OUT/build.log" 2>&1 && cmake --build "$bdir" -j"$(nproc)" >> "$OUT/build.log" 2>&1
   local rc=$?
-  tail -3 "$OUT/build.log"
-  if ((rc)); then note "BUILD FAILED (see build.log)"; return 1; fi
+  tail -n $(( rc ? 25 : 3 )) "$OUT/build.log"
+  if ((rc)); then note "BUILD FAILED (the end of build.log above)"; return 1; fi
   local mods=("$bdir"/cpp/src/bindings/_core*.so) raw=("$bdir"/cpp/tools/raw/_raw*.so)
   [[ -f ${mods[0]} ]] || { note "BUILD FAILED: no _core module in $bdir"; return 1; }
   [[ -f ${raw[0]} ]] && mods+=("${raw[@]}")  # trees before the raw reference left libgpuio have no _raw
@@ -192,11 +192,13 @@ wheels() {
   fi
 }
 
-# nvprog NAME SOURCE [LINK_ARG...]: a CUDA test program against the built libgpuio, /tmp/NAME (rebuilt when older)
+# nvprog NAME SOURCE [LINK_ARG...]: a CUDA test program against the built libgpuio, /tmp/NAME (rebuilt when its
+# source, a public header or the library is newer)
 nvprog() {
   local name=$1 src=$2; shift 2
   local lib=(); [[ -n $uring_lib ]] && lib=(-L"$uring_lib")
-  if ((GPU_DRY)) || [[ ! /tmp/$name -nt $repo/$src || ! /tmp/$name -nt $build/cpp/libgpuio.a ]]; then
+  if ((GPU_DRY)) || [[ ! -x /tmp/$name || -n $(find "$repo/$src" "$repo/cpp/include" "$build/cpp/libgpuio.a" \
+                                                   -newer "/tmp/$name" -print -quit 2>/dev/null) ]]; then
     run nvcc -O2 -std=c++17 -arch=sm_90 -I"$repo/cpp/include" "$repo/$src" "$build/cpp/libgpuio.a" "${lib[@]}" -luring "$@" \
       -o "/tmp/$name" || { note "[$suite] nvcc of $src FAILED"; return 1; }
   fi
@@ -216,5 +218,9 @@ prologue() {
   wheels
   export PYTHONPATH=${site:+$site:}/tmp/whl-site:$repo/tests/python${PYTHONPATH:+:$PYTHONPATH}
   export PYTHONUNBUFFERED=1
-  ((GPU_DRY)) || "$py" -c "from gpuio.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
+  ((GPU_DRY)) && return 0
+  local used; used=$("$py" -c 'import gpuio; print(gpuio.__file__)' 2>&1)
+  [[ -z $site || $used == "$site"/* ]] \
+    || note "WARNING: $py imports gpuio from $used, not from the build in $site (an editable install shadows PYTHONPATH)"
+  "$py" -c "from gpuio.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
 }

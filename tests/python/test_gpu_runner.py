@@ -115,3 +115,25 @@ def test_in_cgroup_limits_the_command_with_the_machines_cgroup_version(tmp_path)
     r = _lib('in_cgroup 512M bash -c "cat /proc/self/cgroup"; echo "rc=$?"', tmp_path)
     assert "rc=0" in r.stdout, r.stdout + r.stderr
     assert re.search(r"/gpuio-unit-\d+-\d+$", r.stdout, re.M) and "[cgroup] memory limit 512M, peak " in r.stdout
+
+
+def test_the_apps_preflight_reports_what_the_applications_will_find(tmp_path):
+    r = subprocess.run([sys.executable, "benchmarks/gpu_preflight.py", "--work", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("gpuio ") and "cuda_built" in r.stdout and f"free on {tmp_path}:" in r.stdout
+    bad = subprocess.run([sys.executable, "benchmarks/gpu_preflight.py", "--work", str(tmp_path / "nope")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--work" in bad.stderr and "not a folder" in bad.stderr
+
+
+def test_live_files_name_only_scripts_and_pages_that_exist():
+    """README, docs, the suites and the code name scripts/, benchmarks/ and archive paths that are there (the
+    archive's own notes keep the names of their time)."""
+    files = [ROOT / "README.md", ROOT / ".ci" / "run", *ROOT.glob("docs/*.md"), *ROOT.glob("benchmarks/**/*.sh"),
+             *ROOT.glob("benchmarks/*.py"), *ROOT.glob("python/**/*.py"), *ROOT.glob("tests/**/*.py"),
+             *ROOT.glob("scripts/*")]
+    named = re.compile(r"(?<![\w/.-])((?:scripts|benchmarks|docs/archive)/[\w./-]*\w)")
+    missing = sorted({f"{f.relative_to(ROOT)}: {p}" for f in files if f.name != "test_gpu_runner.py"
+                      for p in named.findall(f.read_text()) if not list(ROOT.glob(p + "*"))})
+    assert not missing, missing
