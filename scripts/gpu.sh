@@ -43,6 +43,17 @@ for a in "$@"; do
   esac
 done
 ((${#chosen[@]})) || { usage >&2; exit 2; }
+# settings of the scripts gpu.sh replaced: refused, so a habit does not silently run something else
+for v in GPUIO_STEPS GPUIO_APPS_BUDGET_S GPUIO_APPS_SKIP_BUILD GPUIO_APPS_NO_CGROUP; do
+  [[ -z ${!v+x} ]] && continue
+  case $v in
+    GPUIO_STEPS) hint="name the suites instead: bash scripts/gpu.sh ${GPUIO_STEPS//gpu/check}" ;;
+    GPUIO_APPS_BUDGET_S) hint="GPUIO_CALL_S bounds the whole call" ;;
+    GPUIO_APPS_SKIP_BUILD) hint="GPUIO_BUILD=none" ;;
+    *) hint="GPUIO_NO_CGROUP=1" ;;
+  esac
+  echo "gpu.sh: error: $v='${!v}' belongs to the old scripts: $hint (docs/archive/results/README.md)" >&2; exit 2
+done
 
 # the final table: the notes, then one row per step of every suite, then the tables the suites printed
 table() {

@@ -137,3 +137,9 @@ def test_live_files_name_only_scripts_and_pages_that_exist():
     missing = sorted({f"{f.relative_to(ROOT)}: {p}" for f in files if f.name != "test_gpu_runner.py"
                       for p in named.findall(f.read_text()) if not list(ROOT.glob(p + "*"))})
     assert not missing, missing
+
+
+def test_settings_of_the_old_scripts_are_refused_naming_the_new_form():
+    r = gpu_sh("--dry-run", "check", env={"GPUIO_STEPS": "gpu demo"})
+    assert r.returncode == 2 and r.stdout == ""
+    assert "GPUIO_STEPS='gpu demo'" in r.stderr and "bash scripts/gpu.sh check demo" in r.stderr
