@@ -55,6 +55,11 @@ for v in GPUIO_STEPS GPUIO_APPS_BUDGET_S GPUIO_APPS_SKIP_BUILD GPUIO_APPS_NO_CGR
   echo "gpu.sh: error: $v='${!v}' belongs to the old scripts: $hint (docs/archive/results/README.md)" >&2; exit 2
 done
 
+[[ ${GPUIO_CALL_S:-570} =~ ^[0-9]+$ ]] \
+  || { echo "gpu.sh: error: GPUIO_CALL_S='$GPUIO_CALL_S': not a whole number of seconds (0: no deadline)" >&2; exit 2; }
+[[ ${GPUIO_BUILD:-cuda} =~ ^(cuda|cpu|none)$ ]] \
+  || { echo "gpu.sh: error: GPUIO_BUILD='$GPUIO_BUILD': not one of cuda, cpu, none" >&2; exit 2; }
+
 # the final table: the notes, then one row per step of every suite, then the tables the suites printed
 table() {
   echo; echo "=== summary ==="

@@ -117,6 +117,7 @@ machine() {
   else
     echo "no nvidia-smi: a machine without a GPU" | tee "$OUT/gpu.txt"
   fi
+  { echo; df -h "$repo" /tmp /dev/shm; echo; lsblk -o NAME,SIZE,ROTA,TYPE,MOUNTPOINT | head -20; } >> "$OUT/gpu.txt" 2>/dev/null
   note "machine: $(head -1 "$OUT/gpu.txt"), $(nproc) cpus; commit ${GPUIO_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '? (no .git: set GPUIO_COMMIT)')}; $(date -u +%FT%TZ)"
 }
 

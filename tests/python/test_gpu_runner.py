@@ -139,6 +139,13 @@ def test_live_files_name_only_scripts_and_pages_that_exist():
     assert not missing, missing
 
 
+@pytest.mark.parametrize("name,value,message", [("GPUIO_CALL_S", "9m", "not a whole number of seconds"),
+                                                ("GPUIO_BUILD", "gpu", "not one of cuda, cpu, none")])
+def test_bad_settings_are_refused_before_any_work(name, value, message):
+    r = gpu_sh("check", env={name: value})
+    assert r.returncode == 2 and r.stdout == "" and f"{name}='{value}': {message}" in r.stderr
+
+
 def test_settings_of_the_old_scripts_are_refused_naming_the_new_form():
     r = gpu_sh("--dry-run", "check", env={"GPUIO_STEPS": "gpu demo"})
     assert r.returncode == 2 and r.stdout == ""
