@@ -1,4 +1,4 @@
-"""One table of issue 12's judged points from the JSON files a GPU call left (scripts/gpu-apps.sh), each with
+"""One table of issue 12's judged points from the JSON files a GPU call left (`scripts/gpu.sh apps|graph`), each with
 its value, its bar and whether the bar is met, then the time breakdowns (resize, GPT-2) and the steps' times.
 
     python3 benchmarks/apps_summary.py OUT_DIR          # reads OUT_DIR/apps-*.json, graph-*.json, steps.tsv
@@ -69,7 +69,7 @@ def judged(rows: dict, graphs: list[dict]) -> list[list[str]]:
                 f"check {_ok(g['check'])}")
         # judged against the raw device on the same bytes, sustained, in the same call where gpt2.py measured it
         # (a new file's raw first write; the checkpoint's blocks read raw): the 1 s grid samples (in the note)
-        # caught bursts the disk does not sustain (RESULTS_2026-11-26-apps.md)
+        # caught bursts the disk does not sustain (docs/archive/results/RESULTS_2026-11-26-apps.md)
         for what, same, same_name in (("save", "save_of_raw_first_write", "new file vs raw first write"),
                                       ("load", "load_of_raw_file", "same blocks read raw")):
             grid = g.get(f"{what}_of_raw")

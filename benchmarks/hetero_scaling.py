@@ -6,8 +6,8 @@ One line per run (ranks, seeds/s over all ranks, rank 0's first step and its ms 
 then per rank count above one the judged line: median seeds/s of the N-rank runs / median of the one-rank runs, with the
 spread of the runs. Why several runs: on 2 x H200 the same code and data gave 1.63 x in one call and 1.88 x in
 the next (a 100-step run lasts ~5 s; the one-GPU run alone varied 18 594 - 19 999 seeds/s), so one pair of runs
-cannot tell a 1.8 x bar apart (benchmarks/RESULTS_2026-11-25-night.md). Runs alternate 1, 2, 1, 2 in
-scripts/gpu-check.sh (GPUIO_HETERO_NPROC="1 2 1 2 1 2") so that a drift of the machine falls on both.
+cannot tell a 1.8 x bar apart (docs/archive/results/RESULTS_2026-11-25-night.md). Runs alternate 1, 2, 1, 2 in
+`scripts/gpu.sh hetero` (GPUIO_HETERO_NPROC="1 2 1 2 1 2") so that a drift of the machine falls on both.
 """
 from __future__ import annotations
 

@@ -3,12 +3,25 @@
 #   1. system packages (C++ toolchain, CMake, pkg-config, liburing-dev, GoogleTest): installed with apt-get
 #      when run as root, otherwise the exact missing packages are printed and the script stops;
 #   2. a virtual environment in .venv (sees the system's site-packages, so a preinstalled PyTorch is reused);
-#   3. gpuio installed into it, editable, the C++ built once under build/ (GoogleTest too with --test).
-# Usage: scripts/setup.sh [--test]     Environment: GPUIO_CUDA=AUTO|ON|OFF (default AUTO)
+#   3. gpuio installed into it, editable, the C++ built once under build/ (GoogleTest too for the tests).
+# Usage (the README's two commands, and .ci/run's):
+#   bash scripts/setup.sh demo [ARGS...]   set up, then `gpuio demo ARGS...` in the current directory
+#   bash scripts/setup.sh test [ARGS...]   set up the test build, then the C++ tests (CTest) and pytest ARGS...
+#   bash scripts/setup.sh [--test]         set up only (--test: the test build)
+# Environment: GPUIO_CUDA=AUTO|ON|OFF (default AUTO), PYTHON (default python3)
 set -euo pipefail
+caller_dir=$(pwd)
 cd "$(dirname "$0")/.."
+repo=$(pwd)
+mode=setup
+case "${1:-}" in
+  demo|test) mode=$1; shift ;;
+  --test) mode=setup-test; shift ;;
+  "") ;;
+  *) echo "setup: unknown mode '$1' (demo, test, --test, or nothing)" >&2; exit 2 ;;
+esac
 want_tests=0
-[[ "${1:-}" == "--test" ]] && want_tests=1
+[[ $mode == test || $mode == setup-test ]] && want_tests=1
 
 packages=(g++ cmake pkg-config liburing-dev python3-venv)
 ((want_tests)) && packages+=(libgtest-dev)
@@ -59,3 +72,11 @@ extras="torch,pyg,plot"
 GPUIO_BUILD_TESTS=$([[ $want_tests == 1 ]] && echo ON || echo OFF) \
   "${pip[@]}" --no-build-isolation -e ".[${extras}]"
 echo "setup: ok ($(.venv/bin/python -c 'import gpuio._core as c; print("CUDA layer built" if c.cuda_built else "CPU-only build")'))"
+case $mode in
+  demo)  # in the directory it was called from: the demo writes its data file there
+    cd "$caller_dir" && exec "$repo/.venv/bin/gpuio" demo "$@" ;;
+  test)
+    build=$(ls -d build/cp3*/ | head -n 1)
+    ctest --test-dir "$build" --output-on-failure -j2 --timeout 300
+    exec .venv/bin/python -m pytest -q tests/python "$@" ;;
+esac

@@ -83,7 +83,7 @@ def ramped_lookahead(i: int, lookahead: int) -> int:
     (the IGBH job on an H100 with its structure on storage: first step at 13.3 s against 4.7 s in
     memory). Why every second batch: a batch handed out per 2 sampled keeps the trainer fed when sampling
     a batch takes up to half a step (a cold structure cache); one per 4 left it waiting, one per 4/3 read
-    more bytes for nothing (benchmarks/RESULTS_HETERO.md, "Look-ahead ramp"). Used by both loaders
+    more bytes for nothing (docs/archive/results/RESULTS_HETERO.md, "Look-ahead ramp"). Used by both loaders
     (NodeBatchLoader, gpuio.pyg.HeteroBatchLoader); only when rows are submitted depends on it, never
     which batches or their order."""
     return min(lookahead, i // 2)

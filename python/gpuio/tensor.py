@@ -175,7 +175,7 @@ class TensorFile:
         # Distinct whole-block rows read in request order straight into the result ("in place", no cut)
         # for these destination device types; elsewhere blocks are read in ascending order and permuted
         # where the rows land. H200: to CUDA, sorted reads + a GPU permute ran ~1.5x in-place (see
-        # benchmarks/RESULTS.md, "Gather rate"); to the host, in place saves a full copy.
+        # docs/archive/results/RESULTS_cpu_devbox.md, "Gather rate"); to the host, in place saves a full copy.
         self.in_place_devices = ("cpu",)
         self._counters = dict(gathers=0, rows_gathered=0, blocks_read=0, scatters=0, rows_scattered=0,
                               blocks_written=0)

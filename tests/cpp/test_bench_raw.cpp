@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "bench/raw.hpp"
+#include "raw.hpp"
 #include "test_util.hpp"
 
 using gpuio::bench::RawOptions;

@@ -145,7 +145,7 @@ TEST(RateClimb, NoisyRatesStayWithinTenPercentOfTheBest) {
   }
 }
 
-// The H100 run of 2026-11-23 (scripts/gpu-ceiling.sh at 137500f), host destination, M IOPS at W = 1,2,3,4,6,8: the
+// The H100 run of 2026-11-23 (the ceiling suite at 137500f), host destination, M IOPS at W = 1,2,3,4,6,8: the
 // controller then chose within ceil(N/4)..ceil(N/2) and reached 0.14-0.76 of the best. Start: ceil(N/2), ceiling 8.
 TEST(RateClimb, MeasuredH100CurvesReachTheBestHandPickedCount) {
   std::vector<CurveCase> cases = {

@@ -1,4 +1,4 @@
-"""benchmarks/apps_summary.py (the judged-points table of scripts/gpu-apps.sh) on the rows that the tiny CPU
+"""benchmarks/apps_summary.py (the judged-points table of `scripts/gpu.sh apps|graph`) on the rows that the tiny CPU
 runs write: every judged point appears, a missing run reads "not measured", runs below the judged size are
 labelled, a bar is called met only when the value passes it."""
 import json

@@ -1,4 +1,4 @@
-"""benchmarks/engine_ceiling.py runs tiny in CI (the judged grid runs on the GPU machine: scripts/gpu-ceiling.sh);
+"""benchmarks/engine_ceiling.py runs tiny in CI (the judged grid runs on the GPU machine: scripts/gpu.sh ceiling);
 the engine features it relies on (sim null device, stage counters, low-latency mode) are checked here on the CPU."""
 from __future__ import annotations
 

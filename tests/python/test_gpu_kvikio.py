@@ -1,7 +1,7 @@
 """The KvikIO baseline (gpuio.apps.kvikio_store) with the real library on the GPU machine: KvikioStore reads and
 writes CUDA and host tensors over a RAID-0 pair exactly as the engine and the pread baseline see the bytes, and
 the tiny GEMM runs it as its second baseline. Skipped, with the reason, without a GPU path or a usable kvikio
-(the wheels in /tmp/whl-site, put there by scripts/gpu-check.sh from .whl/)."""
+(the wheels in /tmp/whl-site, put there by scripts/gpu.sh from .whl/)."""
 import numpy as np
 import pytest
 

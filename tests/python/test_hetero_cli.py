@@ -136,7 +136,7 @@ def test_time_cap_stops_each_run_and_compares_the_common_steps(tmp_path, capsys,
 
 
 def test_runs_in_order_with_per_run_caps_print_every_judged_line(tmp_path, capsys, one_thread):
-    """The one-call GPU command's shape (scripts/gpu-check.sh hetero): gpuio with timing and Belady, the same
+    """The one-call GPU command's shape (`scripts/gpu.sh hetero`): gpuio with timing and Belady, the same
     features with the structure in memory, mmap capped; every judged line printed with its goal."""
     code, out, err = _main(["demo", "--hetero", "--root", str(tmp_path / "igbh"), *TINY, "--steps", "4",
                             "--runs", "gpuio/file,gpuio/memory,mmap/file", "--timing", "--belady",
@@ -164,7 +164,7 @@ def test_runs_in_order_with_per_run_caps_print_every_judged_line(tmp_path, capsy
 
 
 def test_sigterm_prints_the_report_of_the_finished_runs(tmp_path):
-    """An outer timeout (gpu-check.sh's `timeout`) sends SIGTERM: the job stops, prints the table and judged
+    """An outer timeout (gpu.sh's step limit) sends SIGTERM: the job stops, prints the table and judged
     lines of the runs that finished, and exits 143 — a slow last phase does not lose the earlier figures."""
     import signal
     import time

@@ -37,7 +37,7 @@ def test_volumes_bench_bad_counts_are_one_line():
 
 
 def test_volumes_gpu_bench_smoke(ceph_cluster, tmp_path):
-    """benchmarks/volumes_gpu.py (the GPU-machine table of scripts/gpu-ceph.sh): host cells on a CPU box."""
+    """benchmarks/volumes_gpu.py (the GPU-machine table of `scripts/gpu.sh ceph`): host cells on a CPU box."""
     gpu_bench = BENCH.parent / "volumes_gpu.py"
     args = [sys.executable, str(gpu_bench), "--conf", ceph_cluster.conf, "--mib", "8", "--seconds", "0.3",
             "--json", str(tmp_path / "gpu.json")] + (["--rbd-bench"] if shutil.which("rbd") else [])

@@ -1,6 +1,6 @@
 """OSD faults under a gpuio stream at replicas 2 (gpuio.volumes.faults): nothing acknowledged is lost.
 Seeded and bounded (each batch fails after io_timeout_s; recovery waits are bounded). The >= 50-run
-campaign is scripts/volumes_fault_campaign.py; here one run of each kind keeps CI short."""
+campaign is tests/python/volumes_fault_campaign.py; here one run of each kind keeps CI short."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 from gpuio.volumes import faults
 from volumes_util import admin
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "volumes_fault_campaign.py"
+SCRIPT = Path(__file__).resolve().parent / "volumes_fault_campaign.py"
 
 
 def test_osd_kill_campaign_script_loses_nothing(ceph_cluster):

@@ -26,7 +26,7 @@ from .store import BLOCK_BYTES_DEFAULT, STRIPE_BYTES_DEFAULT, Extent, _Base, _nb
 COMPAT_MODE = "ON"  # no nvidia-fs on the GPU machine: KvikIO's POSIX + bounce-buffer path
 # the probe's read: 1 MiB into a fresh (page-aligned) NumPy array. A 4 KiB read into a small heap array corrupted
 # the heap in KvikIO 26.10 compat mode on the H100 and H200 (glibc abort at the next free, after close); 1 MiB
-# reads, host or CUDA, 26.10 / 26.08 / 25.12, did not (benchmarks/RESULTS_2026-11-25-night.md)
+# reads, host or CUDA, 26.10 / 26.08 / 25.12, did not (docs/archive/results/RESULTS_2026-11-25-night.md)
 PROBE_BYTES = 1 << 20
 _LOADED = None  # the module once load_kvikio's probe passed: probed once per process
 
@@ -39,7 +39,7 @@ def load_kvikio():
     later. The probe runs once per process: the GEMM app opens a store per dtype, and on the H100 (11-26) the
     second probe's clean-up aborted the process with a corrupted heap every time; probed once, both dtypes ran
     (an isolated repeat of the probe, with and without CUDA reads between, did not abort: the cause inside
-    KvikIO is not pinned). GPUIO_KVIKIO=off turns the baseline off (scripts/gpu-apps.sh reruns a step so
+    KvikIO is not pinned). GPUIO_KVIKIO=off turns the baseline off (`scripts/gpu.sh apps` reruns a step so
     when KvikIO aborts the process)."""
     global _LOADED
     if os.environ.get("GPUIO_KVIKIO", "").strip().lower() in ("0", "off", "no", "false"):

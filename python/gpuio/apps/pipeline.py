@@ -264,7 +264,8 @@ def row(app: str, size: str, regime_text: str, data_path: str, gpuio_s: float, b
 
 ROUNDS = 3  # timed passes of each kind (pipeline, io-only, baseline, others); each kind's figure is its best.
            # Three: on the H100 one call's best-of-two still put vecadd at 1.19 x max(io, compute) and another's
-           # at 1.11, with single passes of one kind 10-18 % apart on this disk (RESULTS_2026-11-26-apps.md)
+           # at 1.11, with single passes of one kind 10-18 % apart on this disk
+           # (docs/archive/results/RESULTS_2026-11-26-apps.md)
 
 
 def measure_steps(app: str, size: str, gstore, pstore, make_steps: Callable[[Any], list[Step]],

@@ -1,4 +1,4 @@
-"""`gpuio bench`'s measurement logic: the engine against the in-tree raw reference (gpuio._core.raw_bench),
+"""`gpuio bench`'s measurement logic: the engine against the in-tree raw reference (gpuio._raw.raw_bench),
 interleaved in one run on one data file, summarized as ratios (BENCHMARKS.md). The CLI (gpuio.cli.bench)
 only parses options and displays."""
 from .datafile import create as create_data_file, parse_size

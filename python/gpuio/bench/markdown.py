@@ -1,4 +1,4 @@
-"""A `gpuio bench` JSON as a Markdown table (for benchmarks/RESULTS.md):
+"""A `gpuio bench` JSON as a Markdown table (for a run's notes; benchmarks/RESULTS.md is generated from records):
     python -m gpuio.bench.markdown gpuio-bench.json"""
 from __future__ import annotations
 

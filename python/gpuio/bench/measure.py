@@ -110,13 +110,14 @@ def raw_best(path: str, request_bytes: int, sequential: bool, write: bool, secon
 def raw_bench(path: str, *, block_bytes: int = 4096, queue_depth: int = 32, threads: int = 1, seconds: float = 1.0,
               uring: bool = True, sequential: bool = False, write: bool = False, direct: bool = True,
               ops_max: int = 0) -> dict:
-    """The in-tree raw-device reference (C++, iobench's algorithm, no engine, no Python per request): `threads`
-    threads each keep `queue_depth` requests of `block_bytes` on `path` for `seconds` (io_uring, or pread/
-    pwrite with uring=False). Returns dict(ops, bytes, seconds, cpu_seconds)."""
-    from .. import _core
+    """The in-tree raw-device reference (C++, iobench's algorithm, no engine, no Python per request; the module
+    gpuio._raw, built from cpp/tools/raw beside the library): `threads` threads each keep `queue_depth` requests
+    of `block_bytes` on `path` for `seconds` (io_uring, or pread/pwrite with uring=False). Returns dict(ops,
+    bytes, seconds, cpu_seconds)."""
+    from .. import _raw
 
-    return _core.raw_bench(path, block_bytes=block_bytes, queue_depth=queue_depth, threads=threads, seconds=seconds,
-                           uring=uring, sequential=sequential, write=write, direct=direct, ops_max=ops_max)
+    return _raw.raw_bench(path, block_bytes=block_bytes, queue_depth=queue_depth, threads=threads, seconds=seconds,
+                          uring=uring, sequential=sequential, write=write, direct=direct, ops_max=ops_max)
 
 
 def _raw(path: str, request_bytes: int, sequential: bool, write: bool, cfg: RawConfig, seconds: float) -> dict:

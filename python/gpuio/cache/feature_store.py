@@ -187,7 +187,8 @@ class FeatureStore:
     def _serve(self, tickets: list) -> None:
         """Copies use flat row indices (index_select / index_copy_: one memcpy per row) rather than
         boolean masks and 2-D advanced indexing, which cost several times more per row on the CPU
-        (benchmarks/RESULTS.md, "Gather rate"); a part that covers the whole batch is written in place.
+        (docs/archive/results/RESULTS_cpu_devbox.md, "Gather rate"); a part that covers the whole batch is written
+        in place.
         When every row is a distinct missing one-row page (the cache-missing gather of block-sized rows)
         the pages are read in request order and the read buffer is the result: no copy at all."""
         rows = torch.cat([t.rows for t in tickets]) if len(tickets) > 1 else tickets[0].rows

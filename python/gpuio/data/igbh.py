@@ -33,7 +33,7 @@ same config gives the same bytes, chunk by chunk, in bounded memory):
 - Size: P * 3.13 rows of `features` columns; 1024 float32 columns: 12.8 KB per paper (P = 2 M: 25.6 GB
   of features, 109 M edges).
 Accuracy this reaches (in-memory RGAT, two layers, fan-outs 10/5): see examples/rgat_igbh.py and the
-report in benchmarks/RESULTS_HETERO.md.
+report in docs/archive/results/RESULTS_HETERO.md.
 
 The real IGBH layout (`import_igbh`): `<src>/<type>/node_feat.npy`, `<src>/paper/node_label_19.npy`
 (or `_2K`), `<src>/<s>__<r>__<d>/edge_index.npy` ([E, 2] int64, (source, destination) rows) — the

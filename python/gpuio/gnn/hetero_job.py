@@ -19,7 +19,7 @@ opens the same files with its own stores and takes every world_size-th global ba
 gradients, so all ranks hold the same parameters after every step. Cache design: per-GPU caches (each
 rank caches what its own batches read). The alternative — one cache partitioned by row owner, rows
 exchanged over NVLink each batch (WholeGraph / cuGraph) — has world_size x the capacity but adds an
-all-to-all per batch and per type; see benchmarks/RESULTS_HETERO.md for the choice and how to measure it.
+all-to-all per batch and per type; see docs/archive/results/RESULTS_HETERO.md for the choice and how to measure it.
 """
 from __future__ import annotations
 
@@ -316,7 +316,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
         # or not; tests/python/test_hetero.py checks it), so DDP skips its search of the autograd graph each
         # step. gradient_as_bucket_view: gradients live in DDP's all-reduce buckets instead of being copied
         # there each step; 2 x H200, same data and call: 35 025 -> 36 844 seeds/s (1 GPU 18 594),
-        # benchmarks/RESULTS_2026-11-25-night.md
+        # docs/archive/results/RESULTS_2026-11-25-night.md
         model = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None,
                                         find_unused_parameters=False, gradient_as_bucket_view=True)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -453,7 +453,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             f"cache together); features {ds.feature_bytes() / mem['limit']:.1f} x the limit")
     else:
         say("memory given: no cgroup limit on this process (the page cache may hold the data; run under a memory "
-            "cgroup for out-of-core figures, as scripts/gpu-check.sh's hetero step does)")
+            "cgroup for out-of-core figures, as `scripts/gpu.sh hetero` does)")
     scores = sample_scores(ds) if "gpuio" in cfg.backends and cfg.host_fraction > 0 else None
     pairs = cfg.run_list
     first_gpuio = next((i for i, (b, _) in enumerate(pairs) if b == "gpuio"), None)

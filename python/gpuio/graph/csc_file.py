@@ -158,7 +158,7 @@ def split_struct_cache(budget: int, files: list) -> list:
     page. The rest goes to the neighbour lists in proportion to their file sizes, so that no relation thrashes
     while another leaves cache unused. On the 2 M-paper IGBH graph (935 MiB of files, 100 steps of 1024
     seeds, fan-outs 10/5) 896 MiB read 4155 MiB as 128 MiB per relation (1:3 pointers:lists), 3238 MiB split by
-    relation size, 1514 MiB split by file size, 1303 MiB this way (benchmarks/RESULTS_HETERO.md)."""
+    relation size, 1514 MiB split by file size, 1303 MiB this way (docs/archive/results/RESULTS_HETERO.md)."""
     if budget < 0:
         raise ValueError(f"the structure cache budget must be >= 0 bytes, got {budget}")
     if any(p < 0 or r < 0 for p, r in files):
@@ -218,7 +218,7 @@ class CSCFile:
     on `device` (the same device memory its cache would fill): it is then sampled like `CSCMemory`, with no
     page misses over the first batches and no page lookups. The 200 000-paper IGBH graph on two H100s
     (structure 92 MB, cache 448 MiB) spent its first step (3.0 s of 8.8 s) and more filling that cache one
-    4 KiB page at a time (benchmarks/RESULTS_2026-11-25-night.md)."""
+    4 KiB page at a time (docs/archive/results/RESULTS_2026-11-25-night.md)."""
 
     def __init__(self, directory: str, cache_bytes=STRUCT_CACHE_BYTES_DEFAULT, device=None,
                  **engine_options):

@@ -220,7 +220,7 @@ class HeteroBatchLoader:
                 yield self._finish(*pending.popleft())
         # the tail keeps the pace above: one batch submitted per batch handed out. Submitting all `ahead` at
         # once held the next batch back by their whole cost (2 x H200, host-buffer hits: 3 steps of ~115 ms
-        # against ~22 ms each, benchmarks/RESULTS_2026-11-26.md)
+        # against ~22 ms each, docs/archive/results/RESULTS_2026-11-26.md)
         while ahead or pending:
             if ahead:
                 pending.append(self._submit(*ahead.popleft()))

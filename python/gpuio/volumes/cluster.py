@@ -84,7 +84,7 @@ def missing_tools(mgr: bool = DEFAULTS["mgr"]) -> list[str]:
 
 def ceph_libdir() -> str:
     """The library directory of the Ceph programs on PATH: /usr/lib/x86_64-linux-gnu for the installed
-    packages, <prefix>/usr/lib/<arch> for .debs unpacked under a prefix (scripts/gpu-ceph.sh's /tmp/ceph),
+    packages, <prefix>/usr/lib/<arch> for .debs unpacked under a prefix (`scripts/gpu.sh ceph`'s /tmp/ceph),
     whose plugins (object classes, erasure codes) the daemons must be told about."""
     osd = os.path.realpath(shutil.which("ceph-osd") or "/usr/bin/ceph-osd")
     usr = os.path.dirname(os.path.dirname(osd))

@@ -1,4 +1,4 @@
-#include "bench/raw.hpp"
+#include "raw.hpp"
 
 #include <fcntl.h>
 #include <liburing.h>

@@ -1,15 +1,25 @@
-// gpuio._core.raw_bench: the in-tree raw-device reference (bench/raw.hpp) for `gpuio bench`.
+// gpuio._raw: the raw-device reference (raw.hpp) as a Python module of its own, kept out of gpuio._core so the
+// library carries no benchmark code. `gpuio bench` calls it in-process, interleaved with the engine's passes.
 // Runs with the GIL released so Python threads (progress display) keep going.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
-#include "bench/raw.hpp"
-#include "bindings/registry.hpp"
+#include "gpuio/status.hpp"
+#include "raw.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
-GPUIO_BIND(bench, 50) {
+NB_MODULE(_raw, m) {
+  // IoError keeps its errno, as gpuio._core does: OSError(errno, message).
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const gpuio::IoError& e) {
+      nb::object err = nb::module_::import_("builtins").attr("OSError")(e.error_code(), e.what());
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
+    }
+  });
   m.def(
       "raw_bench",
       [](const std::string& path, uint32_t block_bytes, uint32_t queue_depth, uint32_t threads, double seconds,

@@ -1,13 +1,14 @@
-"""Issue 10 diagnosis on the GPU machine: run tests/python/gpu_threads_child.py over a matrix of wait modes,
-read paths, main-thread work and environments (CUDA_MODULE_LOADING=EAGER/LAZY), one fresh process each,
-bounded; print one table (finished or hung, reads done) and write each case's output under $OUT.
-    python3 scripts/gpu-threads-matrix.py [--timeout 20] [--stacks-once] CASE...   CASE = wait/path/main[/ENV=V]"""
+"""Diagnosis on the GPU machine (`bash scripts/gpu.sh threads`): run gpu_threads_child.py (beside this file) over a
+matrix of wait modes, read paths, main-thread work and environments (CUDA_MODULE_LOADING=EAGER/LAZY), one fresh
+process each, bounded; print one table (finished or hung, reads done) and write each failed case's output under $OUT.
+Not a test module (pytest collects test_*.py only): test_gpu_threads.py runs the judged cases.
+    python3 tests/python/gpu_threads_matrix.py [--timeout 20] CASE...   CASE = wait/path/main[/ENV=V]"""
 import argparse
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_gpu_threads import run_child  # noqa: E402
 
 p = argparse.ArgumentParser()

@@ -4,8 +4,10 @@ write/read stream at replicas 2 and restarting it, then checking that every ackn
 after recovery (gpuio.volumes.faults.osd_kill_run). Prints one JSON line per run and a summary; exits 1
 if any acknowledged write was lost.
 
-    python scripts/volumes_fault_campaign.py --runs 50              # starts (and stops) its own cluster
-    python scripts/volumes_fault_campaign.py --runs 3 --conf C      # on a running gpuio cluster
+    python tests/python/volumes_fault_campaign.py --runs 50              # starts (and stops) its own cluster
+    python tests/python/volumes_fault_campaign.py --runs 3 --conf C      # on a running gpuio cluster
+
+Not a test module (pytest collects test_*.py only): test_volumes_faults.py runs one seeded run of it in CI.
 """
 from __future__ import annotations
 

@@ -1,0 +1,228 @@
+# Shared by every suite of scripts/gpu.sh (sourced, not run): the build prologue, bounded steps, the memory cgroup,
+# the call's deadline, dry-run printing and the rows of the final table.
+# Set by gpu.sh before sourcing: repo (the repository root), OUT (the details folder), GPU_DRY (1: print commands).
+# Environment read here:
+#   GPUIO_CALL_S   seconds the whole call may take (default 570: the device tool's 600 less a margin; 0 = no
+#                  deadline); every step's limit shrinks to what is left of it, so a slow step cannot eat the table
+#   GPUIO_BUILD    "cuda" (default: the CUDA variant, -DGPUIO_CUDA=ON), "cpu" (-DGPUIO_CUDA=OFF: a CPU box), or
+#                  "none" (no build: the gpuio that $GPUIO_PYTHON imports, e.g. a checkout's .venv)
+#   GPUIO_PYTHON   the interpreter (default python3: the GPU machine's, with torch and PyG)
+#   GPUIO_STACKS=0 no cuda-gdb stacks of a step that hangs (Python stacks still come: faulthandler)
+
+py=${GPUIO_PYTHON:-python3}
+build=/tmp/gpuio-build
+site=/tmp/gpuio-site
+uring=/tmp/uring
+uring_lib=""       # -L folder of the carried liburing ("" where the system has it)
+iobench=""         # the raw-device reference binary when .carry/iobench.c was carried
+t_call=$(date +%s)
+call_s=${GPUIO_CALL_S:-570}
+summary=$OUT/summary.notes
+suite=prologue     # the suite running now (names the rows)
+
+q() { local a s=""; for a in "$@"; do s+="$(printf '%q' "$a") "; done; echo "${s% }"; }
+# run CMD...: execute, or print it under --dry-run
+run() { if ((GPU_DRY)); then echo "+ $(q "$@")"; return 0; fi; "$@"; }
+# indir DIR CMD...: CMD in DIR (a subshell), printed under --dry-run
+indir() { local d=$1; shift; if ((GPU_DRY)); then echo "+ cd $(q "$d")"; "$@"; return 0; fi; (cd "$d" && "$@"); }
+note() { if ((GPU_DRY)); then echo "# $*"; else echo "$*" | tee -a "$summary"; fi; }
+step() { echo; echo "=== [$suite] $* ==="; }
+left() { if ((call_s > 0)); then echo $(( t_call + call_s - $(date +%s) )); else echo 999999; fi; }
+# within LIMIT RESERVE: LIMIT, or what is left of the call less RESERVE when that is smaller (at least 1)
+within() { local l=$(( $(left) - $2 )); if (( l < $1 )); then echo $(( l > 1 ? l : 1 )); else echo "$1"; fi; }
+# row STEP RC SECONDS LIMIT: one line of $OUT/<suite>/steps.tsv (the final table; apps_summary.py reads it too)
+row() { mkdir -p "$OUT/$suite"; printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$OUT/$suite/steps.tsv"; }
+drop_caches() { run sync; if ((GPU_DRY)); then echo "+ echo 3 > /proc/sys/vm/drop_caches"; else echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; fi; }
+
+# bounded NAME CAP CMD...: CMD with a time limit (CAP, or what is left of the call less BOUNDED_RESERVE, default
+# 20 s, for the table); its output in $OUT/<suite>/NAME.txt and the last GPUIO_TAIL (14) lines of it (lines matching
+# BOUNDED_SHOW when set) on the console; a row (rc, seconds, limit) for the final table. At the limit: the native
+# stacks of every thread (cuda-gdb, the GPU machine has no gdb; while 90 s of the call are left), then SIGABRT
+# (faulthandler prints the Python stacks) -- or, with BOUNDED_TERM=1, SIGTERM first and 15 s to exit (a job that
+# prints its report on SIGTERM) -- then SIGKILL of the whole process group; rc 124. A step with under 15 s left is
+# skipped (rc 99).
+bounded() {
+  local name=$1 cap=$2; shift 2
+  local log=$OUT/$suite/$name.txt lim l=$(( $(left) - ${BOUNDED_RESERVE:-20} ))
+  lim=$(( cap < l ? cap : l ))
+  if ((GPU_DRY)); then echo "+ [$name, limit ${cap} s] $(q "$@")"; return 0; fi
+  if (( lim < 15 )); then
+    note "[$suite/$name] SKIPPED: $(left) s left of the call"; row "$name" skipped 0 "$cap"; return 99
+  fi
+  mkdir -p "$OUT/$suite"
+  echo; echo "=== [$suite] $name (limit ${lim} s, $(( $(date +%s) - t_call )) s into the call) ==="
+  local t0 pid rc i p
+  t0=$(date +%s)
+  PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1 setsid "$@" > "$log" 2>&1 &
+  pid=$!
+  for ((i = 0; i < lim * 5; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done
+  if kill -0 $pid 2>/dev/null; then
+    echo "[$name] still running at its limit of ${lim} s (pid $pid)" | tee -a "$log"
+    if [[ ${BOUNDED_TERM:-0} == 1 ]]; then
+      kill -TERM -- -$pid 2>/dev/null
+      for ((i = 0; i < 75; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done
+    fi
+    if kill -0 $pid 2>/dev/null && [[ ${GPUIO_STACKS:-1} == 1 ]] && (( $(left) > 90 )) && command -v cuda-gdb > /dev/null; then
+      for p in $pid $(pgrep -P $pid); do
+        timeout 60 cuda-gdb -p "$p" -batch -ex "thread apply all bt 14" 2>&1 | grep -E "^Thread|^#" \
+          | grep -vE "in (clone|start_thread)" | head -80 | tee -a "$log"
+      done
+    fi
+    kill -ABRT -- -$pid 2>/dev/null; sleep 2; kill -KILL -- -$pid 2>/dev/null
+    wait $pid 2>/dev/null
+    rc=124
+  else
+    wait $pid; rc=$?
+  fi
+  if [[ -n ${BOUNDED_SHOW:-} ]]; then grep -E "$BOUNDED_SHOW" "$log" | tail -n "${GPUIO_TAIL:-60}" | cut -c1-400
+  else grep -v "^io-diag" "$log" | tail -n "${GPUIO_TAIL:-14}" | cut -c1-400; fi
+  ((rc == 124 || rc == 137)) && echo "[$name] CUT at its limit of ${lim} s"
+  echo "[$name] rc=$rc in $(( $(date +%s) - t0 )) s"
+  row "$name" "$rc" "$(( $(date +%s) - t0 ))" "$lim"
+  return $rc
+}
+
+# in_cgroup MEM CMD...: CMD (a function too) in a subshell whose memory, page cache included, is limited to MEM: a
+# cgroup v2 memory.max (the GPU machine) or a v1 memory.limit_in_bytes (the 2-core dev/CI boxes; BENCHMARKS.md); prints
+# the group's peak. GPUIO_NO_CGROUP=1 runs CMD as it is.
+in_cgroup() {
+  local mem=$1; shift
+  if ((GPU_DRY)); then echo "+ [cgroup memory limit $mem]"; "$@"; return 0; fi
+  if [[ ${GPUIO_NO_CGROUP:-0} == 1 ]]; then "$@"; return; fi
+  local name=gpuio-$suite-$$-$RANDOM cg peak rc
+  if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    cg=/sys/fs/cgroup/$name peak=memory.peak
+    grep -qw memory /sys/fs/cgroup/cgroup.subtree_control || echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+    mkdir -p "$cg" && echo "$mem" > "$cg/memory.max" || { note "[$suite] cgroup $mem could not be made"; return 1; }
+  elif [[ -d /sys/fs/cgroup/memory ]]; then
+    cg=/sys/fs/cgroup/memory/$name peak=memory.max_usage_in_bytes
+    mkdir -p "$cg" && echo "$mem" > "$cg/memory.limit_in_bytes" || { note "[$suite] cgroup $mem could not be made"; return 1; }
+  else
+    note "[$suite] no memory cgroup on this machine (GPUIO_NO_CGROUP=1 runs without one)"; return 1
+  fi
+  (echo $BASHPID > "$cg/cgroup.procs" && "$@"); rc=$?
+  echo "[cgroup] memory limit $mem, peak $(cat "$cg/$peak" 2>/dev/null)"
+  rmdir "$cg" 2>/dev/null
+  return $rc
+}
+
+# --- the build prologue: once per call, and a warm machine's build is reused (ninja rebuilds what changed) ---
+
+machine() {
+  step "machine"
+  if ((GPU_DRY)); then echo "+ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader"; return 0; fi
+  mkdir -p "$OUT"
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  else
+    echo "no nvidia-smi: a machine without a GPU" | tee "$OUT/gpu.txt"
+  fi
+  { echo; df -h "$repo" /tmp /dev/shm; echo; lsblk -o NAME,SIZE,ROTA,TYPE,MOUNTPOINT | head -20; } >> "$OUT/gpu.txt" 2>/dev/null
+  note "machine: $(head -1 "$OUT/gpu.txt"), $(nproc) cpus; commit ${GPUIO_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '? (no .git: set GPUIO_COMMIT)')}; $(date -u +%FT%TZ)"
+}
+
+# liburing: the carried .debs (the GPU machine has no liburing-dev) unpacked once to /tmp/uring, else the system's
+uring_setup() {
+  if ls "$repo"/.carry/liburing*.deb > /dev/null 2>&1; then
+    local stamp; stamp=$(cd "$repo/.carry" && ls liburing*.deb | tr '\n' ' ')
+    if ((GPU_DRY)); then echo "+ dpkg -x .carry/liburing*.deb $uring"
+    elif [[ $(cat $uring/.stamp 2>/dev/null) != "$stamp" ]]; then
+      rm -rf $uring && mkdir -p $uring
+      for f in "$repo"/.carry/liburing*.deb; do dpkg -x "$f" $uring; done
+      sed -i "s|=/usr|=$uring/usr|" $uring/usr/lib/x86_64-linux-gnu/pkgconfig/liburing*.pc  # the .pc names /usr outright
+      echo "$stamp" > $uring/.stamp
+    fi
+    uring_lib=$uring/usr/lib/x86_64-linux-gnu
+    export PKG_CONFIG_PATH=$uring_lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    export LD_LIBRARY_PATH=$uring_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  elif ((GPU_DRY)) || pkg-config --exists liburing; then
+    :
+  else
+    note "no liburing: carry .carry/ with the liburing2 and liburing-dev .debs (apt-get download liburing2 liburing-dev)"
+    return 1
+  fi
+}
+
+# iobench (../shared/tools/iobench.c, carried as .carry/iobench.c): the team's raw-device reference tool
+iobench_setup() {
+  # (--dry-run prints the commands as if it were carried)
+  ((GPU_DRY)) || [[ -f $repo/.carry/iobench.c ]] || { note "no .carry/iobench.c: steps that compare with iobench skip it"; return 0; }
+  local inc=() lib=()
+  [[ -n $uring_lib ]] && inc=(-I$uring/usr/include) && lib=(-L$uring_lib)
+  if ((GPU_DRY)) || [[ ! /tmp/iobench -nt $repo/.carry/iobench.c ]]; then
+    run gcc -O2 -o /tmp/iobench "$repo/.carry/iobench.c" "${inc[@]}" "${lib[@]}" -luring -lpthread \
+      || { note "iobench build FAILED"; return 0; }
+  fi
+  iobench=/tmp/iobench
+}
+
+# build_tree SRC BUILD SITE [CMAKE_ARG...]: configure (only when BUILD holds another tree's or other options' cache),
+# build with ninja, then SITE = SRC's python/gpuio with the built modules (_core, _raw). Log: $OUT/build.log.
+build_tree() {
+  local src=$1 bdir=$2 sdir=$3; shift 3
+  local args=(-G Ninja -DGPUIO_BUILD_PYTHON=ON -DGPUIO_BUILD_TESTS=OFF -DPython_EXECUTABLE="$(command -v "$py")" "$@")
+  local key; key=$(q "$src" "${args[@]}")
+  if ((GPU_DRY)); then
+    run cmake -S "$src" -B "$bdir" "${args[@]}"; run cmake --build "$bdir" -j"$(nproc)"
+    echo "+ cp -r $src/python/gpuio $bdir/cpp/src/bindings/_core*.so $bdir/cpp/tools/raw/_raw*.so [$bdir/cpp/libgpuio_rbd.so] $sdir/gpuio/"
+    return 0
+  fi
+  [[ $(cat "$bdir/.gpuio-configure" 2>/dev/null) == "$key" ]] || rm -rf "$bdir"  # another tree or other options
+  local t0; t0=$(date +%s)
+  { [[ -f $bdir/build.ninja ]] || { cmake -S "$src" -B "$bdir" "${args[@]}" && echo "$key" > "$bdir/.gpuio-configure"; }; } \
+    >> "$OUT/build.log" 2>&1 && cmake --build "$bdir" -j"$(nproc)" >> "$OUT/build.log" 2>&1
+  local rc=$?
+  tail -n $(( rc ? 25 : 3 )) "$OUT/build.log"
+  if ((rc)); then note "BUILD FAILED (the end of build.log above)"; return 1; fi
+  local mods=("$bdir"/cpp/src/bindings/_core*.so) raw=("$bdir"/cpp/tools/raw/_raw*.so) rbd=("$bdir"/cpp/libgpuio_rbd.so)
+  [[ -f ${mods[0]} ]] || { note "BUILD FAILED: no _core module in $bdir"; return 1; }
+  [[ -f ${raw[0]} ]] && mods+=("${raw[@]}")  # trees before the raw reference left libgpuio have no _raw
+  [[ -f ${rbd[0]} ]] && mods+=("${rbd[@]}")  # the rbd plugin (built where librbd is found), loaded on demand
+  rm -rf "$sdir" && mkdir -p "$sdir" && cp -r "$src/python/gpuio" "$sdir/" && cp "${mods[@]}" "$sdir/gpuio/" || return 1
+  note "build of $src: $(( $(date +%s) - t0 )) s ($bdir)"
+}
+
+# the carried wheels (.whl/: KvikIO and its two dependencies), installed once into /tmp/whl-site
+wheels() {
+  ls "$repo"/.whl/*.whl > /dev/null 2>&1 || return 0
+  if ((GPU_DRY)); then echo "+ $py -m pip install --no-index --no-deps --target /tmp/whl-site .whl/*.whl"; return 0; fi
+  local stamp; stamp=$(cd "$repo/.whl" && ls *.whl | tr '\n' ' ')
+  if [[ $(cat /tmp/whl-site/.stamp 2>/dev/null) != "$stamp" ]]; then
+    rm -rf /tmp/whl-site
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/whl-site "$repo"/.whl/*.whl \
+      && echo "$stamp" > /tmp/whl-site/.stamp && note "wheels installed: $stamp" || note "wheel install FAILED ($stamp)"
+  fi
+}
+
+# nvprog NAME SOURCE [LINK_ARG...]: a CUDA test program against the built libgpuio, /tmp/NAME (rebuilt when its
+# source, a public header or the library is newer)
+nvprog() {
+  local name=$1 src=$2; shift 2
+  local lib=(); [[ -n $uring_lib ]] && lib=(-L"$uring_lib")
+  if ((GPU_DRY)) || [[ ! -x /tmp/$name || -n $(find "$repo/$src" "$repo/cpp/include" "$build/cpp/libgpuio.a" \
+                                                   -newer "/tmp/$name" -print -quit 2>/dev/null) ]]; then
+    run nvcc -O2 -std=c++17 -arch=sm_90 -I"$repo/cpp/include" "$repo/$src" "$build/cpp/libgpuio.a" "${lib[@]}" -luring "$@" \
+      -o "/tmp/$name" || { note "[$suite] nvcc of $src FAILED"; return 1; }
+  fi
+}
+
+prologue() {
+  machine
+  step "build (${GPUIO_BUILD:-cuda})"
+  uring_setup || return 1
+  iobench_setup
+  case ${GPUIO_BUILD:-cuda} in
+    cuda) build_tree "$repo" $build $site -DGPUIO_CUDA=ON || return 1 ;;
+    cpu) build=/tmp/gpuio-build-cpu site=/tmp/gpuio-site-cpu; build_tree "$repo" $build $site -DGPUIO_CUDA=OFF || return 1 ;;
+    none) site=""; note "no build: $py's gpuio ($( ((GPU_DRY)) || "$py" -c 'import gpuio; print(gpuio.__file__)' 2>&1))" ;;
+    *) note "GPUIO_BUILD '$GPUIO_BUILD': not one of cuda, cpu, none"; return 2 ;;
+  esac
+  wheels
+  export PYTHONPATH=${site:+$site:}/tmp/whl-site:$repo/tests/python${PYTHONPATH:+:$PYTHONPATH}
+  export PYTHONUNBUFFERED=1
+  ((GPU_DRY)) && return 0
+  local used; used=$("$py" -c 'import gpuio; print(gpuio.__file__)' 2>&1)
+  [[ -z $site || $used == "$site"/* ]] \
+    || note "WARNING: $py imports gpuio from $used, not from the build in $site (an editable install shadows PYTHONPATH)"
+  "$py" -c "from gpuio.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
+}
