@@ -73,7 +73,7 @@ def test_half_types_on_the_host(tmp_path, dtype, shape, bs, page_rows):
 def test_half_types_into_cuda_bit_exact(tmp_path, dtype, shape, bs, page_rows, way):
     tf = _check_table(tmp_path / "h.npy", dtype, shape, bs, page_rows, "cuda", PATHS[way])
     if way != "pinned host staging":  # the engine says its GPU path carried the blocks
-        assert tf.gpu_direct and tf.stats()["engine"]["gpu_requests"] > 0
+        assert tf.gpu_direct and tf.stats()["engine"]["gpu_stream_requests"] > 0
 
 
 def _check_device_array(path, dtype, device):

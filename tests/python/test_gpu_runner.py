@@ -76,8 +76,10 @@ def test_bad_arguments_are_refused_in_one_line(args, message):
 def _lib(snippet: str, tmp_path, env=None):
     script = (f'repo={ROOT}; OUT={tmp_path}; GPU_DRY=0; mkdir -p "$OUT"; '
               f'source {ROOT}/benchmarks/gpu/lib.sh; suite=unit; {snippet}')
+    # the runner's own settings of a surrounding gpu.sh call (this file runs inside one on the GPU machine) stay out
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GPUIO_", "GPU_", "BOUNDED_"))}
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, **(env or {})))
+                          env=dict(clean, **(env or {})))
 
 
 def test_bounded_runs_a_step_into_its_log_and_its_row(tmp_path):
