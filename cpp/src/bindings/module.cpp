@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/errors.hpp"
 #include "bindings/registry.hpp"
 #include "gpuio/status.hpp"
 
@@ -22,17 +23,7 @@ std::vector<Entry>& entries() {
 
 Registrar::Registrar(const char* name, int order, BindFn fn) { entries().push_back({name, order, fn}); }
 
-void register_exception_translators(nb::module_& m) {
-  // IoError keeps its errno: Python sees OSError(errno, message), so callers can test e.errno.
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const gpuio::IoError& e) {
-      nb::object err = nb::module_::import_("builtins").attr("OSError")(e.error_code(), e.what());
-      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
-    }
-  });
-}
+void register_exception_translators(nb::module_& m) { register_io_error_translator(); }
 
 }  // namespace gpuio::bindings
 

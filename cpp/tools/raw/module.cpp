@@ -4,22 +4,14 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
-#include "gpuio/status.hpp"
+#include "bindings/errors.hpp"
 #include "raw.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 NB_MODULE(_raw, m) {
-  // IoError keeps its errno, as gpuio._core does: OSError(errno, message).
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const gpuio::IoError& e) {
-      nb::object err = nb::module_::import_("builtins").attr("OSError")(e.error_code(), e.what());
-      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
-    }
-  });
+  gpuio::bindings::register_io_error_translator();  // OSError(errno, message), as gpuio._core
   m.def(
       "raw_bench",
       [](const std::string& path, uint32_t block_bytes, uint32_t queue_depth, uint32_t threads, double seconds,
