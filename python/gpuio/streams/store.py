@@ -351,13 +351,15 @@ class StreamStore(ForkAware):
 
     def read_stream(self, sd: OpenStream, device=None):
         """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda")."""
+        cuda = device is not None and str(device).startswith("cuda")
+        if cuda:
+            refuse_bad_fork()
         self._this_process()
         with self._lock:
             r = self._handle(sd, "r", "read from")
             if r.at_end():
                 return None
-            if device is not None and str(device).startswith("cuda"):
-                refuse_bad_fork()
+            if cuda:
                 self._buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
             return decode(r, device)
 
