@@ -82,7 +82,8 @@ def check_streams_loader(loader) -> set:
 
 class GatherDataset(torch.utils.data.Dataset):
     """Item i: (ids, rows gathered through the table cache received, pid), as workers_util.RowsDataset over a
-    gpuio.FeatureStore (gather, no indexing)."""
+    gpuio.FeatureStore (gather, no indexing); the rows handed back in host memory (a worker's CUDA tensors are
+    not for another process)."""
 
     def __init__(self, store, rows: int):
         self.store, self.rows = store, rows
@@ -92,7 +93,7 @@ class GatherDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         ids = torch.tensor([i, (i * 7) % self.rows, (i + 1) % self.rows])
-        return ids, self.store.gather(ids), os.getpid()
+        return ids, self.store.gather(ids).cpu(), os.getpid()
 
 
 class SamplerSeedDataset(torch.utils.data.Dataset):
