@@ -8,6 +8,7 @@ import os
 import pickle
 import signal
 
+import numpy as np
 import pytest
 import torch
 
@@ -90,6 +91,36 @@ def test_read_only_and_unlocked_stores_arrive_read_only(tmp_path):
     unlocked.close()
     with pytest.raises(FileNotFoundError, match="no stream store"):
         StreamStore(str(tmp_path / "missing.bin"), mode="r")
+
+
+def test_a_second_writer_is_told_to_read_beside_the_first(tmp_path):
+    store = make_stream_store(tmp_path / "s.bin")
+    with pytest.raises(BlockingIOError, match="another StreamStore holds the writer lock .* mode='r' reads beside"):
+        open_small(tmp_path / "s.bin", mode="r+", lock_wait_ms=10)
+    with StreamStore(store.paths[0], mode="r") as ro:  # as it says
+        assert _all_same(read_all(ro, 3), contents(SEED, 3))
+    store.close()
+
+
+def test_a_read_only_reader_whose_stream_the_writer_destroyed_says_so(tmp_path):
+    store = make_stream_store(tmp_path / "s.bin")
+    big = [np.full(3000, k, np.int64) for k in range(40)]  # about 60 sblocks
+    sid = write_all(store, big)
+    ro = StreamStore(store.paths[0], mode="r")
+    sd = ro.open_stream(sid)
+    assert same(ro.read_stream(sd), big[0])
+    store.destroy_stream(sid)
+    filler = store.create_stream()  # fills the store: the destroyed stream's blocks now hold other data
+    with pytest.raises(OSError) as full:
+        for _ in range(10_000):
+            store.write_stream(filler, np.full(3000, -1, np.int64))
+    assert full.value.errno == 28
+    store.close_stream(filler)
+    with pytest.raises(KeyError, match=f"stream {sid} was destroyed by the store's writer while this reader read"):
+        for _ in big:
+            ro.read_stream(sd)
+    ro.close()
+    store.close()
 
 
 def test_a_reader_travels_as_its_position(tmp_path):

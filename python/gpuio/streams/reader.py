@@ -41,6 +41,7 @@ class StreamReader:
         stream's first object."""
         self.store = store
         self.stream_id = stream_id
+        self.entry = entry                     # the table entry the stream had when this reader opened it
         self.slots = list(slots)
         self.destroy = destroy                 # free each sblock once it has been consumed
         self._free_slots = list(slots)

@@ -143,6 +143,11 @@ class StreamStore(ForkAware):
         self._engine_options = dict(engine_options)  # as given: another process reopens with them
         try:
             self._open(paths, writable=mode != "r", fresh=fresh, streams_max=streams_max)
+        except BlockingIOError as e:
+            devices.remove(created)
+            raise BlockingIOError(e.errno, f"{e.strerror}: another StreamStore holds the writer lock of "
+                                  f"{devices.names(paths)} (in this process or another); mode='r' reads beside "
+                                  f"its writer") from e
         except BaseException:
             devices.remove(created)  # a file this call created and could not format is not left behind
             raise
@@ -350,18 +355,27 @@ class StreamStore(ForkAware):
                 self._table = self._load_table()
 
     def read_stream(self, sd: OpenStream, device=None):
-        """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda")."""
+        """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda"). A
+        read-only store whose writer destroyed the stream meanwhile raises KeyError saying so."""
         cuda = device is not None and str(device).startswith("cuda")
         if cuda:
             refuse_bad_fork()
         self._this_process()
         with self._lock:
             r = self._handle(sd, "r", "read from")
-            if r.at_end():
-                return None
-            if cuda:
-                self._buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
-            return decode(r, device)
+            try:
+                if r.at_end():
+                    return None
+                if cuda:
+                    self._buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
+                return decode(r, device)
+            except StreamStoreCorrupt as e:
+                if not self.writable:
+                    self._table = self._load_table()
+                    if int(self._table.entries[sd.stream_id]) != r.entry:
+                        raise KeyError(f"stream {sd.stream_id} was destroyed by the store's writer while this "
+                                       f"reader read it (its blocks now hold other data)") from e
+                raise
 
     def destroy_stream(self, stream_id: int) -> None:
         """Delete a closed stream and free its blocks (KeyError when there is no such stream)."""
