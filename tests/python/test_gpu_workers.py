@@ -8,7 +8,6 @@ test runs under the GPU watchdog and every loader under DataLoader's timeout."""
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from contextlib import contextmanager
@@ -20,24 +19,10 @@ import torch
 import gpuio
 from gpu_util import skip_without_gpu, watchdog_fixture, why_no_gpu
 from workers_stores import STREAMS, GatherDataset, StreamsDataset, check_streams_loader, make_stream_store
-from workers_util import ROWS, check_loader, expected_rows, make_table
+from workers_util import ROWS, check_loader, expected_rows, fork_and_wait, make_table
 
 pytestmark = skip_without_gpu(why_no_gpu())
 _watchdog = watchdog_fixture("test_gpu_workers")
-
-
-def _fork_and_wait(child, timeout_s: int = 30) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        signal.alarm(timeout_s)
-        code = 1
-        try:
-            code = child()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status), f"the child died ({status}): hung past its {timeout_s} s alarm?"
-    return os.WEXITSTATUS(status)
 
 
 @contextmanager
@@ -86,7 +71,8 @@ def test_forked_child_touching_inherited_cuda_state_fails_at_once(tmp_path):
     host_fs = gpuio.FeatureStore(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=20,
                                  hot_scores=torch.arange(ROWS), device="cpu")  # pinned host buffer
     ids = torch.tensor([1, 50, 95])
-    assert torch.equal(gpu_fs.gather(ids).cpu(), expected_rows(ids)) and torch.equal(host_fs.gather(ids), expected_rows(ids))
+    assert torch.equal(gpu_fs.gather(ids).cpu(), expected_rows(ids))
+    assert torch.equal(host_fs.gather(ids), expected_rows(ids))
     arr = gpuio.DeviceArray.create(tmp_path / "a.npy", 4096, "int32", cache_bytes=8 * 4096, device="cuda",
                                    fill=np.arange(4096))
     arr[torch.tensor([3], device="cuda")]
@@ -109,7 +95,7 @@ def test_forked_child_touching_inherited_cuda_state_fails_at_once(tmp_path):
         ok = ok and torch.equal(mine.gather(torch.arange(ROWS)), expected_rows(range(ROWS)))
         ok = ok and store.read_stream(reader) is not None
         return 0 if ok else 3
-    assert _fork_and_wait(child) == 0
+    assert fork_and_wait(child) == 0
     assert torch.equal(gpu_fs.gather(ids).cpu(), expected_rows(ids))  # the parent's CUDA side is unaffected
     store.close()
     arr.close()

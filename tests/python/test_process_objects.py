@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import threading
 
 import numpy as np
@@ -19,25 +18,11 @@ from gpuio.cache import FeatureStore
 from gpuio.data import rmat_edges
 from gpuio.graph import coalesce_undirected
 from workers_stores import GatherDataset, SamplerSeedDataset
-from workers_util import ROWS, check_loader, expected_rows, make_table
+from workers_util import ROWS, check_loader, expected_rows, fork_and_wait, make_table
 
 pyg = pytest.importorskip("torch_geometric")
 import gpuio.pyg as gp  # noqa: E402
 from torch_geometric.loader import NodeLoader  # noqa: E402
-
-
-def _fork_and_wait(child, timeout_s: int = 30) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        signal.alarm(timeout_s)
-        code = 1
-        try:
-            code = child()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status), f"the child died ({status}): hung past its {timeout_s} s alarm?"
-    return os.WEXITSTATUS(status)
 
 
 def _host_store(tf, **kw) -> FeatureStore:
@@ -73,6 +58,19 @@ def test_feature_store_pickles_its_host_tiers_and_rebuilds_an_empty_page_cache(t
     assert back.stats()["rows_host"] == 30
     shared = pickle.loads(pickle.dumps([fs, FeatureStore(fs.tf, device="cpu", host_buffer=fs.host)]))
     assert shared[0].host is shared[1].host  # one host buffer shared by two stores stays one
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a receiver without CUDA")
+def test_a_gpu_cache_refuses_to_arrive_where_there_is_no_cuda(tmp_path):
+    from gpuio.cache import feature_store, host_buffer
+
+    fs = _host_store(make_table(tmp_path / "t.npy"))
+    # what a store made with device="cuda" pickles as, unpickled here
+    with pytest.raises(RuntimeError, match="page cache on cuda:0 arrived in a process without CUDA: send one made "
+                                           "with device='cpu'"):
+        feature_store._arrive(fs.tf, None, "cuda:0", fs._config)
+    with pytest.raises(RuntimeError, match="host buffer indexed on cuda:0 arrived in a process without CUDA"):
+        host_buffer._arrive(fs.host.rows, fs.host.data, ROWS, "cuda:0")
 
 
 def test_pyg_stores_samplers_and_row_tables_pickle(tmp_path):
@@ -163,7 +161,7 @@ def test_forked_child_uses_inherited_stores_samplers_and_arrays(tmp_path):
         ok = ok and torch.equal(on_own[torch.arange(ROWS)], expected_rows(range(ROWS)))
         ok = ok and on_own.engine is gpuio.default_engine()
         return 0 if ok else 3
-    assert _fork_and_wait(child) == 0
+    assert fork_and_wait(child) == 0
     arr.invalidate()  # per-process caches: the parent drops its pages to see the child's write
     assert arr[5] == -5 and arr[6] == 18
     on_own.close()
@@ -192,7 +190,7 @@ def test_forked_child_samples_while_a_parent_thread_held_the_sampler_lock(tmp_pa
         def child():
             got = sampler.sample(torch.tensor([1, 2]), "paper", generator=torch.Generator().manual_seed(8))
             return 0 if all(torch.equal(got.node[nt], want.node[nt]) for nt in want.node) else 3
-        assert _fork_and_wait(child) == 0
+        assert fork_and_wait(child) == 0
     finally:
         release.set()
         t.join()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 
 import numpy as np
 import pytest
@@ -15,26 +14,13 @@ import torch
 from gpuio.streams import StreamStore
 from streams_util import contents, open_small, read_all, same, write_all
 from workers_stores import SEED, STREAMS, StreamsDataset, check_streams_loader, make_stream_store
+from workers_util import fork_and_wait
 
 START_METHODS = ["fork", "spawn", "forkserver"]
 
 
 def _all_same(got, want) -> bool:
     return len(got) == len(want) and all(same(a, b) for a, b in zip(got, want))
-
-
-def _fork_and_wait(child, timeout_s: int = 30) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        signal.alarm(timeout_s)
-        code = 1
-        try:
-            code = child()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status), f"the child died ({status}): hung past its {timeout_s} s alarm?"
-    return os.WEXITSTATUS(status)
 
 
 def test_pickled_store_arrives_read_only_while_the_writer_holds_the_lock(tmp_path):
@@ -73,6 +59,20 @@ def test_pickled_closed_store_arrives_as_the_writer_and_never_formats(tmp_path):
     with StreamStore(store.paths[0], mode="r") as ro:
         assert not ro.writable and _all_same(read_all(ro, sid), [b"from the receiver"])
         assert ro.check()["streams"] == STREAMS + 1
+
+
+def test_dataset_cache_pickles_with_its_store(tmp_path):
+    from gpuio.streams import DatasetCache
+
+    cache = DatasetCache(str(tmp_path / "c.bin"), mode="c", create_bytes=4 << 20, sblock_bytes=16384,
+                         buffer_pool_bytes=16384 * 12)
+    batches = [np.arange(k * 100, dtype=np.int32) for k in range(1, 6)]
+    cache.fill(iter(batches))
+    back = pickle.loads(pickle.dumps(cache))
+    assert not back.store.writable and back.stream_id == cache.stream_id
+    assert _all_same(list(back), batches) and _all_same(list(cache), batches)
+    back.close()
+    cache.close()
 
 
 def test_read_only_and_unlocked_stores_arrive_read_only(tmp_path):
@@ -174,7 +174,7 @@ def test_forked_child_reads_an_inherited_store_and_refuses_inherited_writers(tmp
             ok = ok and "read-only" in str(e)
         store.close_stream(writer)  # drops the child's handle; the parent's stream goes on
         return 0 if ok else 5
-    assert _fork_and_wait(child) == 0
+    assert fork_and_wait(child) == 0
     store.write_stream(writer, b"more")
     store.close_stream(writer)
     assert _all_same(read_all(store, writer.stream_id), [b"parent's", b"more"])
@@ -193,7 +193,7 @@ def test_forked_child_that_only_closes_leaves_the_parent_store_alone(tmp_path):
             return 2
         except ValueError as e:
             return 0 if "closed" in str(e) else 3
-    assert _fork_and_wait(child) == 0
+    assert fork_and_wait(child) == 0
     assert _all_same(read_all(store, 1), contents(SEED, 1)) and store.writable
     store.close()
 
