@@ -14,6 +14,12 @@ cache itself, so no kernel waits on a CUDA call of a host thread. Consistency: o
 blocks while open (single writer; nobody else may write them); writes reach storage on eviction or flush();
 flush/stats/invalidate run between kernels. Kernels of your own take `ref_bytes()` (the C++ ArrayRef, by
 value) and use `gpuio::DeviceArray<T>`.
+
+Other processes: a DeviceArray pickles as its file and cache geometry (flushing first, so the receiver reads every
+write made before); the receiver opens the file and an empty cache of its own on the same kind of device. In a
+forked child a host-cached array reopens its file on the child's engine with an empty cache on first use; one
+cached on CUDA refuses at once (gpuio.gpu.BAD_FORK). Caches are per process: neither sees the other's unflushed
+writes (flush() in the writer, invalidate() in the reader).
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ import torch
 
 from . import _core as _core_module
 from ._dtypes import element_type, stored_numpy
+from ._forked import ForkAware
+from .engine import fork_generation
 
 # Defaults from C++ (gpuio/array_cache.hpp, array_defaults): cache_bytes, ways, staging_groups, round_bytes; and
 # page_bytes=None: the store's block size (else a power of two of 1..16 blocks).
@@ -60,7 +68,7 @@ def _resolve_device(device) -> torch.device:
     return dev
 
 
-class DeviceArray:
+class DeviceArray(ForkAware):
     """Elements of a TensorFile (flattened, C order) behind a page cache on `device`. See the module doc."""
 
     def __init__(self, source, cache_bytes: int = DEFAULTS["cache_bytes"], *, page_bytes: int | None = None,
@@ -93,18 +101,47 @@ class DeviceArray:
         self.cache_bytes = self.sets * self.ways * page_bytes
         self.n = math.prod(source.shape)
         self.round_pages = max(1, min(32, DEFAULTS["round_bytes"] // page_bytes))
+        self.staging_groups = staging_groups
         self.geometry = dict(n_elems=self.n, elem_bytes=self.dtype.itemsize, page_bytes=page_bytes, block_bytes=bs,
                              base_block=source.engine_block_base, sets=self.sets, ways=self.ways,
                              round_pages=self.round_pages)
-        eng = source.engine
+        self._make_cache()
+        self._closed = False
+
+    def _make_cache(self) -> None:
+        """An empty cache over the file as this process's engine holds it."""
+        eng = self.file.engine
+        self.geometry["base_block"] = self.file.engine_block_base
         if self.device.type == "cuda":
             with torch.cuda.device(self.device):
                 path = eng.gpu
                 queues = [list(path.queue(i)) for i in range(path.options["queues"])]
-                self._c = _core().GpuArrayCache(eng._core, queues, self.geometry, staging_groups)
+                self._c = _core().GpuArrayCache(eng._core, queues, self.geometry, self.staging_groups)
         else:
             self._c = _core().HostArrayCache(eng._core, self.geometry)
-        self._closed = False
+        self._opened_here()
+
+    def _after_fork(self) -> None:
+        self.file._this_process()  # the file on this process's engine, then a cache of this process's own
+        self._make_cache()
+
+    def _here(self) -> None:
+        """ValueError once closed; BAD_FORK at once for a CUDA cache in a forked child; else, after a fork, this
+        process's own file and cache."""
+        if self._closed:
+            raise ValueError("DeviceArray is closed")
+        if self.device.type == "cuda":
+            from .gpu import refuse_bad_fork
+            refuse_bad_fork()
+        self._this_process()
+
+    def __reduce__(self):
+        """Pickled as its file and cache geometry (see the module docstring); a writable array flushes first."""
+        self._here()
+        if self.file.writable:
+            self.flush()
+        return (_arrive, (self.file, self.cache_bytes, self.page_bytes, self.ways, str(self.device),
+                          self.staging_groups))
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -156,8 +193,7 @@ class DeviceArray:
                 f"cache {self.sets} sets x {self.ways} ways x {self.page_bytes} B)")
 
     def _idx(self, idx) -> torch.Tensor:
-        if self._closed:
-            raise ValueError("DeviceArray is closed")
+        self._here()
         if isinstance(idx, np.ndarray):
             idx = torch.from_numpy(idx)
         elif not isinstance(idx, torch.Tensor):
@@ -233,17 +269,18 @@ class DeviceArray:
     # -- cache control --------------------------------------------------------------------------------
     def flush(self) -> None:
         """Write every dirty page back (they stay cached, clean); GPU: waits for the device first."""
-        if self._closed:
-            raise ValueError("DeviceArray is closed")
+        self._here()
         self._c.flush()
         self._check()
 
     def invalidate(self) -> None:
         """Drop every cached page (unflushed writes are lost: flush() first to keep them)."""
+        self._here()
         self._c.invalidate()
 
     def stats(self) -> dict:
         """hits, misses (element accesses), hit_rate, page_reads, page_writes, evictions, requests."""
+        self._here()
         s = dict(self._c.counters())
         total = s["hits"] + s["misses"]
         s["hit_rate"] = s["hits"] / total if total else 0.0
@@ -253,10 +290,12 @@ class DeviceArray:
 
     def reset_stats(self) -> None:
         """Zero the hit/miss and I/O counters stats() reports."""
+        self._here()
         self._c.reset_counters()
 
     def cached_pages(self) -> list[int]:
         """Page held by each cache slot (slot = set * ways + way), -1 where empty."""
+        self._here()
         return list(self._c.tags())
 
     def ref_bytes(self) -> bytes:
@@ -269,6 +308,8 @@ class DeviceArray:
         """Flush (unless flush=False), free the cache, close the file. Idempotent."""
         if self._closed:
             return
+        if self._fork_gen != fork_generation():
+            flush = False  # a forked child that never used the array: its cache and writes are the parent's
         try:
             if flush and self.file.writable:
                 self.flush()
@@ -282,6 +323,12 @@ class DeviceArray:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _arrive(file, cache_bytes: int, page_bytes: int, ways: int, device: str, staging_groups: int) -> DeviceArray:
+    """Unpickle a DeviceArray: the file (reopened here) behind an empty cache of the same geometry."""
+    return DeviceArray(file, cache_bytes, page_bytes=page_bytes, ways=ways, device=device,
+                       staging_groups=staging_groups)
 
 
 def pad_to_pages(path, page_bytes: int) -> None:

@@ -4,6 +4,10 @@ row tables that are not a `gpuio.TensorFile` (the baselines the GNN demo compare
 A row table has `shape`, `torch_dtype`, `block_size`, `num_rows` and `gather(idx) -> rows on idx.device`,
 like `gpuio.TensorFile`; `gpuio.FeatureStore` sits on any of them. A table that also reads whole pages
 (`PagedRows`: `gather_pages`, `reads_in_place`; TensorFile does) lets the cache skip the per-row cut.
+
+Other processes: `InMemoryRows` and `ZeroRows` pickle as their tensors and shape; `MemmapRows` as its path and
+options (the receiver maps the file again: the table is never copied into the pickle); a forked child shares the
+mapping.
 """
 from __future__ import annotations
 
@@ -99,6 +103,7 @@ class MemmapRows:
         """random_access: madvise(MADV_RANDOM) on the mapping, so a fault reads its page and no readahead
         (default off, as DGL's loader runs; on, mmap is the kinder baseline out of core: with the page cache
         a fraction of the file, readahead reads mostly pages evicted before use)."""
+        self.path = path
         self.array = np.load(path, mmap_mode="r")
         if self.array.ndim < 1:
             raise ValueError(f"{path}: a row table needs at least 1 dimension, got shape {self.array.shape}")
@@ -107,6 +112,9 @@ class MemmapRows:
             self.array._mmap.madvise(mmap.MADV_RANDOM)
         self.block_size = block_size
         self.torch_dtype = torch.from_numpy(np.empty(0, dtype=self.array.dtype)).dtype
+
+    def __reduce__(self):
+        return (MemmapRows, (self.path, self.block_size, self.random_access))
 
     @property
     def shape(self):

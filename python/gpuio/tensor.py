@@ -38,6 +38,7 @@ import torch
 from gpuio import engine as _engine_mod
 from gpuio._blocklocks import READ_TRIES, BlockLocks
 from gpuio._dtypes import element_type, moved_as
+from gpuio._forked import ForkAware, options_here
 from gpuio import _rowplan
 from gpuio._index import check_ids, row_ids
 from gpuio._npy import format_header
@@ -113,24 +114,13 @@ def _release(target) -> None:
         pass
 
 
-_reopen_lock = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    global _reopen_lock
-    _reopen_lock = threading.Lock()  # a parent thread may have held it at the fork
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _unpickle(path, mode, block_size, options, settings) -> "TensorFile":
     tf = TensorFile.open(path, mode, block_size=block_size, **options)
     tf.gpu_direct, tf.in_place_devices = settings["gpu_direct"], settings["in_place_devices"]
     return tf
 
 
-class TensorFile:
+class TensorFile(ForkAware):
     """Rows of an on-disk .npy tensor, read and written in blocks through `gpuio.Engine`.
     Use `TensorFile.create` / `TensorFile.open` (calling TensorFile(...) directly is refused).
     Indexing is torch-like: `tf[i]`, `tf[a:b:s]`, `tf[idx]` (idx of any shape: result idx.shape + row shape),
@@ -241,14 +231,14 @@ class TensorFile:
         else (tmpfs refuses it) the page cache, and stats() says which."""
         self._locks = BlockLocks()  # scatter's read-modify-write of shared blocks; seqlock for gathers
         self._stats_lock = threading.Lock()
-        options = dict(self._engine_options)
+        options = options_here(dict(self._engine_options))
         options.setdefault("writable", self.writable)
         target = _engine_mod.open_files(self.path, block_size=self.block_size, own_defaults=dict(
             workers=_table_policy()["workers"]), **options)
         self.engine, self.target, self.direct, self._own_engine = target.engine, target, target.direct, target.owns_engine
         # The first data block as the engine numbers it (the file's blocks start at target.base_block).
         self._engine_base = self._base_block + target.base_block
-        self._gen = _engine_mod.fork_generation()
+        self._opened_here()
         # Dropped without close(): the target closes with the object (its fd, and its lock, do not linger).
         self._finalizer = weakref.finalize(self, _release, target)
 
@@ -258,12 +248,11 @@ class TensorFile:
         once closed."""
         if self._closed:
             raise ValueError(f"TensorFile {self.path} is closed")
-        if self._gen == _engine_mod.fork_generation():
-            return
-        with _reopen_lock:
-            if self._gen != _engine_mod.fork_generation():
-                self._finalizer.detach()  # the parent's target is the parent's to close
-                self._open_engine()
+        ForkAware._this_process(self)
+
+    def _after_fork(self) -> None:
+        self._finalizer.detach()  # the parent's target is the parent's to close
+        self._open_engine()
 
     def __reduce__(self):
         """Pickled as what it is (path, mode, block size, engine options, the few per-object settings); the
@@ -394,7 +383,7 @@ class TensorFile:
         if self._closed:
             return
         self._closed = True
-        if self._gen != _engine_mod.fork_generation():
+        if self._fork_gen != _engine_mod.fork_generation():
             return
         self._finalizer.detach()
         try:

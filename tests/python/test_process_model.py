@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 
 import pytest
 import torch
 
 import gpuio
 from gpuio import engine as engine_mod
-from workers_util import ROWS, RowsDataset, check_loader, expected_rows, make_table, spawned_rank
+from workers_util import ROWS, RowsDataset, check_loader, expected_rows, fork_and_wait, make_table, spawned_rank
 
 START_METHODS = ["fork", "spawn", "forkserver"]
 
@@ -90,20 +89,6 @@ def test_engine_pickles_as_what_it_is(tmp_path):
         again.close()
 
 
-def _fork_and_wait(child, timeout_s: int = 30) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        signal.alarm(timeout_s)
-        code = 1
-        try:
-            code = child()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status), f"the child died ({status}): hung past its {timeout_s} s alarm?"
-    return os.WEXITSTATUS(status)
-
-
 def test_forked_child_reads_an_inherited_file_at_once(tmp_path):
     tf = make_table(tmp_path / "f.npy")
     tf[3]  # the parent's engine is running
@@ -113,7 +98,7 @@ def test_forked_child_reads_an_inherited_file_at_once(tmp_path):
         tf[5] = torch.full((40,), 7.0)  # and writes, on the child's own engine
         ok = torch.equal(rows, expected_rows(range(ROWS))) and tf.engine is gpuio.default_engine()
         return 0 if ok else 3
-    assert _fork_and_wait(child) == 0
+    assert fork_and_wait(child) == 0
     torch.testing.assert_close(tf[5], torch.full((40,), 7.0), rtol=0, atol=0)  # the parent sees the child's write
 
 
@@ -134,7 +119,7 @@ def test_forked_child_waiting_on_a_parent_batch_fails_at_once(tmp_path):
         except RuntimeError as e:
             said = "fork" in str(e) and "submit the request again" in str(e)
             return 0 if said and time.monotonic() - t0 < 5 else 5
-    assert _fork_and_wait(child) == 0
+    assert fork_and_wait(child) == 0
     handle.wait()
 
     def submits():
@@ -143,7 +128,7 @@ def test_forked_child_waiting_on_a_parent_batch_fails_at_once(tmp_path):
             return 6
         except RuntimeError as e:
             return 0 if "belongs to process" in str(e) else 7
-    assert _fork_and_wait(submits) == 0
+    assert fork_and_wait(submits) == 0
     eng.close()
 
 

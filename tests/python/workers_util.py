@@ -3,6 +3,7 @@ start method, torch.multiprocessing.spawn, os.fork). Module-level so that spawne
 from __future__ import annotations
 
 import os
+import signal
 
 import torch
 
@@ -55,3 +56,18 @@ def spawned_rank(rank: int, table, out_dir: str) -> None:
     ok = torch.equal(got, expected_rows(range(ROWS)))
     with open(os.path.join(out_dir, f"rank{rank}"), "w") as f:
         f.write("ok" if ok else "bad")
+
+
+def fork_and_wait(child, timeout_s: int = 30) -> int:
+    """Run child() in a forked child process (bounded by an alarm) and return its exit code."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        signal.alarm(timeout_s)
+        code = 1
+        try:
+            code = child()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), f"the child died ({status}): hung past its {timeout_s} s alarm?"
+    return os.WEXITSTATUS(status)

@@ -13,6 +13,14 @@ the window knows (announced batches), a page read replaces the resident needed f
 (first those no announced batch needs, by the policy) only if it is needed sooner; the rest are served
 once and not cached ("bypass"). Without announcements: every page read replaces a slot by the policy,
 never one of this group's hit pages. Thread contract: one thread calls in (the loader's worker).
+
+Other processes: a FeatureStore pickles as its table (a TensorFile reopens in the receiver), its host buffer (the
+rows and their contents: no re-read) and its configuration. The page cache, the window's announcements, the
+accumulator's tickets, observers and counters are the sender's: the receiver starts them empty, its page cache
+rebuilt empty on the same device (a store on CUDA refuses to arrive, in one line, where there is no CUDA). In a
+forked child a store on the host just works (the TensorFile reopens itself); one on CUDA refuses every call at once
+with gpuio.gpu.BAD_FORK's line (CUDA does not survive a fork): send it to spawned workers, or keep the GPU side in
+the main process.
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ from typing import Any, Callable
 import torch
 
 from gpuio.cache.accumulator import INFLIGHT_PAGES_MIN, Accumulator
+from gpuio.gpu import refuse_bad_fork
 from gpuio.cache.host_buffer import HostBuffer, pick_hot_rows
 from gpuio.cache.page_cache import PageCache
 from gpuio.rows import PagedRows, check_row_ids
@@ -86,6 +95,9 @@ class FeatureStore:
         self.tf = tf
         self.device = torch.device(device if device is not None else
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
+        self._check_process()
+        self._config = dict(gpu_cache_bytes=gpu_cache_bytes, window=window, accumulate=accumulate, policy=policy,
+                            inflight_pages_min=inflight_pages_min)
         self.num_rows = int(tf.shape[0])
         self.row_shape = tuple(tf.shape[1:])
         self.dtype = tf.torch_dtype
@@ -121,6 +133,15 @@ class FeatureStore:
         """(rows, *row_shape) of the table underneath."""
         return (self.num_rows, *self.row_shape)
 
+    def __reduce__(self):
+        """Pickled as its table, host buffer and configuration (see the module docstring)."""
+        return (_arrive, (self.tf, self.host, str(self.device), self._config))
+
+    def _check_process(self) -> None:
+        """BAD_FORK's RuntimeError, at once, for a store on CUDA in a forked child of a process that used CUDA."""
+        if self.device.type == "cuda":
+            refuse_bad_fork()
+
     # -- public API -----------------------------------------------------------------------------
     def gather(self, idx) -> torch.Tensor:
         """Rows `idx` (any integer tensor; duplicates and empty allowed), on `self.device`."""
@@ -129,6 +150,7 @@ class FeatureStore:
     def submit(self, idx, force: bool = False) -> Ticket:
         """Queue rows idx and return their Ticket; the misses of queued tickets are read together once
         inflight_pages_min pages are missing (force=True: serve now)."""
+        self._check_process()
         rows = check_row_ids(idx, self.num_rows).to(self.device)
         ticket = Ticket(self, rows)
         miss = self._estimate_misses(rows) if self.acc.enabled and not force else 0
@@ -144,6 +166,7 @@ class FeatureStore:
         """Declare rows a coming batch will read; their pages stay cached until that batch is served
         (batches are served in announcement order; the `window` served soonest are protected, later ones
         wait and are protected as earlier ones are served)."""
+        self._check_process()
         rows = check_row_ids(idx, self.num_rows).to(self.device)
         if self.host is not None:
             rows = rows[self.host.lookup(rows) < 0]
@@ -156,6 +179,7 @@ class FeatureStore:
 
     def flush(self) -> None:
         """Serve every queued ticket now (one merged read of their missing pages)."""
+        self._check_process()
         tickets = self.acc.take()
         if tickets:
             self._serve(tickets)
@@ -163,6 +187,7 @@ class FeatureStore:
     def stats(self) -> dict:
         """Counters: rows requested and where they came from (host buffer, page cache, device), pages
         hit/missed/bypassed, bytes read, hit rates, evictions, cache geometry."""
+        self._check_process()
         c: dict[str, Any] = dict(self._counters)
         req = max(c["rows_requested"], 1)
         pages = max(c["pages_hit"] + c["pages_miss"], 1)
@@ -298,3 +323,14 @@ class FeatureStore:
         c["pages_hit"] += int(pages.numel() - miss_pages.numel())
         c["pages_miss"] += int(miss_pages.numel())
         c["pages_bypass"] += int(miss_pages.numel() - n_installed)
+
+
+def _arrive(tf, host, device: str, config: dict) -> FeatureStore:
+    """Unpickle a FeatureStore: the same table, host buffer and configuration here; an empty page cache."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"a gpuio.FeatureStore with its page cache on {dev} arrived in a process without CUDA: "
+                           f"send one made with device='cpu', or use it where CUDA is")
+    return FeatureStore(tf, config["gpu_cache_bytes"], 0, None, config["window"], config["accumulate"],
+                        policy=config["policy"], device=dev, inflight_pages_min=config["inflight_pages_min"],
+                        host_buffer=host)

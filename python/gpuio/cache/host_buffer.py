@@ -6,15 +6,21 @@ gather, no staging copy, no CPU thread. This tier's gather is the one place gpui
 (a gather kernel, like the GPU page cache's); storage reads still use none. Without a GPU (or when the view
 cannot be made) the CPU gathers the rows instead. Rows in the buffer never enter the GPU page cache, so the
 two tiers add up.
+
+A HostBuffer pickles as its rows and their contents and is rebuilt in the receiver, pinned there where its index
+lives on CUDA; nothing is read again. Unpinned contents travel as the tensor itself (torch's multiprocessing moves
+it into shared memory once: spawned DataLoader workers then map the sender's pages, no copy each); pinned ones
+(registered with CUDA, which shared memory would undo) travel by value.
 """
 from __future__ import annotations
 
+import os
 import weakref
 
 import torch
 
 from gpuio.engine import aligned_empty
-from gpuio.gpu import mapped_view
+from gpuio.gpu import in_bad_fork, mapped_view
 
 _LOAD_ROWS_MAX = 65536  # rows per read while filling the buffer: bounds the staging memory at start
 
@@ -27,7 +33,7 @@ def pinned_empty(shape, dtype: torch.dtype) -> torch.Tensor:
     and unregistered when the last view of it is gone."""
     size = torch.Size(shape)
     nbytes = size.numel() * torch.empty((), dtype=dtype).element_size()
-    if nbytes == 0 or not torch.cuda.is_available():
+    if nbytes == 0 or not torch.cuda.is_available() or in_bad_fork():
         return torch.empty(size, dtype=dtype)
     raw = aligned_empty(nbytes)
     cudart = torch.cuda.cudart()
@@ -38,19 +44,28 @@ def pinned_empty(shape, dtype: torch.dtype) -> torch.Tensor:
     if not ok:
         return torch.empty(size, dtype=dtype, pin_memory=True)
     # NumPy clears weak references before it frees the data: the pages are unregistered while still there.
-    weakref.finalize(raw.base, cudart.cudaHostUnregister, raw.ctypes.data)
+    weakref.finalize(raw.base, _unregister, cudart, raw.ctypes.data, os.getpid())
     return torch.from_numpy(raw).view(dtype).view(size)
+
+
+def _unregister(cudart, address: int, pid: int) -> None:
+    """cudaHostUnregister, in the process that registered the pages (a forked child's copy was never registered,
+    and its CUDA is unusable)."""
+    if os.getpid() == pid:
+        cudart.cudaHostUnregister(address)
 
 
 class HostBuffer:
     def __init__(self, source, rows: torch.Tensor, num_rows: int, index_device):
         """source: a row table with gather(idx) -> rows; rows: ids to hold (distinct, in range)."""
         rows = rows.to("cpu", torch.long)
-        self.rows = rows
-        shape = (rows.numel(), *source.shape[1:])
-        self.data = pinned_empty(shape, source.torch_dtype)  # exactly its size (torch's pinning rounds up to 2^k)
-        for lo in range(0, rows.numel(), _LOAD_ROWS_MAX):
+        self.data = pinned_empty((rows.numel(), *source.shape[1:]), source.torch_dtype)  # exactly its size
+        for lo in range(0, rows.numel(), _LOAD_ROWS_MAX):  # (torch's pinning rounds up to 2^k)
             self.data[lo:lo + _LOAD_ROWS_MAX] = source.gather(rows[lo:lo + _LOAD_ROWS_MAX])
+        self._index(rows, num_rows, index_device)
+
+    def _index(self, rows: torch.Tensor, num_rows: int, index_device) -> None:
+        self.rows = rows
         # row id -> position in the buffer, -1 when not held; lives where lookups run.
         self.row_slot = torch.full((num_rows,), -1, dtype=torch.int32, device=index_device)
         self.row_slot[rows.to(index_device)] = torch.arange(rows.numel(), dtype=torch.int32,
@@ -60,6 +75,12 @@ class HostBuffer:
     @property
     def num_rows(self) -> int:
         return int(self.rows.numel())
+
+    def __reduce__(self):
+        # Never a temporary tensor: spawn hands a shared tensor's descriptor to the child only when it starts, and a
+        # temporary's would be closed by then. Never the pinned pages themselves (shared memory would replace them).
+        data = self.data.numpy() if self.data.is_pinned() else self.data
+        return (_arrive, (self.rows, data, self.row_slot.numel(), str(self.row_slot.device)))
 
     def lookup(self, rows: torch.Tensor) -> torch.Tensor:
         """Buffer position of each row (int64), -1 where the row is not held."""
@@ -95,3 +116,21 @@ def pick_hot_rows(num_rows: int, count: int, hot_scores=None) -> torch.Tensor:
     if scores.numel() != num_rows:
         raise ValueError(f"hot_scores has {scores.numel()} entries, the table has {num_rows} rows")
     return torch.topk(scores, count).indices.sort().values
+
+
+def _arrive(rows: torch.Tensor, data: torch.Tensor, num_rows: int, index_device: str) -> HostBuffer:
+    """Unpickle a HostBuffer: its contents as sent, pinned where its index lives on CUDA."""
+    dev = torch.device(index_device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"a gpuio host buffer indexed on {dev} arrived in a process without CUDA: send a "
+                           f"FeatureStore made with device='cpu', or use it where CUDA is")
+    buf = HostBuffer.__new__(HostBuffer)
+    if not isinstance(data, torch.Tensor):
+        data = torch.from_numpy(data)
+    if dev.type == "cuda":
+        buf.data = pinned_empty(data.shape, data.dtype)
+        buf.data.copy_(data)
+    else:
+        buf.data = data
+    buf._index(rows, num_rows, dev)
+    return buf

@@ -16,6 +16,11 @@ list). Both are gpuio TensorFiles (block-aligned .npy, so `np.load(mmap_mode="r"
 - `CSCMemory` is the same interface over tensors (the switch for structure that fits in memory);
   `open_csc(path, in_memory=...)` picks one. Both return identical values, so a sampler seeded the same
   draws the same neighbours from either (tests/python/test_hetero.py checks it).
+
+Other processes: both pickle as what they hold: a CSCFile its two TensorFiles (reopened in the receiver), the
+files it holds whole (their tensors travel: nothing is read again) and its page caches (gpuio.FeatureStore:
+rebuilt empty there); a forked child inherits them, its files reopening on first use. Structure on CUDA refuses at
+once in a forked child of a process that used CUDA (gpuio.gpu.BAD_FORK).
 """
 from __future__ import annotations
 
@@ -266,14 +271,21 @@ class CSCFile:
         """Edges of the relation (len(row))."""
         return self.row_tf.num_rows
 
+    def _check_process(self) -> None:
+        if self.device.type == "cuda":
+            from gpuio.gpu import refuse_bad_fork
+            refuse_bad_fork()
+
     def ptr(self, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(first CSC position, in-degree) of each destination id, read through the pointer cache."""
+        self._check_process()
         n = dst.numel()
         both = _read(self._ptr, torch.cat([dst, dst + 1]).to(self.device)).long()
         return both[:n], both[n:] - both[:n]
 
     def rows(self, pos: torch.Tensor) -> torch.Tensor:
         """Source ids at CSC positions pos, read through the neighbour-list cache."""
+        self._check_process()
         if pos.numel() == 0:
             return torch.empty(0, dtype=torch.long, device=self.device)
         return _read(self._row, pos.to(self.device)).long()

@@ -23,6 +23,11 @@ go to `TensorFile.create` (an existing file is replaced only with overwrite=True
 has a stored form for works, bfloat16 included; `PygFeatureStore(dtype=torch.bfloat16)` (or "bfloat16",
 "float16", np.float32, ...) stores every new table in that type, cast as torch's `to` casts (half the bytes
 of float32 features); rows written later into a table are cast to its type the same way.
+
+Other processes (PyG loaders with workers, spawned ranks): the store pickles with its tables, each as what it is
+(a TensorFile or gpuio.FeatureStore reopens in the receiver, a tensor travels); a forked child inherits it, its
+files reopening themselves on first use. The files a store made under root stay that store's: a copy in another
+process (pickled or forked) never deletes them when it removes the attribute.
 """
 from __future__ import annotations
 
@@ -77,6 +82,7 @@ class PygFeatureStore(FeatureStoreBase):
         super().__init__(tensor_attr_cls=tensor_attr_cls or TensorAttr)
         self._tables: dict[tuple, object] = {}
         self._owned: dict[tuple, TensorFile] = {}  # TensorFiles this store created under root
+        self._made_in = os.getpid()  # the process that may delete them (not a pickled or forked copy)
         self.root = None if root is None else os.fspath(root)
         self._file_options = tensor_file_options
         self._files_made = 0
@@ -163,7 +169,7 @@ class PygFeatureStore(FeatureStoreBase):
 
     def _drop(self, key: tuple) -> bool:
         owned = self._owned.pop(key, None)
-        if owned is not None:  # a file this store made: it goes with the attribute
+        if owned is not None and os.getpid() == self._made_in:  # a file this store made: it goes with the attribute
             owned.close()
             os.unlink(owned.path)
         return self._tables.pop(key, None) is not None
@@ -175,6 +181,9 @@ class PygFeatureStore(FeatureStoreBase):
         """Close the TensorFiles this store created (they stay on disk)."""
         for tf in self._owned.values():
             tf.close()
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__, _owned={})  # the receiver's copy owns no file (see the module docstring)
 
     # -- get -----------------------------------------------------------------------------------------
     def _get_tensor(self, attr: TensorAttr):

@@ -19,6 +19,10 @@ global -> local map per node type that is reused across batches (node types abov
 `dense_relabel_max_nodes` use sorted copies instead).
 Thread contract: calls drawing from the sampler's own generator run one at a time; calls that pass
 their own `generator` may run concurrently (each takes its own relabel maps).
+
+Other processes: the stores and the sampler pickle as what they are (relation files reopen in the receiver, the
+tensors travel) and a forked child inherits them, with locks of its own; the sampler's own generator in a
+DataLoader worker is the worker's, as gpuio.pyg.sampler says.
 """
 from __future__ import annotations
 
@@ -31,9 +35,10 @@ from torch_geometric.data import EdgeAttr
 from torch_geometric.data import GraphStore as PygGraphStore
 from torch_geometric.sampler import BaseSampler, HeteroSamplerOutput, NodeSamplerInput
 
+from gpuio._forked import ForkAware
 from gpuio.graph.csc_file import CSCMemory
 from gpuio.pyg.hetero_ops import DenseRelabel, sample_positions_many
-from gpuio.pyg.sampler import _Relabel
+from gpuio.pyg.sampler import WorkerGenerator, _Relabel
 
 # node types up to this many nodes are relabelled through a dense map (8 bytes a node, kept per sampling
 # thread and reused across batches); larger ones through sorted copies (memory per batch only)
@@ -128,7 +133,7 @@ def hetero_feature_store(tables: dict, y: dict | None = None, attr: str = "x"):
     return fs
 
 
-class HeteroNeighborSampler(BaseSampler):
+class HeteroNeighborSampler(BaseSampler, ForkAware):
     """`HeteroNeighborSampler(graph, num_neighbors=[10, 5], replace=False, seed=None)`.
 
     graph: a `HeteroGraphStore` (or a dict edge type -> CSC structure). num_neighbors: per hop, one list
@@ -156,23 +161,43 @@ class HeteroNeighborSampler(BaseSampler):
         self.replace = bool(replace)
         self.device = self.graph.relations[self.edge_types[0]].device
         self.seed = int(seed) if seed is not None else torch.seed()
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(self.seed)
+        self._generators = WorkerGenerator(self.seed, self.device)
         if dense_relabel_max_nodes < 0:
             raise ValueError(f"dense_relabel_max_nodes must be >= 0, got {dense_relabel_max_nodes}")
         self.dense_relabel_max_nodes = dense_relabel_max_nodes
+        self._process_state()
+
+    def _process_state(self) -> None:
+        """Locks and relabel maps: this process's own (made anew after a fork and on arrival)."""
         self._free_tables: list = []
         self._lock = threading.Lock()
         # structures read through caches (CSCFile) take one sampling thread at a time; tensors need no lock
         shared = all(isinstance(c, CSCMemory) for c in self.graph.relations.values())
         self._io_shared_state = not shared
         self._io_lock = contextlib.nullcontext() if shared else threading.Lock()
+        self._opened_here()
+
+    def _after_fork(self) -> None:
+        self._process_state()  # a parent thread may have held the locks, or a relabel map, at the fork
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_free_tables", "_lock", "_io_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._process_state()
+
+    @property
+    def generator(self) -> torch.Generator:
+        """The generator this process draws from (in a DataLoader worker: the worker's own)."""
+        return self._generators.get()
 
     def sample(self, seeds: torch.Tensor, input_type: str,
                generator: torch.Generator | None = None) -> HeteroSamplerOutput:
         """Sample `num_hops` hops around `seeds` (node ids of type `input_type`; see the module docstring),
         drawing from `generator` (default: the sampler's own). KeyError for an unknown node type,
         IndexError for a seed outside [0, num nodes of that type)."""
+        self._this_process()
         if input_type not in self.graph.num_nodes:
             raise KeyError(f"no node type {input_type!r}; the graph has {sorted(self.graph.num_nodes)}")
         n_in = self.graph.num_nodes[input_type]

@@ -11,15 +11,67 @@ nodes), or `k` draws with replacement when `replace=True`. Sampled nodes are rel
 appearance, seeds first, so `node[:batch_size]` are the seeds (PyG's contract).
 
 Thread contract: one call at a time per sampler (the generator is shared state).
+
+Other processes: a sampler pickles as what it is (graph tensors, fan-outs, generator state) and a forked child
+inherits it. In a DataLoader worker (PyG's loaders with num_workers) the sampler draws from a generator of that
+worker's own, seeded from the sampler's seed and the worker's (`get_worker_info().seed`, which DataLoader derives
+from the main process's torch seed), as DataLoader seeds torch in its workers: workers draw independently, and a
+seeded run repeats. A sampler on CUDA refuses to sample in a forked child of a process that used CUDA
+(gpuio.gpu.BAD_FORK, at once).
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
+from gpuio.gpu import refuse_bad_fork
 from gpuio.graph.csc import CSC, to_csc
+
+_SEED_MIX = 0x9E3779B97F4A7C15  # golden-ratio odd constant: spreads (seed, salt) over the generator's 63 bits
+
+
+def mixed_generator(seed: int, salt: int, device) -> torch.Generator:
+    """A generator on device seeded from (seed, salt): one stream per salt (a worker, a batch number)."""
+    g = torch.Generator(device=device)
+    g.manual_seed((int(seed) * _SEED_MIX + int(salt)) % (1 << 63))
+    return g
+
+
+class WorkerGenerator:
+    """A sampler's generator, or in a DataLoader worker process one of that worker's own (see the module
+    docstring). `get()` returns the generator to draw from in this process."""
+
+    def __init__(self, seed: int, device):
+        self.seed, self.device = int(seed), torch.device(device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(self.seed)
+        self._pid = os.getpid()
+
+    def __getstate__(self) -> dict:
+        # The state as bytes: torch pickles a Generator with a temporary state tensor, whose shared-memory descriptor
+        # is closed before a spawned process (a DataLoader worker) can map it.
+        state = bytes(self.generator.get_state().numpy())
+        return dict(seed=self.seed, device=str(self.device), state=state, pid=self._pid)
+
+    def __setstate__(self, st: dict) -> None:
+        self.seed, self.device, self._pid = st["seed"], torch.device(st["device"]), st["pid"]
+        self.generator = torch.Generator(device=self.device)
+        self.generator.set_state(torch.frombuffer(bytearray(st["state"]), dtype=torch.uint8))
+
+    def get(self) -> torch.Generator:
+        """The generator to draw from in this process (BAD_FORK's RuntimeError for a CUDA one in a bad fork)."""
+        if self._pid != os.getpid():
+            if self.device.type == "cuda":
+                refuse_bad_fork()
+            self._pid = os.getpid()
+            from torch.utils.data import get_worker_info
+            info = get_worker_info()
+            if info is not None:
+                self.generator = mixed_generator(self.seed, info.seed, self.device)
+        return self.generator
 
 
 def _floyd_sample(deg: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
@@ -135,8 +187,14 @@ class NeighborSampler(BaseSampler):
         self.device = self.csc.colptr.device
         self.num_neighbors = list(num_neighbors)
         self.replace = bool(replace)
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(int(seed) if seed is not None else torch.seed())
+        self.seed = int(seed) if seed is not None else torch.seed()
+        self._generators = WorkerGenerator(self.seed, self.device)
+
+    @property
+    def generator(self) -> torch.Generator:
+        """The generator this process draws from (in a DataLoader worker: the worker's own; see the module
+        docstring)."""
+        return self._generators.get()
 
     @property
     def num_nodes(self) -> int:
@@ -145,6 +203,7 @@ class NeighborSampler(BaseSampler):
 
     def sample(self, seeds: torch.Tensor) -> SamplerOutput:
         """Sample the multi-hop neighbourhood of seeds (int64 node ids); IndexError for an id outside [0, num_nodes)."""
+        gen = self.generator
         seeds = torch.as_tensor(seeds).to(self.device, torch.long).flatten()
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.num_nodes):
             raise IndexError(f"seed node ids must lie in [0, {self.num_nodes}), "
@@ -154,7 +213,7 @@ class NeighborSampler(BaseSampler):
         rows, cols, edges = [], [], []
         nodes_per_hop, edges_per_hop = [seeds.numel()], []
         for k in self.num_neighbors:
-            pos, owner = sample_hop(self.csc, frontier, k, self.replace, self.generator)
+            pos, owner = sample_hop(self.csc, frontier, k, self.replace, gen)
             src = self.csc.row[pos]
             src_local, added = relabel.lookup_or_add(src)
             rows.append(src_local)

@@ -4,18 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import chain
-from ..engine import aligned_empty
 from .format import StreamStoreCorrupt
-from .table import StreamTable
 
 
 def check_store(store) -> dict:
-    sb, bb = store._sb, store.block_bytes
+    sb = store._sb
     # 1. The table on disk (newest valid slot of each page) is exactly the table in memory.
-    disk = StreamTable(sb)
-    region = aligned_empty(2 * sb.table_pages * bb)
-    store._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
-    disk.load(region)
+    disk = store._load_table()
     damaged = store._table.damaged + [d for d in disk.damaged if d not in store._table.damaged]
     if damaged:  # found at mount (and perhaps overwritten since) or now: either way reported, never silent
         raise StreamStoreCorrupt(damaged[0] + (f" (and {len(damaged) - 1} more pages)" if len(damaged) > 1 else ""))

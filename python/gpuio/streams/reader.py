@@ -31,10 +31,17 @@ class _Fetch:
         self.slot, self.start, self.nblocks, self.handle, self.blocks = slot, start, nblocks, handle, blocks
 
 
+END = "end"  # StreamReader.position() at the end of the stream
+
+
 class StreamReader:
-    def __init__(self, store, stream_id: int, entry: int, slots: list[int], destroy: bool = False):
+    def __init__(self, store, stream_id: int, entry: int, slots: list[int], destroy: bool = False,
+                 at: tuple | str | None = None):
+        """at: a position() of another reader of this stream to go on from (another process's, say); None: the
+        stream's first object."""
         self.store = store
         self.stream_id = stream_id
+        self.entry = entry                     # the table entry the stream had when this reader opened it
         self.slots = list(slots)
         self.destroy = destroy                 # free each sblock once it has been consumed
         self._free_slots = list(slots)
@@ -43,14 +50,29 @@ class StreamReader:
         self._fence = None                     # fence of the current slot's outstanding copies
         self._fifo: collections.deque[Any] = collections.deque()
         start, eff = entry_unpack(entry)
-        self._expect: tuple[int, int, int] | None = (start, eff, 0)  # the next sblock to consume; None at END
+        index, self._skip = 0, 0               # _skip: bytes of the first sblock already read (at=)
+        if at == END:
+            self._expect: tuple[int, int, int] | None = None
+        else:
+            if at is not None:
+                start, eff, index, self._skip = (int(v) for v in at)
+            self._expect = (start, eff, index)  # the next sblock to consume; None at END
         self._issue_at: tuple[int, int] | None = None  # (start, nblocks) of the next read to issue; None: wait
         self._cur: tuple[_Fetch, int] | None = None  # (_Fetch, used_blocks) being consumed
+        self._at: tuple[int, int, int] | None = None  # (start, eff, index) of the current sblock
         self._view = None                      # payload of the current sblock
         self._off = 0
         self.speculation_misses = 0
-        self._plan_known(start, eff)
-        self._fill()
+        if self._expect is not None:
+            self._plan_known(start, eff)
+            self._fill()
+
+    def position(self) -> tuple | str:
+        """Where the next read starts: (sblock start, effective size, index, bytes into its payload), or END. A
+        reader made with at=position() (in any process) reads on from there."""
+        if self._at is not None and self._view is not None and self._off < self._view.size:
+            return (*self._at, self._off)
+        return END if self._expect is None else (*self._expect, 0)
 
     # -- source interface for the serializer -------------------------------------------------------------
     def at_end(self) -> bool:
@@ -160,8 +182,13 @@ class StreamReader:
         if t.flags & FLAG_PAYLOAD_CRC and payload_crc(buf[:t.payload_bytes]) != t.payload_crc:
             raise StreamStoreCorrupt(f"stream {self.stream_id}: sblock {index} at block {start} fails its "
                                      f"payload CRC-32C (the data changed on the device after it was written)")
-        self._cur = (f, used)
+        self._cur, self._at = (f, used), (start, eff, index)
         self._view, self._off = buf[:t.payload_bytes], 0
+        if self._skip:  # the first sblock of a reader made at a position: what was read there is skipped
+            if self._skip > t.payload_bytes:
+                raise StreamStoreCorrupt(f"stream {self.stream_id}: position {self._skip} lies past the "
+                                         f"{t.payload_bytes} payload bytes of sblock {index}")
+            self._off, self._skip = self._skip, 0
         if t.end:
             self._expect = None
             self._issue_at = None

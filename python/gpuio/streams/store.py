@@ -12,6 +12,9 @@ stream id (the first sblock's packed location). Thread-safe: one lock serialises
 See format.py for the layout and writer.py for the durability order.
 
 Opening never formats a file by accident. ``mode`` says what may happen to the device file(s):
+  "r"             open an existing store read-only, without the writer lock: any number of processes read it
+                  beside its one writer. Streams are what the table held when it was read (refresh() reads it
+                  again; open_stream of an id not seen does so once). Writes are refused.
   "r+" (default)  open an existing store; a missing path raises FileNotFoundError, a file that holds no
                   store (including one whose first block is all zeros) raises StreamStoreCorrupt.
   "c"             like "r+", but missing paths (or empty, 0-byte files) are created, ``create_bytes`` in
@@ -19,6 +22,13 @@ Opening never formats a file by accident. ``mode`` says what may happen to the d
                   store is still refused.
   "w"             format whatever is there (a new store: existing content, a store included, is lost);
                   missing paths are created as with "c".
+
+Other processes (DataLoader workers, spawned ranks, forked children): a store pickles as its paths and options and
+reopens in the receiver, never formatting: as a writer ("r+", with the lock) when the receiver gets the writer
+lock at once, else (the sender, or another process, holds it; or the store has no lock) read-only ("r").
+A forked child reopens an inherited store the same way on its first call. An open reader travels as its stream id
+and position; a stream open for writing does not travel, and in a forked child writes through an inherited
+writer are refused (the stream is the parent's to finish). See gpuio.streams.travel.
 """
 from __future__ import annotations
 
@@ -27,12 +37,15 @@ import os
 import secrets
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
+from .._forked import ForkAware, options_here
 from ..engine import DEFAULTS as ENGINE_DEFAULTS
-from ..engine import aligned_empty
-from . import chain
+from ..engine import aligned_empty, fork_generation
+from ..gpu import refuse_bad_fork
+from . import chain, devices, travel
 from .buffers import BufferPool
 from .format import (SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock,
                      blocks_for, entry_unpack)
@@ -56,28 +69,15 @@ DEFAULTS = {
 }
 
 
-MODES = ("r+", "c", "w")
+MODES = ("r", "r+", "c", "w")
 
 
-def _holds_data(path: str) -> bool:
-    """True for an existing device or non-empty file; an empty regular file counts as missing."""
+def _release(target) -> None:
+    """weakref.finalize of a store never closed: its device set closes with it (fds and the lock do not linger)."""
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    return not (os.path.isfile(path) and st.st_size == 0)
-
-
-def _names(paths: list) -> str:
-    return paths[0] if len(paths) == 1 else str(paths)
-
-
-def _remove(paths: list) -> None:
-    for p in paths:
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
+        target.close()
+    except Exception:  # noqa: BLE001 - at collection or exit there is no caller to tell
+        pass
 
 
 class OpenStream:
@@ -101,14 +101,20 @@ class OpenStream:
         state = "closed" if self._io is None else "open"
         return f"<stream {self.stream_id} {'writer' if self.mode == 'w' else 'reader'}, {state}>"
 
+    def __reduce__(self):
+        """A reader pickles as its store, stream id and position: the receiver reads on from there (with a reader
+        of its own: the sender's reader is unaffected). A writer, or a consuming reader, does not travel."""
+        return travel.reduce_stream(self)
 
-class StreamStore:
+
+class StreamStore(ForkAware):
     """SSDStreamer's stream store (see the module docstring).
 
     Thread safety: every public method may be called from any thread; one re-entrant lock serialises the
     calls (an I/O wait inside one call holds it). A OpenStream belongs to its store and may be passed
     between threads, but two threads interleaving writes to one stream get an interleaved stream. One
-    process per device set: the engine's exclusive flock (``lock=True``) refuses a second opener."""
+    writer per device set: the engine's exclusive flock (``lock=True``) refuses a second writer; readers
+    (mode "r") take no lock."""
 
     def __init__(self, path_or_paths, sblock_bytes: int = DEFAULTS["sblock_bytes"],
                  prefetch_depth: int = DEFAULTS["prefetch_depth"],
@@ -116,8 +122,6 @@ class StreamStore:
                  create_bytes: int = DEFAULTS["create_bytes"], streams_max: int = DEFAULTS["streams_max"],
                  block_size: int = DEFAULTS["block_size"], durable: bool = DEFAULTS["durable"],
                  checksum_payload: bool = DEFAULTS["checksum_payload"], **engine_options):
-        from ..engine import Engine, open_files
-
         if not isinstance(sblock_bytes, int) or sblock_bytes % block_size or not \
                 block_size <= sblock_bytes <= SBLOCK_BYTES_MAX:
             raise ValueError(f"sblock_bytes {sblock_bytes!r} must be a multiple of block_size {block_size} "
@@ -125,58 +129,82 @@ class StreamStore:
         if not isinstance(prefetch_depth, int) or prefetch_depth < 2:
             raise ValueError(f"prefetch_depth must be an int >= 2, got {prefetch_depth!r}")
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES} ('r+': open an existing store, 'c': create it when "
-                             f"missing, 'w': format), got {mode!r}")
+            raise ValueError(f"mode must be one of {MODES} ('r': read an existing store without the writer lock, "
+                             f"'r+': open an existing store, 'c': create it when missing, 'w': format), got {mode!r}")
         given = [path_or_paths] if isinstance(path_or_paths, (str, os.PathLike)) else list(path_or_paths)
         paths: list[str] = [os.fspath(p) for p in given]
-        exists = [_holds_data(p) for p in paths]
-        if any(exists) and not all(exists):
-            missing = [p for p, e in zip(paths, exists) if not e]
-            raise FileNotFoundError(errno.ENOENT, f"stream store device(s) {missing} missing while others exist")
-        created: list[str] = []
-        if not any(exists):
-            if mode == "r+":
-                raise FileNotFoundError(errno.ENOENT, f"no stream store at {_names(paths)}; pass mode='c' to "
-                                        f"create one (create_bytes={create_bytes}, sparse)")
-            if not isinstance(create_bytes, int) or create_bytes < sblock_bytes * len(paths):
-                raise ValueError(f"create_bytes {create_bytes!r} must be an int >= one sblock per device "
-                                 f"({sblock_bytes * len(paths)})")
-            per = -(-create_bytes // len(paths) // sblock_bytes) * sblock_bytes
-            for p in paths:
-                if not os.path.exists(p):
-                    created.append(p)  # removed again if this call fails
-                Engine.create_file(p, per)
-            fresh = True
-        else:
-            fresh = mode == "w"
-        self.sblock_bytes = sblock_bytes
-        self.prefetch_depth = prefetch_depth
-        self.block_size = self.block_bytes = block_size
-        self.sblock_blocks = sblock_bytes // block_size
-        self.durable = durable
-        self.checksum_payload = checksum_payload
+        fresh, created = devices.prepare(paths, mode, create_bytes, sblock_bytes)
+        self._settings: dict = dict(sblock_bytes=sblock_bytes, prefetch_depth=prefetch_depth,
+                              buffer_pool_bytes=buffer_pool_bytes, block_size=block_size, durable=durable,
+                              checksum_payload=checksum_payload)
+        # One writer per device set: the exclusive lock also makes a restart after kill -9 wait until the
+        # killed process's in-flight writes have ended (the kernel drops the lock only then).
+        engine_options.setdefault("lock", True)
+        self._engine_options = dict(engine_options)  # as given: another process reopens with them
+        try:
+            self._open(paths, writable=mode != "r", fresh=fresh, streams_max=streams_max)
+        except BlockingIOError as e:
+            devices.remove(created)
+            raise BlockingIOError(e.errno, f"{e.strerror}: another StreamStore holds the writer lock of "
+                                  f"{devices.names(paths)} (in this process or another); mode='r' reads beside "
+                                  f"its writer") from e
+        except BaseException:
+            devices.remove(created)  # a file this call created and could not format is not left behind
+            raise
+
+    def _open(self, paths: list, writable: bool, fresh: bool = False, streams_max: int = 0,
+              lock_wait_ms: int | None = None, read_only_why: str = "it was opened with mode='r'") -> None:
+        """Open the device set (a target of the process engine, of engine=, or of an engine of its own for
+        engine-wide options) and mount the store on it: this process's state, from scratch. writable=False opens
+        it read-only without the lock; read_only_why then says why in the refusal of a write."""
+        from ..engine import open_files
+
+        st: dict = self._settings
+        self.sblock_bytes: int = st["sblock_bytes"]
+        self.prefetch_depth: int = st["prefetch_depth"]
+        self.buffer_pool_bytes: int = st["buffer_pool_bytes"]
+        self.block_size = self.block_bytes = st["block_size"]
+        self.durable: bool = st["durable"]
+        self.checksum_payload: bool = st["checksum_payload"]
+        self.sblock_blocks = self.sblock_bytes // self.block_size
+        self.paths = paths
+        self.writable = writable
+        self._read_only_why = None if writable else read_only_why
+        self._pid, self._closed = os.getpid(), False
         self._lock = threading.RLock()
         self._writers: dict[int, OpenStream] = {}
         self._readers: dict[int, int] = {}       # stream id -> open readers
+        self._reader_handles: "weakref.WeakSet[OpenStream]" = weakref.WeakSet()  # a fork reopens them
         self._consumers: set[StreamReader] = set()  # read_and_destroy readers: hold blocks off the table
-        # One store per device set: the exclusive lock also makes a restart after kill -9 wait until the
-        # killed process's in-flight writes have ended (the kernel drops the lock only then).
-        engine_options.setdefault("lock", True)
-        self.paths = paths
-        try:
-            # A target of the process engine (or of engine=, or an engine of its own for engine-wide options).
-            self._engine = open_files(paths, block_size=block_size, **engine_options)
-        except BaseException:
-            _remove(created)
-            raise
+        options = options_here(dict(self._engine_options))
+        if not writable:
+            options.update(writable=False, lock=False)
+        elif lock_wait_ms is not None:
+            options["lock_wait_ms"] = lock_wait_ms
+        self._engine = open_files(paths, block_size=self.block_size, **options)
         try:
             self._sb = self._mount(streams_max, fresh)
-            self._buffers = BufferPool(buffer_pool_bytes, sblock_bytes)
-            self._meta_buf = aligned_empty(2 * block_size)
+            self._buffers = BufferPool(self.buffer_pool_bytes, self.sblock_bytes)
+            self._meta_buf = aligned_empty(2 * self.block_size)
         except BaseException:
             self._engine.close()
-            _remove(created)  # a file this call created and could not format is not left behind
             raise
+        self._opened_here()
+        # Dropped without close(): the device set closes with the store (its fds, and its lock, do not linger).
+        self._finalizer = weakref.finalize(self, _release, self._engine)
+
+    def __reduce__(self):
+        """Pickled as what it is: paths, settings and engine options (engine= does not travel); the receiver
+        reopens it, never formatting, as gpuio.streams.travel says (writer when it gets the lock at once, else
+        read-only). Open streams stay the sender's: an OpenStream reader pickles on its own."""
+        options = {k: v for k, v in self._engine_options.items() if k != "engine"}
+        return (travel.arrive, (type(self), self.paths, self._settings, options, self.writable))
+
+    def _after_fork(self) -> None:
+        """A forked child: the parent's target, lock and buffers stay the parent's; reopen the store here (as a
+        received one), let inherited readers go on from where they were, refuse writes through inherited writers."""
+        self._finalizer.detach()  # the parent's target is the parent's to close
+        travel.reopen_in_child(self)
 
     # -- mount ------------------------------------------------------------------------------------------
     def _mount(self, streams_max: int, fresh: bool) -> Superblock:
@@ -188,7 +216,7 @@ class StreamStore:
             if bytes(head[:len(SUPER_MAGIC)]) != SUPER_MAGIC:
                 what = "its first block is all zeros" if not head.any() else \
                     f"superblock magic {bytes(head[:len(SUPER_MAGIC)])!r}"
-                raise StreamStoreCorrupt(errno.EINVAL, f"{_names(self.paths)} is not a gpuio stream store "
+                raise StreamStoreCorrupt(errno.EINVAL, f"{devices.names(self.paths)} is not a gpuio stream store "
                                          f"({what}); nothing was changed. mode='w' formats it, destroying "
                                          f"its contents")
         if fresh:  # format; the uuid disowns any older table pages
@@ -210,24 +238,34 @@ class StreamStore:
         if sb.total_blocks > total:
             raise StreamStoreCorrupt(f"store was formatted for {sb.total_blocks} blocks, device has {total}")
         self._sb = sb
-        self._table = StreamTable(sb)
-        region = aligned_empty(2 * sb.table_pages * bb)
-        self._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
-        self._table.load(region)
-        del region
+        self._table = self._load_table()
         for msg in self._table.damaged:  # check() raises on them too
             warnings.warn(f"{self._engine.paths}: {msg}", StreamStoreWarning, stacklevel=3)
-        self._pool = FreePool(sb.total_blocks, sb.data_start)
-        ids = self._table.live_ids()
-        chain.walk(self._engine, sb, ((i, self._table.entries[i]) for i in ids),
-                   lambda sid, index, start, used, t: self._pool.mark_used(start, used))
+        self._pool = self._walk_pool()
         return sb
+
+    def _walk_pool(self) -> FreePool:
+        """The free pool: every block that no chain of the table holds (each chain walked, trailers checked)."""
+        pool = FreePool(self._sb.total_blocks, self._sb.data_start)
+        chain.walk(self._engine, self._sb, ((i, self._table.entries[i]) for i in self._table.live_ids()),
+                   lambda sid, index, start, used, t: pool.mark_used(start, used))
+        return pool
+
+    def _load_table(self) -> StreamTable:
+        """The stream table as the device holds it now (the newest valid copy of each page)."""
+        sb = self._sb
+        table = StreamTable(sb)
+        region = aligned_empty(2 * sb.table_pages * self.block_bytes)
+        self._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
+        table.load(region)
+        return table
 
     # -- stream API -------------------------------------------------------------------------------------
     def create_stream(self) -> OpenStream:
         """A new, empty stream open for writing; its stream_id is fixed from here on."""
+        self._this_process()
         with self._lock:
-            self._check_open()
+            self._check_writable("create a stream")
             sid = self._table.next_free_id(self._writers)
             if sid < 0:
                 raise OSError(28, f"stream table full: all {self._sb.streams_max} stream ids in use")
@@ -244,6 +282,7 @@ class StreamStore:
 
     def write_stream(self, sd: OpenStream, data) -> None:
         """Append one object (tensor, array, bytes, or anything picklable) to a stream open for writing."""
+        self._this_process()
         with self._lock:
             w = self._handle(sd, "w", "write to")
             if data is None:
@@ -257,12 +296,16 @@ class StreamStore:
 
     def close_stream(self, sd: OpenStream) -> None:
         """Close a stream: a writer's stream becomes durable (and readable) here; a reader's buffer slots return to
-        the pool."""
+        the pool. In a forked child, closing a writer inherited from the parent only drops the handle here."""
+        self._this_process()
         with self._lock:
             if not isinstance(sd, OpenStream) or sd._store is not self:
                 raise ValueError(f"{sd!r} is not a stream handle of this store")
             if sd._io is None:
                 raise ValueError(f"stream {sd.stream_id} is already closed")
+            if isinstance(sd._io, travel.Inherited):
+                sd._io = None
+                return None
             if sd.mode == "r":
                 return self._close_reader(sd)
             try:
@@ -276,31 +319,69 @@ class StreamStore:
             sd._io = None
 
     def open_stream(self, stream_id: int) -> OpenStream:
-        """Open a closed stream for reading from its first object (several readers may share a stream)."""
+        """Open a closed stream for reading from its first object (several readers may share a stream). A
+        read-only store that has not seen stream_id reads the table again first (the writer may have published
+        it since)."""
+        self._this_process()
         with self._lock:
-            entry = self._entry(stream_id)
-            slots = self._buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
-            try:
-                r = StreamReader(self, stream_id, entry, slots)
-            except BaseException:
-                self._buffers.give(slots)
-                raise
-            self._readers[stream_id] = self._readers.get(stream_id, 0) + 1
-            return OpenStream(self, stream_id, "r", r)
+            return self._open_reader(stream_id)
+
+    def _open_reader(self, stream_id: int, at=None) -> OpenStream:
+        """A reader of stream_id from its start, or from `at` (a reader's position(), another process's say)."""
+        if not self.writable and stream_id not in self._writers:
+            self._check_open()
+            if isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and \
+                    self._table.entries[stream_id] == 0:
+                self._table = self._load_table()
+        entry = self._entry(stream_id)
+        slots = self._buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
+        try:
+            r = StreamReader(self, stream_id, entry, slots, at=at)
+        except BaseException:
+            self._buffers.give(slots)
+            raise
+        self._readers[stream_id] = self._readers.get(stream_id, 0) + 1
+        sd = OpenStream(self, stream_id, "r", r)
+        self._reader_handles.add(sd)
+        return sd
+
+    def refresh(self) -> None:
+        """Read the stream table again: the streams the writer published or destroyed since this store read it (a
+        read-only store's view; a writable store is the writer, and its table is always current)."""
+        self._this_process()
+        with self._lock:
+            self._check_open()
+            if not self.writable:
+                self._table = self._load_table()
 
     def read_stream(self, sd: OpenStream, device=None):
-        """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda")."""
+        """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda"). A
+        read-only store whose writer destroyed the stream meanwhile raises KeyError saying so."""
+        cuda = device is not None and str(device).startswith("cuda")
+        if cuda:
+            refuse_bad_fork()
+        self._this_process()
         with self._lock:
             r = self._handle(sd, "r", "read from")
-            if r.at_end():
-                return None
-            if device is not None and str(device).startswith("cuda"):
-                self._buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
-            return decode(r, device)
+            try:
+                if r.at_end():
+                    return None
+                if cuda:
+                    self._buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
+                return decode(r, device)
+            except StreamStoreCorrupt as e:
+                if not self.writable:
+                    self._table = self._load_table()
+                    if int(self._table.entries[sd.stream_id]) != r.entry:
+                        raise KeyError(f"stream {sd.stream_id} was destroyed by the store's writer while this "
+                                       f"reader read it (its blocks now hold other data)") from e
+                raise
 
     def destroy_stream(self, stream_id: int) -> None:
         """Delete a closed stream and free its blocks (KeyError when there is no such stream)."""
+        self._this_process()
         with self._lock:
+            self._check_writable(f"destroy stream {stream_id}")
             entry = self._entry(stream_id)
             if self._readers.get(stream_id):
                 raise ValueError(f"stream {stream_id} is open for reading ({self._readers[stream_id]} readers); "
@@ -317,7 +398,9 @@ class StreamStore:
     def read_and_destroy_stream(self, stream_id: int) -> OpenStream:
         """Opens the stream for one consuming read: it leaves the table at once (durably), and each sblock's
         blocks return to the free pool as soon as the reader has moved past it."""
+        self._this_process()
         with self._lock:
+            self._check_writable(f"read and destroy stream {stream_id}")
             entry = self._entry(stream_id)
             if self._readers.get(stream_id):
                 raise ValueError(f"stream {stream_id} is open for reading; close it before read_and_destroy")
@@ -326,27 +409,33 @@ class StreamStore:
             r = StreamReader(self, stream_id, entry, slots, destroy=True)
             self._readers[stream_id] = 1
             self._consumers.add(r)
-            return OpenStream(self, stream_id, "r", r)
+            sd = OpenStream(self, stream_id, "r", r)
+            self._reader_handles.add(sd)
+            return sd
 
     @property
     def engine(self):
-        """The gpuio.Engine under the store (its stats; raw reads of the store's blocks in benchmarks)."""
+        """The store's device set as a gpuio Target (its stats; raw reads of the store's blocks in benchmarks)."""
+        self._this_process()
         return self._engine
 
     def stream_blocks(self, stream_id: int) -> list[tuple[int, int]]:
         """(first block, blocks used) of each sblock of a closed stream, in order, each trailer checked.
         KeyError when the store holds no such stream."""
+        self._this_process()
         with self._lock:
             if stream_id not in self:
                 raise KeyError(f"stream {stream_id} is not in the store")
             return list(self._chain_from(stream_id, *entry_unpack(self._table.entries[stream_id]), 0))
 
     def streams(self) -> list[int]:
-        """Ids of the closed (published) streams."""
+        """Ids of the closed (published) streams (a read-only store: as of its last table read, see refresh())."""
+        self._this_process()
         with self._lock:
             return [int(i) for i in self._table.live_ids()]
 
     def __contains__(self, stream_id) -> bool:
+        self._this_process()
         with self._lock:
             return bool(isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and
                         self._table.entries[stream_id] != 0)
@@ -355,27 +444,42 @@ class StreamStore:
     def check(self) -> dict:
         """Verifies the on-disk table equals memory, every chain is intact, no block belongs to two sblocks,
         and the free pool is exactly the complement of the used blocks. Raises StreamStoreCorrupt naming the
-        first problem; returns counts."""
+        first problem; returns counts. A read-only store reads the table and walks the chains again first (the
+        writer's published streams since, not its streams being written)."""
         from .check import check_store
+        self._this_process()
         with self._lock:
             self._check_open()
+            if not self.writable:
+                self._table = self._load_table()
+                self._pool = self._walk_pool()
             return check_store(self)
 
     def stats(self) -> dict:
         """Streams, open writers and readers, free and total blocks, buffer slots (free, all, pinned for CUDA),
-        and the engine's stats."""
+        whether this process is the store's writer, and the engine's stats."""
+        self._this_process()
         with self._lock:
-            return {"streams": len(self._table.live_ids()), "writers_open": len(self._writers),
+            return {"streams": len(self._table.live_ids()), "writable": self.writable,
+                    "writers_open": len(self._writers),
                     "readers_open": sum(self._readers.values()), "free_blocks": self._pool.free_blocks,
                     "total_blocks": self._sb.total_blocks, "buffer_slots_free": self._buffers.free_slots,
                     "buffer_slots": self._buffers.slots_max,
                     "buffer_pinned_for_cuda": self._buffers.pinned, "engine": self._engine.stats()}
 
     def close(self) -> None:
-        """Closes readers, drops writers that were never closed (their streams do not exist), stops the engine."""
+        """Closes readers, drops writers that were never closed (their streams do not exist), closes the device set
+        (an engine of its own stops). Idempotent. In a forked child that never used the store, only forgets it
+        (the parent's engine holds it)."""
+        if self._fork_gen != fork_generation():
+            self._closed = True
+            self._finalizer.detach()
+            return
         with self._lock:
-            if self._engine.closed:
+            if self._closed:
                 return
+            self._closed = True
+            self._finalizer.detach()
             for sd in list(self._writers.values()):
                 self._drop_writer(sd)
             self._engine.close()
@@ -388,9 +492,21 @@ class StreamStore:
         self.close()
 
     # -- internals --------------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._closed or self._engine.closed
+
     def _check_open(self) -> None:
-        if self._engine.closed:
+        if self._closed or self._engine.closed:
             raise ValueError("stream store is closed")
+
+    def _check_writable(self, verb: str) -> None:
+        self._check_open()
+        if not self.writable:
+            raise ValueError(f"cannot {verb}: stream store {devices.names(self.paths)} is open read-only here "
+                             f"({self._read_only_why}); write through the store of the process that holds the "
+                             f"writer lock, or open it with mode='r+' once that one is closed")
 
     def _entry(self, stream_id) -> int:
         self._check_open()
@@ -408,6 +524,8 @@ class StreamStore:
             raise ValueError(f"{sd!r} is not a stream handle of this store")
         if sd._io is None:
             raise ValueError(f"cannot {verb} stream {sd.stream_id}: its handle is closed")
+        if isinstance(sd._io, travel.Inherited):
+            raise ValueError(sd._io.refusal(verb, sd.stream_id))
         if sd.mode != mode:
             raise ValueError(f"cannot {verb} stream {sd.stream_id}: it is open for "
                              f"{'writing' if sd.mode == 'w' else 'reading'}")
