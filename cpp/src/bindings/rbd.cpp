@@ -1,6 +1,6 @@
 // gpuio._core.RbdClient: the Ceph volume operations beside the data path (python/gpuio/volumes/), on the
 // same librados/librbd the rbd backend uses, so the product needs no python3-rados. Both live in
-// libgpuio_rbd.so, loaded when the first client or rbd engine is made (io/rbd.hpp): rbd_built says whether
+// libgpuio_rbd.so.1, loaded when the first client or rbd engine is made (io/rbd.hpp): rbd_built says whether
 // this build has it, rbd_unavailable() why it cannot load here ("" when it can). Volume names parse without
 // it. Calls release the GIL (they talk to the cluster).
 #include <nanobind/nanobind.h>

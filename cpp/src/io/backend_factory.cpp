@@ -18,7 +18,7 @@ std::unique_ptr<IoBackend> make_backend(const std::vector<std::string>& paths, c
   if (kind == "uring") return detail::make_uring_backend(paths, opts);
   if (kind == "posix") return detail::make_posix_backend(paths, opts);
   if (kind == "sim") return detail::make_sim_backend(paths, opts);
-  if (kind == "rbd") return detail::make_rbd_backend(paths, opts);  // loads libgpuio_rbd.so (io/rbd.hpp)
+  if (kind == "rbd") return detail::make_rbd_backend(paths, opts);  // loads libgpuio_rbd.so.1 (io/rbd.hpp)
   throw std::invalid_argument("unknown backend '" + kind + "': expected uring, posix, sim, rbd or fault:<backend>");
 }
 

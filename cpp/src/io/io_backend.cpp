@@ -1,5 +1,5 @@
 // IoBackend's out-of-line defaults. open_devices() is the class's key function, so its vtable and typeinfo
-// are emitted here: this file is compiled into libgpuio and into libgpuio_rbd.so (whose RbdBackend derives
+// are emitted here: this file is compiled into libgpuio and into libgpuio_rbd.so.1 (whose RbdBackend derives
 // from IoBackend and may not reach libgpuio's hidden copy).
 #include <stdexcept>
 #include <string>

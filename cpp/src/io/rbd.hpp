@@ -1,5 +1,5 @@
 // Ceph volumes without Ceph at link time. The rbd backend and the librados client live in their own shared
-// object, libgpuio_rbd.so (io/rbd_backend.cpp, io/rbd_client.cpp, io/rbd_plugin.cpp), the only part of gpuio
+// object, libgpuio_rbd.so.1 (io/rbd_backend.cpp, io/rbd_client.cpp, io/rbd_plugin.cpp), the only part of gpuio
 // that needs librbd.so.1 and librados.so.2. libgpuio loads it with dlopen() the first time a volume is opened
 // (io/rbd_loader.cpp), so gpuio imports and runs its other backends on a host without the Ceph libraries, and
 // asking for a volume there fails with one line naming the missing library and the package that brings it.
@@ -60,17 +60,17 @@ class Client {
   std::string who(const Spec& s) const { return "volume '" + s.str() + "' (" + name() + ")"; }
 };
 
-// Connects a client (loading libgpuio_rbd.so on first use). Throws IoError (EACCES/EPERM: PermissionError)
+// Connects a client (loading libgpuio_rbd.so.1 on first use). Throws IoError (EACCES/EPERM: PermissionError)
 // when the cluster refuses, std::runtime_error with rbd_unavailable()'s text when the backend cannot load,
 // std::invalid_argument when this build has no rbd backend.
 std::unique_ptr<Client> connect(const RbdOptions& o);
 
-// Why volumes cannot be used in this process, or "" when libgpuio_rbd.so loaded. Loads it on first call.
-// Environment override, read here once per process: GPUIO_RBD_LIBRARY=<path of libgpuio_rbd.so> (tests
+// Why volumes cannot be used in this process, or "" when libgpuio_rbd.so.1 loaded. Loads it on first call.
+// Environment override, read here once per process: GPUIO_RBD_LIBRARY=<path of libgpuio_rbd.so.1> (tests
 // point it at a missing file or a copy whose Ceph dependency is renamed, to see the host without Ceph).
 std::string unavailable();
 
-// Checked by the loader against the plugin's own answer, so a libgpuio_rbd.so of another build (other
+// Checked by the loader against the plugin's own answer, so a libgpuio_rbd.so.1 of another build (other
 // struct layouts) is refused by name instead of crashing.
 inline std::string plugin_abi() {
   return "gpuio-rbd-1:" + std::to_string(sizeof(BackendOptions)) + ":" + std::to_string(sizeof(RbdOptions)) + ":" +

@@ -310,7 +310,7 @@ class RbdBackend final : public IoBackend {
 }  // namespace
 }  // namespace gpuio::detail
 
-// libgpuio_rbd.so's entry point for detail::make_rbd_backend (io/rbd_loader.cpp).
+// libgpuio_rbd.so.1's entry point for detail::make_rbd_backend (io/rbd_loader.cpp).
 extern "C" __attribute__((visibility("default"))) gpuio::IoBackend* gpuio_rbd_make_backend(
     const std::vector<std::string>& paths, const gpuio::BackendOptions& o) {
   return new gpuio::detail::RbdBackend(paths, o);

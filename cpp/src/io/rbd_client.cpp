@@ -268,7 +268,7 @@ int RadosClient::break_locks(const Spec& s) const {
 
 }  // namespace gpuio::rbd
 
-// libgpuio_rbd.so's entry points for rbd::connect and the loader's build check (io/rbd_loader.cpp).
+// libgpuio_rbd.so.1's entry points for rbd::connect and the loader's build check (io/rbd_loader.cpp).
 extern "C" __attribute__((visibility("default"))) gpuio::rbd::Client* gpuio_rbd_connect(const gpuio::RbdOptions& o) {
   return new gpuio::rbd::RadosClient(o);
 }

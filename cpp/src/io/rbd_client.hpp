@@ -1,4 +1,4 @@
-// The librados client behind rbd::Client (io/rbd.hpp), inside libgpuio_rbd.so only: the one place besides
+// The librados client behind rbd::Client (io/rbd.hpp), inside libgpuio_rbd.so.1 only: the one place besides
 // io/rbd_backend.cpp that includes the Ceph headers. Every failure throws IoError with the errno and names
 // the volume and the client.
 #pragma once

@@ -1,8 +1,8 @@
 // libgpuio's side of the rbd backend (see io/rbd.hpp): the one dlopen() of
-// libgpuio_rbd.so, done the first time a volume is asked for and kept for the life of the process (librados
+// libgpuio_rbd.so.1, done the first time a volume is asked for and kept for the life of the process (librados
 // keeps threads of its own; it is never unloaded).
 // Where the plugin is looked for: GPUIO_RBD_LIBRARY when set; else beside the object this code is linked
-// into (gpuio/_core*.so: an installed wheel and the editable install put libgpuio_rbd.so next to it); else
+// into (gpuio/_core*.so: an installed wheel and the editable install put libgpuio_rbd.so.1 next to it); else
 // by name through the loader's search path (the GoogleTest binary's RUNPATH names the build folder).
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -18,7 +18,7 @@ namespace gpuio {
 namespace rbd {
 namespace {
 
-constexpr const char* kPluginName = "libgpuio_rbd.so";
+constexpr const char* kPluginName = "libgpuio_rbd.so.1";
 constexpr const char* kCephHint =
     ": install librbd1 and librados2 (Debian/Ubuntu: apt-get install ceph-common) to use volumes";
 

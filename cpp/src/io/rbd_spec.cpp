@@ -1,4 +1,4 @@
-// Volume names (io/rbd.hpp): compiled into libgpuio and into libgpuio_rbd.so, which both parse them.
+// Volume names (io/rbd.hpp): compiled into libgpuio and into libgpuio_rbd.so.1, which both parse them.
 #include <stdexcept>
 
 #include "io/rbd.hpp"

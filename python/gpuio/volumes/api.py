@@ -35,7 +35,7 @@ def _core():
 
 
 def _usable_core():
-    """gpuio._core once the rbd backend's library (libgpuio_rbd.so, with librbd/librados) has loaded; else
+    """gpuio._core once the rbd backend's library (libgpuio_rbd.so.1, with librbd/librados) has loaded; else
     RuntimeError saying why (the library to install, or the build that lacks the backend)."""
     core = _core()
     reason = core.rbd_unavailable()
