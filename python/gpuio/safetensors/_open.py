@@ -61,6 +61,17 @@ def load(data: bytes | bytearray | torch.Tensor, device: Any = "cpu") -> dict[st
     return views({0: (buf, {t.name: t.begin for t in infos})}, {0: infos}, buf.device)
 
 
+def cached_fraction(filename: Filename) -> float:
+    """The fraction of a checkpoint's bytes (all its files) now in the page cache, 0.0 to 1.0: what a load
+    would copy from memory rather than read from the disk. Reads no data (cachestat(2) or mincore(2))."""
+    from .. import _core
+
+    with Checkpoint(filename) as ckpt:
+        total = sum(h.size for h in ckpt.headers)
+        cached = sum(_core.page_cache_residency(fd, [(0, h.size)])[0][0] for fd, h in zip(ckpt.fds, ckpt.headers))
+    return cached / total if total else 1.0
+
+
 def _normalize(i: int, n: int, what: str) -> int:
     if i < -n or i >= n:
         raise IndexError(f"index {i} is out of range for {what} of size {n}")
@@ -94,7 +105,7 @@ class _Slice:
         else:
             start, stop, step = first.indices(rows)
             if step < 0:
-                return self._owner._read_one(info)[index].contiguous()
+                raise ValueError(f"slice {first} of {info.name!r}: steps must be positive (as in torch)")
             r0, r1 = start, max(start, stop)
             rest = (slice(0, r1 - r0, step),) + idx[1:]
         row_bytes = info.nbytes // rows if rows else 0

@@ -31,8 +31,26 @@ from .. import _core
 from ._format import TensorInfo
 
 ALIGN = 4096
-CHUNK_BYTES = 16 << 20  # one read (16 x 1 MiB engine requests, or one preadv) and one host->device copy
-THREADS_MAX = 8         # workers: reads in flight at once (each with two CHUNK_BYTES slots on CUDA)
+
+
+def _env_int(name: str, default: int, lo: int, hi: int) -> int:
+    """The one place the loader's environment overrides are read (for tuning runs; defaults otherwise)."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = lo - 1
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}={text!r} must be an integer in [{lo}, {hi}]")
+    return value
+
+
+# one read (16 x 1 MiB engine requests, or one preadv) and one host->device copy
+CHUNK_BYTES = _env_int("GPUIO_SAFETENSORS_CHUNK_MIB", 16, 1, 1024) << 20
+# workers: reads in flight at once (each with two CHUNK_BYTES slots on CUDA)
+THREADS_MAX = _env_int("GPUIO_SAFETENSORS_THREADS", 8, 1, 64)
 
 
 def _down(x: int) -> int:
@@ -194,6 +212,8 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             for f, (n, where) in layouts.items()}
     counters = _Counters()
     filler = _Filler(ckpt, counters)
+    for f in sorted({c.file for c in chunks if not c.cached}):
+        ckpt.io(f)  # the O_DIRECT targets start before the readers, while nothing waits on them
     nthreads = max(1, min(threads, len(chunks)))
     todo = iter(chunks)
     lock = threading.Lock()
@@ -210,6 +230,10 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             filler.fill(c, dst[start:start + _up(c.hi) - c.base].numpy())
 
     def work_cuda() -> None:
+        with torch.cuda.device(device):
+            cuda_worker()
+
+    def cuda_worker() -> None:
         stream = torch.cuda.Stream(device)
         slots: list[torch.Tensor | None] = [None, None]
         done: list[torch.cuda.Event | None] = [None, None]

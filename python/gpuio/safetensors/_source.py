@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 from typing import Any, Callable, Collection, Iterable
 
 import torch
@@ -94,6 +95,7 @@ class Checkpoint:
         self.fds: list[int] = []
         self.headers: list[Header] = []
         self._io: list[Any] = []
+        self._io_lock = threading.Lock()  # reader threads open a file's target on first need
         self.where: dict[str, tuple[int, TensorInfo]] = {}  # name -> (file index, its info)
         try:
             for path, names in files:
@@ -146,9 +148,10 @@ class Checkpoint:
 
     def io(self, i: int) -> Any:
         """File i's O_DIRECT target (opened on first use), or None where O_DIRECT is refused."""
-        if self._io[i] is False:
-            self._io[i] = _open_io(self.paths[i], writable=False)
-        return self._io[i]
+        with self._io_lock:
+            if self._io[i] is False:
+                self._io[i] = _open_io(self.paths[i], writable=False)
+            return self._io[i]
 
     def io_data_paths(self) -> list[str]:
         return sorted({t.stats()["data_path"] for t in self._io if t not in (False, None)})
