@@ -23,8 +23,9 @@ from ._format import DTYPE_NAMES, SafetensorError
 from ._open import cached_fraction, load, load_file, safe_open
 from ._save import layout, save_file, tensor_bytes
 
+# StorageWriter/StorageReader (gpuio.safetensors.dcp) resolve on first use: torch.distributed loads only then
 __all__ = ["load_file", "save_file", "safe_open", "load", "layout", "tensor_bytes", "cached_fraction",
-           "SafetensorError", "DTYPE_NAMES", "StorageWriter", "StorageReader"]
+           "SafetensorError", "DTYPE_NAMES"]
 
 
 def __getattr__(name: str) -> Any:
