@@ -31,6 +31,8 @@ import time
 
 import torch
 
+from gpuio.apps.checkpoint import fsync_path as fsync
+
 METHODS = ("gpuio", "safetensors", "fastsafetensors", "runai")
 PEERS = METHODS[1:]
 SAVERS = ("gpuio", "safetensors")
@@ -91,14 +93,6 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # -- the page cache -----------------------------------------------------------------------------------------
 def evict(path: str, how: str) -> str:
     """Drop the file from the page cache; returns the regime's name."""
@@ -108,12 +102,9 @@ def evict(path: str, how: str) -> str:
         why = drop_caches()
         if why is None:
             return "cold (drop_caches)"
-    fsync(path)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    from gpuio.safetensors import evict as drop_file
+
+    drop_file(path)
     return "cold (fadvise DONTNEED of the file)"
 
 
@@ -185,14 +176,21 @@ def _start(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _begin(spec: dict) -> tuple[str, str, torch.device, str | None]:
+    """(method, path, device, why the method cannot run) of a child's spec, CUDA started where it runs."""
+    method, path, device = spec["method"], spec["path"], torch.device(spec["device"])
+    why = _imports(method)
+    if not why:
+        _start(device)
+    return method, path, device, why
+
+
 def child_load(spec: dict) -> dict:
     from gpuio.safetensors import cached_fraction
 
-    method, path, device = spec["method"], spec["path"], torch.device(spec["device"])
-    why = _imports(method)
+    method, path, device, why = _begin(spec)
     if why:
         return {"skipped": why}
-    _start(device)
     regime = evict(path, spec["evict"]) if spec["cold"] else "warm"
     resident = cached_fraction(path)
     stats: dict = {}
@@ -207,11 +205,9 @@ def child_load(spec: dict) -> dict:
 
 
 def child_save(spec: dict) -> dict:
-    method, out, device = spec["method"], spec["path"], torch.device(spec["device"])
-    why = _imports(method)
+    method, out, device, why = _begin(spec)
     if why:
         return {"skipped": why}
-    _start(device)
     tensors = model(spec["size_bytes"], device)
     if os.path.exists(out):
         os.unlink(out)

@@ -4,7 +4,6 @@ targets, and a load in a background thread while the main thread launches CUDA w
 the watchdog: a hang fails the run)."""
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
@@ -33,14 +32,6 @@ def _same(a: dict, b: dict) -> bool:
         a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and torch.equal(a[k].cpu(), b[k].cpu()) for k in a)
 
 
-def _evict(p) -> None:
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
 
 def test_cuda_load_cold_and_warm(tmp_path):
     t = _model()
@@ -48,7 +39,7 @@ def test_cuda_load_cold_and_warm(tmp_path):
     sft.save_file(t, p)
     for regime in ("warm", "cold"):
         if regime == "cold":
-            _evict(p)
+            gst.evict(p)
         st: dict = {}
         out = gst.load_file(p, device="cuda", stats=st)
         assert all(v.is_cuda for v in out.values()) and _same(out, t), regime
@@ -87,7 +78,7 @@ def test_load_in_a_thread_beside_cuda_work(tmp_path):
         try:
             for i in range(6):
                 if i % 2:
-                    _evict(p)
+                    gst.evict(p)
                 assert _same(gst.load_file(p, device="cuda"), t)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)

@@ -49,14 +49,6 @@ def every_dtype() -> dict[str, torch.Tensor]:
 NOT_IN_SFT_LOAD = ("float4_e2m1fn_x2", "float8_e8m0fnu")
 
 
-def evict(path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
 
 def test_every_dtype_written_by_safetensors_loads(tmp_path):
     t = every_dtype()
@@ -188,7 +180,7 @@ def test_page_cache_and_direct_paths_reported(tmp_path):
         pytest.skip("the page cache did not keep a just-written 50 MiB file (memory pressure)")
     assert st["pagecache_bytes"] == st["bytes"] and st["direct_bytes"] == 0
     assert st["data_path"].startswith("pagecache ") and st["data_path"].endswith("-> cpu")
-    evict(p)
+    gst.evict(p)
     assert gst.cached_fraction(p) < 0.1
     st = {}
     assert same(gst.load_file(p, stats=st), t)
@@ -206,7 +198,7 @@ def test_page_cache_and_direct_paths_reported(tmp_path):
         from gpuio.safetensors._read import read_into_buffers, views
         from gpuio.safetensors._source import Checkpoint
 
-        evict(p)
+        gst.evict(p)
         with Checkpoint(p) as ck:
             by = ck.by_file(ck.keys())
             bufs, s2 = read_into_buffers(ck, by, torch.device("cpu"), threads=threads, chunk_bytes=chunk)

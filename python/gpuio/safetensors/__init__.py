@@ -10,7 +10,8 @@ Any standard safetensors file loads (written by `safetensors`, unaligned offsets
 load in `safetensors`, fastsafetensors and Run:ai's model streamer. Reads are page-cache aware (resident
 bytes copied from the page cache, the rest read with O_DIRECT) and overlapped with the copies to the GPU;
 `stats=` (or safe_open's stats()) reports the data path, e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB ->
-pinned -> cuda:0'; cached_fraction(filename) says beforehand how much is in the page cache. `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
+pinned -> cuda:0'; cached_fraction(filename) says beforehand how much is in the page cache,
+evict(filename) drops it (cold loads without root). `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
 through this module (gpuio.safetensors.dcp). `load(bytes)` reads a file held in memory (or a uint8 tensor of
 its bytes, as views); `layout(tensors)` gives the header and byte order save_file writes, for writers of their
 own (gpuio.apps.checkpoint writes it to volumes). Bad files raise SafetensorError (a ValueError) in one line.
@@ -20,11 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from ._format import DTYPE_NAMES, SafetensorError
-from ._open import cached_fraction, load, load_file, safe_open
+from ._open import cached_fraction, evict, load, load_file, safe_open
 from ._save import layout, save_file, tensor_bytes
 
 # StorageWriter/StorageReader (gpuio.safetensors.dcp) resolve on first use: torch.distributed loads only then
-__all__ = ["load_file", "save_file", "safe_open", "load", "layout", "tensor_bytes", "cached_fraction",
+__all__ = ["load_file", "save_file", "safe_open", "load", "layout", "tensor_bytes", "cached_fraction", "evict",
            "SafetensorError", "DTYPE_NAMES"]
 
 

@@ -72,6 +72,16 @@ def cached_fraction(filename: Filename) -> float:
     return cached / total if total else 1.0
 
 
+def evict(filename: Filename) -> None:
+    """Drop a checkpoint's files (as load_file names them) from the page cache: each is fsynced (dirty pages
+    cannot be dropped) and its clean pages released (posix_fadvise DONTNEED), so the next load reads the disk
+    without root's drop_caches. Pages other processes map may stay; cached_fraction says what did."""
+    with Checkpoint(filename) as ckpt:
+        for fd in ckpt.fds:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
 def _normalize(i: int, n: int, what: str) -> int:
     if i < -n or i >= n:
         raise IndexError(f"index {i} is out of range for {what} of size {n}")

@@ -66,7 +66,21 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-class StorageWriter(_Writer):
+class _Location:
+    """The checkpoint directory both sides name (DCP's checkpoint_id)."""
+
+    path: str
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
+        return isinstance(checkpoint_id, (str, os.PathLike))
+
+
+class StorageWriter(_Location, _Writer):
     """DCP StorageWriter writing through gpuio.safetensors.save_file (module doc). overwrite=False refuses a
     directory that already holds a complete checkpoint."""
 
@@ -133,14 +147,6 @@ class StorageWriter(_Writer):
     def storage_meta(self) -> StorageMeta | None:
         return StorageMeta(checkpoint_id=self.path, save_id=self.save_id)
 
-    @property
-    def checkpoint_id(self) -> str:
-        return self.path
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
-        return isinstance(checkpoint_id, (str, os.PathLike))
-
 
 def _narrow(t: torch.Tensor, offsets, lengths) -> torch.Tensor:
     for d, (off, n) in enumerate(zip(offsets, lengths)):
@@ -149,7 +155,7 @@ def _narrow(t: torch.Tensor, offsets, lengths) -> torch.Tensor:
     return t
 
 
-class StorageReader(_Reader):
+class StorageReader(_Location, _Reader):
     """DCP StorageReader reading what StorageWriter wrote, through gpuio.safetensors.load_file (module doc)."""
 
     def __init__(self, path: str | os.PathLike):
@@ -210,11 +216,3 @@ class StorageReader(_Reader):
                 target.copy_(src)
                 planner.commit_tensor(r, target)
         return _done(None)
-
-    @property
-    def checkpoint_id(self) -> str:
-        return self.path
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
-        return isinstance(checkpoint_id, (str, os.PathLike))
