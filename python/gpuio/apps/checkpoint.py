@@ -25,7 +25,6 @@ from .. import safetensors as gst
 from .pipeline import buffer, host_piece, sync
 from .store import Extent, Store
 
-ALIGN_BYTES = 4096
 CHUNK_BYTES = 64 << 20  # staging piece per write request while saving
 SAVE_SLOTS = 3          # staging pieces while saving: up to SAVE_SLOTS - 1 writes in flight while one fills
 READ_BYTES_MAX = 256 << 20  # bytes per read request while loading unstaged (several in flight)
