@@ -169,7 +169,7 @@ def _imports(method: str) -> str | None:
     return None
 
 
-def _start(device: torch.device) -> None:
+def start_cuda(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.init()
         torch.empty(1, device=device)
@@ -181,7 +181,7 @@ def _begin(spec: dict) -> tuple[str, str, torch.device, str | None]:
     method, path, device = spec["method"], spec["path"], torch.device(spec["device"])
     why = _imports(method)
     if not why:
-        _start(device)
+        start_cuda(device)
     return method, path, device, why
 
 
@@ -230,7 +230,7 @@ def child_save(spec: dict) -> dict:
 def child_verify(spec: dict) -> dict:
     """gpuio's saved file, loaded by each peer, bit for bit."""
     device = torch.device(spec["device"])
-    _start(device)
+    start_cuda(device)
     out = {}
     for method in PEERS:
         why = _imports(method)
@@ -288,7 +288,7 @@ def h2d_rate(device: torch.device) -> float:
 
 
 # -- the run -------------------------------------------------------------------------------------------------
-def _rot(xs, k: int) -> list:
+def rotated(xs, k: int) -> list:
     k %= len(xs)
     return list(xs[k:]) + list(xs[:k])
 
@@ -446,7 +446,7 @@ def main(argv=None) -> int:
             print(f"budget of {a.budget_s:.0f} s reached: {rnd} round(s) done", flush=True)
             break
         for regime in ("cold", "warm"):
-            for m in _rot(methods, rnd):
+            for m in rotated(methods, rnd):
                 if "skipped" in info[m] or (rnd and over()):  # round 0 always completes
                     continue
                 resident = make_resident(path) if regime == "warm" else None
@@ -480,7 +480,7 @@ def main(argv=None) -> int:
         if rnd and over():
             print(f"budget of {a.budget_s:.0f} s reached: {rnd} save round(s) done", flush=True)
             break
-        for m in _rot(SAVERS, rnd):
+        for m in rotated(SAVERS, rnd):
             out = saved if m == "gpuio" else os.path.join(os.path.abspath(a.dir), "saved-safetensors.safetensors")
             r = run_child("save", {"method": m, "path": out, "device": str(device), "size_bytes": size_bytes}, timeout)
             res["passes"].append({"round": rnd, "method": m, "kind": "save", **r})

@@ -39,3 +39,20 @@ def test_model_load_tiny(tmp_path):
         assert res["ratios"][k]["best"] > 0, k
     assert "cold: gpuio / best peer" in r.stdout and "gpuio data path (warm): pagecache" in r.stdout
     assert not os.path.exists(tmp_path / "w" / "model.safetensors")  # removed without --keep
+
+
+def test_model_load_ranks_tiny(tmp_path):
+    """Two ranks, each loading its half of a sharded checkpoint (on the CPU here), every tensor checked."""
+    pytest.importorskip("safetensors")
+    bench = os.path.join(os.path.dirname(BENCH), "model_load_ranks.py")
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, bench, "--ranks", "2", "--shards", "3", "--size-gib", "0.01", "--device", "cpu",
+                        "--evict", "fadvise", "--rounds", "1", "--dir", str(tmp_path / "w"), "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert len(res["passes"]) == 4 and all(p["check"] == "ok" for p in res["passes"]), res["passes"]
+    gpuio_cold = [p for p in res["passes"] if p["method"] == "gpuio" and p["kind"] == "cold"][0]
+    assert len(gpuio_cold["data_path"]) == 2 and all("direct" in d for d in gpuio_cold["data_path"])
+    assert "cold: gpuio" in r.stdout and "warm: gpuio" in r.stdout
+    assert not [n for n in os.listdir(tmp_path / "w") if n.endswith(".safetensors")]
