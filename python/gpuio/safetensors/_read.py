@@ -147,7 +147,9 @@ class _Filler:
         self._read_direct(c, buf, at, fd, path)
 
     def _copy_cached(self, fd: int, view: memoryview, off: int, path: str) -> int:
-        """Bytes copied from the page cache, from off on, stopping at the first page not there."""
+        """Bytes copied from the page cache, from off on, stopping at the first page not there. A RWF_NOWAIT read
+        also stops at a cached page that carries a readahead mark (the kernel would start readahead there): when
+        the probe says the rest is still all cached, the rest is read without RWF_NOWAIT."""
         if not self.nowait:
             _pread_all(fd, view, off, path)
             return len(view)
@@ -156,15 +158,18 @@ class _Filler:
             try:
                 n = os.preadv(fd, [view[got:]], off + got, os.RWF_NOWAIT)
             except BlockingIOError:
-                break
+                n = 0
             except OSError as e:
                 if e.errno not in (95, 22):  # EOPNOTSUPP/EINVAL: no RWF_NOWAIT on this file system
                     raise
                 self.nowait = False
+                n = 0
+            if n == 0:
+                rest = len(view) - got
+                if self.nowait and _core.page_cache_residency(fd, [(off + got, rest)])[0][0] < rest:
+                    break  # evicted since the probe: the caller reads the rest by O_DIRECT
                 _pread_all(fd, view[got:], off + got, path)
                 return len(view)
-            if n == 0:
-                break
             got += n
         return got
 
