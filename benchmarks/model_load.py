@@ -399,7 +399,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     ap.add_argument("--gpuio-variants", default="", help="extra gpuio rows with loader overrides, ';'-separated, "
-                    "e.g. 'threads=16;chunk_mib=8,threads=4' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB)")
+                    "e.g. 'threads=16;io_kib=128,chunk_mib=8' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB / _IO_KIB)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--save-rounds", type=int, default=2, help="0: no save comparison")
     ap.add_argument("--evict", choices=("drop_caches", "fadvise"), default="drop_caches",
@@ -424,9 +424,9 @@ def main(argv=None) -> int:
     if bad or "gpuio" not in methods:
         ap.error(f"--methods {a.methods!r}: give gpuio and any of {', '.join(PEERS)}")
     for v in filter(None, (x.strip() for x in a.gpuio_variants.split(";"))):
-        if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in ("threads", "chunk_mib")
+        if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in ("threads", "chunk_mib", "io_kib")
                for kv in v.split(",")):
-            ap.error(f"--gpuio-variants {v!r}: give threads=N and/or chunk_mib=N, comma-separated")
+            ap.error(f"--gpuio-variants {v!r}: give threads=N, chunk_mib=N and/or io_kib=N, comma-separated")
         methods.insert(methods.index("gpuio") + 1, f"gpuio[{v}]")
     size_bytes = int((a.size_gib if a.size_gib is not None else (8.0 if device.type == "cuda" else 0.25)) * GIB)
     os.makedirs(a.dir, exist_ok=True)

@@ -29,28 +29,11 @@ import torch
 
 from .. import _core
 from ._format import TensorInfo
+from ._options import CHUNK_BYTES, THREADS_MAX
 
 ALIGN = 4096
 
 
-def _env_int(name: str, default: int, lo: int, hi: int) -> int:
-    """The one place the loader's environment overrides are read (for tuning runs; defaults otherwise)."""
-    text = os.environ.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = lo - 1
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}={text!r} must be an integer in [{lo}, {hi}]")
-    return value
-
-
-# one read (16 x 1 MiB engine requests, or one preadv) and one host->device copy
-CHUNK_BYTES = _env_int("GPUIO_SAFETENSORS_CHUNK_MIB", 16, 1, 1024) << 20
-# workers: reads in flight at once (each with two CHUNK_BYTES slots on CUDA)
-THREADS_MAX = _env_int("GPUIO_SAFETENSORS_THREADS", 8, 1, 64)
 
 
 def _down(x: int) -> int:

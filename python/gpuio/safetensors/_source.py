@@ -23,9 +23,11 @@ def _open_io(path: str, writable: bool) -> Any:
     engine of its own (gpuio.Engine over that one file). None where the file system refuses O_DIRECT (tmpfs):
     the caller then goes through the page cache, and says so."""
     from ..engine import Engine
+    from ._options import IO_BYTES_MAX
 
     try:
-        return Engine(path, block_size=4096, direct=True, writable=writable)
+        return Engine(path, block_size=4096, direct=True, writable=writable,
+                      **({"io_bytes_max": IO_BYTES_MAX} if IO_BYTES_MAX else {}))
     except OSError as e:
         if e.errno == 22:  # EINVAL: the file system does not support O_DIRECT
             return None
