@@ -132,7 +132,7 @@ def _timed(t: dict, name: str, dev, cold: bool, save, load, durable=None):
     return loaded, failure
 
 
-def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, keep: bool, nbytes: int,
+def _on_files(path: str, state: dict, meta: dict, dev, cold: bool, keep: bool, nbytes: int,
               raw_seconds: float):
     """gpuio, torch.save/load and safetensors on files beside each other; returns (times, gpuio's tensors,
     their metadata, failure, raw rates, baseline name)."""
@@ -269,12 +269,10 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
         check = ("ok (bitwise equal through gpuio and Basic, safetensors.torch.load reads the volume's first "
                  "bytes as read by gpuio, resume loss equal)")
     else:
-        # no CUDA staging pool: checkpoint.save/load move CUDA tensors through aligned host pieces of their own,
-        # and the engine touches its whole staging pool when a store opens, inside the save's and load's clocks
-        opts = {"workers": workers} if workers else {}
+        # files go through gpuio.safetensors (its own engine settings; --workers applies to volumes)
         raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
-        t, from_gpuio, meta_back, failure, raw, baseline = _on_files(path, state, meta, dev, opts, cold, keep,
-                                                                     nbytes, raw_seconds)
+        t, from_gpuio, meta_back, failure, raw, baseline = _on_files(path, state, meta, dev, cold, keep, nbytes,
+                                                                     raw_seconds)
         base = "torch"
         check = "ok (bitwise equal on all 3 paths, safetensors reads gpuio's file, resume loss equal)"
     # resume: the restored model's next step matches the uninterrupted model's
