@@ -136,15 +136,21 @@ def make_resident(path: str) -> float:
 
 # -- one method in its own process ---------------------------------------------------------------------------
 def _base(method: str) -> str:
-    """gpuio[THREADS=16] (a tuning variant, run with GPUIO_SAFETENSORS_THREADS=16) is gpuio."""
+    """gpuio[threads=16] (a tuning variant, run with GPUIO_SAFETENSORS_THREADS=16) is gpuio."""
     return method.split("[")[0]
 
 
 def _variant_env(method: str) -> dict:
     if "[" not in method:
         return {}
-    pairs = method[method.index("[") + 1:-1].split(",")
-    return {f"GPUIO_SAFETENSORS_{k.strip().upper()}": v.strip() for k, v in (p.split("=") for p in pairs)}
+    env = {}
+    for k, v in (p.split("=") for p in method[method.index("[") + 1:-1].split(",")):
+        k, v = k.strip().lower(), v.strip()
+        if k == "io_kib":  # an engine-wide knob of the process engine
+            env["GPUIO_IO_BYTES_MAX"] = str(int(v) << 10)
+        else:
+            env[f"GPUIO_SAFETENSORS_{k.upper()}"] = v
+    return env
 
 
 def _load(method: str, path: str, device: torch.device, stats: dict) -> dict[str, torch.Tensor]:
@@ -399,7 +405,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     ap.add_argument("--gpuio-variants", default="", help="extra gpuio rows with loader overrides, ';'-separated, "
-                    "e.g. 'threads=16;io_kib=128,chunk_mib=8' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB / _IO_KIB)")
+                    "e.g. 'threads=16;io_kib=128,chunk_mib=8' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB, GPUIO_IO_BYTES_MAX)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--save-rounds", type=int, default=2, help="0: no save comparison")
     ap.add_argument("--evict", choices=("drop_caches", "fadvise"), default="drop_caches",

@@ -269,7 +269,8 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
         check = ("ok (bitwise equal through gpuio and Basic, safetensors.torch.load reads the volume's first "
                  "bytes as read by gpuio, resume loss equal)")
     else:
-        # files go through gpuio.safetensors (its own engine settings; --workers applies to volumes)
+        # files go through gpuio.safetensors, on the process engine (gpuio.default_engine(); GPUIO_WORKERS sets its
+        # workers); --workers applies to volumes
         raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
         t, from_gpuio, meta_back, failure, raw, baseline = _on_files(path, state, meta, dev, cold, keep, nbytes,
                                                                      raw_seconds)

@@ -3,9 +3,8 @@
   GPUIO_SAFETENSORS_CHUNK_MIB   one read and one host->device copy (default 16 MiB: 16 x 1 MiB engine requests)
   GPUIO_SAFETENSORS_THREADS     reader threads: reads in flight at once, each with two chunk-sized page-locked
                                 slots on CUDA (default 8)
-  GPUIO_SAFETENSORS_IO_KIB      the largest O_DIRECT request the file's engine merges runs into (default: the
-                                engine's io_bytes_max, 1 MiB); the GPU machine's virtio disk read 128 KiB
-                                requests at QD32 faster than 1 MiB ones in some runs
+The O_DIRECT reads and writes go through the process engine (gpuio.default_engine()), whose own knobs are
+GPUIO_<NAME> (e.g. GPUIO_IO_BYTES_MAX: the largest request runs are merged into, 1 MiB by default).
 """
 from __future__ import annotations
 
@@ -27,4 +26,3 @@ def _env_int(name: str, default: int, lo: int, hi: int) -> int:
 
 CHUNK_BYTES = _env_int("GPUIO_SAFETENSORS_CHUNK_MIB", 16, 1, 1024) << 20
 THREADS_MAX = _env_int("GPUIO_SAFETENSORS_THREADS", 8, 1, 64)
-IO_BYTES_MAX = _env_int("GPUIO_SAFETENSORS_IO_KIB", 0, 0, 1024) << 10  # 0: the engine's default

@@ -19,15 +19,13 @@ Selection = Collection[str] | Callable[[str], bool] | None
 
 
 def _open_io(path: str, writable: bool) -> Any:
-    """The O_DIRECT target `path` is read or written through: the process's engine where there is one, else an
-    engine of its own (gpuio.Engine over that one file). None where the file system refuses O_DIRECT (tmpfs):
-    the caller then goes through the page cache, and says so."""
-    from ..engine import Engine
-    from ._options import IO_BYTES_MAX
+    """The O_DIRECT target `path` is read or written through: a target of the process's engine
+    (gpuio.default_engine(); its own engine only where that one's block size is not 4 KiB). None where the file
+    system refuses O_DIRECT (tmpfs): the caller then goes through the page cache, and says so."""
+    from ..engine import open_files
 
     try:
-        return Engine(path, block_size=4096, direct=True, writable=writable,
-                      **({"io_bytes_max": IO_BYTES_MAX} if IO_BYTES_MAX else {}))
+        return open_files(path, block_size=4096, direct=True, writable=writable)
     except OSError as e:
         if e.errno == 22:  # EINVAL: the file system does not support O_DIRECT
             return None
