@@ -7,7 +7,7 @@ CUDA start outside the clock), every tensor compared bit for bit with the genera
   cold   the page cache dropped right before the load (`sync; echo 3 > /proc/sys/vm/drop_caches` as root;
          elsewhere posix_fadvise(DONTNEED) on the file, said in the regime; the file's resident fraction at the
          start is printed either way)
-  warm   the file wholly in the page cache (read once beforehand where it is not)
+  warm   the file wholly in the page cache (read in 8 streams right before the load where it is not)
 in --rounds rounds, the methods' order rotated each round; best and median per method. Beside them: saving
 the same tensors from the device, fsynced (gpuio.safetensors.save_file vs safetensors.torch.save_file +
 fsync), a check that gpuio's file loads bit-exact in all three peers, and the raw device on the same file:
@@ -210,7 +210,9 @@ def child_load(spec: dict) -> dict:
     method, path, device, why = _begin(spec)
     if why:
         return {"skipped": why}
+    # right before the clock, in this process: nothing else runs between the cache's preparation and the load
     regime = evict(path, spec["evict"]) if spec["cold"] else "warm"
+    made = None if spec["cold"] else make_resident(path)
     resident = cached_fraction(path)
     stats: dict = {}
     sync(device)
@@ -218,7 +220,7 @@ def child_load(spec: dict) -> dict:
     out = _load(method, path, device, stats)
     sync(device)
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "regime": regime, "resident_at_start": resident,
+    return {"seconds": seconds, "regime": regime, "resident_at_start": resident, "made_resident": made,
             "check": check(out, spec["size_bytes"], device), "data_path": stats.get("data_path", ""),
             "gpuio_stats": {k: v for k, v in stats.items() if k != "data_path"}}
 
@@ -473,7 +475,6 @@ def main(argv=None) -> int:
             for m in rotated(methods, rnd):
                 if "skipped" in info[m] or (rnd and over()):  # round 0 always completes
                     continue
-                resident = make_resident(path) if regime == "warm" else None
                 r = run_child("load", {"method": m, "path": path, "device": str(device), "cold": regime == "cold",
                                        "evict": a.evict, "size_bytes": size_bytes}, timeout)
                 res["passes"].append({"round": rnd, "method": m, "kind": regime, **r})
@@ -490,7 +491,7 @@ def main(argv=None) -> int:
                     res["gpuio_data_path"][regime] = r["data_path"]
                 print(f"round {rnd} {regime:<4} {m:<22} {r['seconds']:8.3f} s  {nbytes / r['seconds'] / 1e9:6.2f} GB/s"
                       f"  resident at start {r['resident_at_start']:.2f}"
-                      + (f" (made {resident:.2f})" if resident is not None else "")
+                      + (f" (made {r['made_resident']:.2f})" if r.get("made_resident") is not None else "")
                       + f"  check {r['check']}  {r['data_path']}", flush=True)
         res["rounds_done"] = rnd + 1
     for m in methods:
