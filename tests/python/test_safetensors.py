@@ -266,3 +266,28 @@ def test_bad_files_refused_in_one_line(tmp_path, case, message):
     if case not in SFT_ACCEPTS:  # refused by safetensors too (in its own words)
         with pytest.raises(Exception):
             sft.load_file(p)
+
+
+def _worker_sum(f, name) -> float:
+    gst.evict(f._checkpoint().paths[0])  # the read goes to the disk: through this process's own engine
+    return float(f.get_tensor(name).double().sum())
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_safe_open_crosses_into_worker_processes(tmp_path, method):
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+
+    t = {"w": torch.arange(300_000, dtype=torch.float32).reshape(300, 1000)}
+    p = tmp_path / "w.safetensors"
+    sft.save_file(t, p)
+    with gst.safe_open(p) as f:
+        gst.evict(p)
+        assert torch.equal(f.get_tensor("w"), t["w"])  # the parent opened its O_DIRECT target first
+        assert torch.equal(pickle.loads(pickle.dumps(f)).get_tensor("w"), t["w"])
+        ctx = multiprocessing.get_context(method)
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            got = pool.submit(_worker_sum, f, "w").result(timeout=120)
+        assert got == float(t["w"].double().sum())
+        assert torch.equal(f.get_tensor("w"), t["w"])  # the parent's own target still serves it

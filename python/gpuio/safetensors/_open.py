@@ -132,7 +132,9 @@ class safe_open:
             w = f.get_tensor("lm_head.weight")
             shard = f.get_slice("embed.weight")[rank * rows:(rank + 1) * rows]
 
-    filename: as load_file's (a file, a list, a sharded index or a directory)."""
+    filename: as load_file's (a file, a list, a sharded index or a directory). It crosses into DataLoader
+    workers and spawned ranks: pickled as its arguments, reopened on arrival; after a fork it reads through the
+    child's own engine."""
 
     def __init__(self, filename: Filename, framework: str = "pt", device: Any = "cpu"):
         if framework not in ("pt", "pytorch", "torch"):
@@ -140,6 +142,14 @@ class safe_open:
         self.device = resolve_device(device)
         self._ckpt: Checkpoint | None = Checkpoint(filename)
         self._stats: dict = {}
+        self._args = (filename, framework, str(self.device))
+
+    def __reduce__(self):
+        """Pickled as what it opens (a spawned DataLoader worker or rank reopens the files); a forked child keeps
+        the open files and reads through its own process engine."""
+        if self._ckpt is None:
+            raise ValueError("safe_open is closed")
+        return (safe_open, self._args)
 
     def _checkpoint(self) -> Checkpoint:
         if self._ckpt is None:

@@ -96,6 +96,7 @@ class Checkpoint:
         self.headers: list[Header] = []
         self._io: list[Any] = []
         self._io_lock = threading.Lock()  # reader threads open a file's target on first need
+        self._pid = os.getpid()           # a forked child reopens the targets on its own process engine
         self.where: dict[str, tuple[int, TensorInfo]] = {}  # name -> (file index, its info)
         try:
             for path, names in files:
@@ -148,6 +149,8 @@ class Checkpoint:
 
     def io(self, i: int) -> Any:
         """File i's O_DIRECT target (opened on first use), or None where O_DIRECT is refused."""
+        if self._pid != os.getpid():  # forked: the parent's targets live on the parent's engine (left alone)
+            self._io, self._io_lock, self._pid = [False] * len(self._io), threading.Lock(), os.getpid()
         with self._io_lock:
             if self._io[i] is False:
                 self._io[i] = _open_io(self.paths[i], writable=False)
@@ -164,7 +167,7 @@ class Checkpoint:
         return out
 
     def close(self) -> None:
-        for t in self._io:
+        for t in self._io if self._pid == os.getpid() else []:
             if t not in (False, None):
                 t.close()
         self._io = [False] * len(self._io)
