@@ -8,7 +8,8 @@
 # prologue, the step limits and the memory cgroup in benchmarks/gpu/lib.sh.
 # Carried inputs (git-ignored, named in the device tool's `carry`): .carry/ (the liburing2 and liburing-dev .debs:
 # the GPU machine has no liburing-dev; iobench.c, the raw-device reference tool of ../shared/tools; ceph/ for the
-# ceph suite) and .whl/ (KvikIO wheels for the kvikio peer). Environment: benchmarks/gpu/lib.sh's header
+# ceph suite) and .whl/ (KvikIO wheels for the kvikio peer; safetensors, fastsafetensors, runai-model-streamer and
+# humanize for the weights suites). Environment: benchmarks/gpu/lib.sh's header
 # (GPUIO_CALL_S, GPUIO_BUILD, GPUIO_PYTHON) and each suite's own (--list).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the machines keep NVLink multicast off (KINDS.md): keep it so in every child
 set -uo pipefail
@@ -27,7 +28,7 @@ usage() {
 OUT=$(realpath -m "${OUT:-$repo/gpu-out}")
 source benchmarks/gpu/lib.sh
 for f in benchmarks/gpu/core.sh benchmarks/gpu/engine.sh benchmarks/gpu/hetero.sh benchmarks/gpu/apps.sh \
-         benchmarks/gpu/ceph.sh; do
+         benchmarks/gpu/ceph.sh benchmarks/gpu/weights.sh; do
   source "$f"
 done
 

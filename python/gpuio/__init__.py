@@ -5,7 +5,8 @@ adds the Python API. Heavy submodules (torch, PyG) load on first use. Modules im
 (tests/python/test_layers.py), bottom first:
 
 - engine: ``engine`` (Engine, aligned_empty), ``gpu`` (the engine's GPU path), ``sim`` (flash simulator)
-- tensor: ``tensor`` (TensorFile), ``device_array`` (DeviceArray); beside them ``streams`` (StreamStore)
+- tensor: ``tensor`` (TensorFile), ``device_array`` (DeviceArray); beside them ``streams`` (StreamStore) and
+  ``safetensors`` (model weights: safetensors files into GPU memory, page-cache aware)
 - rows: ``rows`` (the Rows protocol, in-memory and mmap row tables); beside it ``volumes`` (Ceph volumes)
 - cache: ``cache`` (FeatureStore: page cache, host buffer, window, accumulator)
 - graph: ``graph`` (CSC and its parser, hotness scores, CSC files on storage, ``GraphData``)
@@ -32,7 +33,7 @@ _LAZY = {
     "info": "gpuio.sysinfo",
 }
 _SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "apps", "graph",
-               "volumes"}
+               "volumes", "safetensors"}
 
 
 def __getattr__(name: str):

@@ -17,7 +17,7 @@ PKG = ROOT / "python" / "gpuio"
 
 TIERS: list[dict[str, tuple[str, ...]]] = [
     {"engine": ("_core", "_index", "_buffers", "_npy", "_dtypes", "_blocklocks", "_forked", "engine", "gpu", "sim")},
-    {"tensor": ("tensor", "_rowplan", "device_array"), "streams": ("streams",)},
+    {"tensor": ("tensor", "_rowplan", "device_array"), "streams": ("streams",), "safetensors": ("safetensors",)},
     {"rows": ("rows",), "volumes": ("volumes",)},
     {"cache": ("cache",)},
     {"graph": ("graph",)},

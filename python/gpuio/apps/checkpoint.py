@@ -1,22 +1,15 @@
-"""Checkpoints through gpuio in the safetensors layout, with the tensor data block-aligned.
+"""Checkpoints in the safetensors layout on any gpuio store: the application side of gpuio.safetensors.
 
-    checkpoint.save_file({"w": w, ...}, "ckpt.safetensors")   # gpuio writes; safetensors can load it
+    checkpoint.save_file({"w": w, ...}, "ckpt.safetensors")   # = gpuio.safetensors.save_file, with its stats
     tensors = checkpoint.load_file("ckpt.safetensors", device="cuda")
     safetensors.torch.load_file("ckpt.safetensors")            # reads the same file
 
-Layout (the safetensors format): 8-byte little-endian header length H, H bytes of JSON header, then the
-tensors' bytes back to back. The JSON is padded with spaces (the format allows trailing whitespace) so
-the data starts at a multiple of `align` (4096 by default): the data region is then whole blocks written
-and read by O_DIRECT in large requests, through page-locked host pieces when the tensors are on CUDA
-(`save` and `load` say why not the GPU layer's stream path). The format forbids holes between tensors, so tensors are packed, largest element
-size first: every tensor's offset is then a multiple of its element size, and loading returns views into
-one buffer (no per-tensor copy). The file is truncated to its exact length (safetensors checks it); the
-last partial block is read with one plain pread.
-
-`save`/`load` take any gpuio store (`gpuio.apps.store.Store` and an extent: RAID-0 over files works too;
-only a single plain file is loadable by safetensors itself, since the bytes are striped otherwise). On a
-volume (or RAID-0) the checkpoint has no file length: `stored_length` reads it from the header, and
-`read_bytes` gives the checkpoint's exact bytes (which `safetensors.torch.load` takes in memory).
+Files go through the library (gpuio.safetensors: page-cache aware loads, durable saves). What stays here is
+the checkpoint on a `gpuio.apps.store.Store` extent (a Ceph volume, RAID-0 over files), which has no file
+system: `save` streams the bytes gpuio.safetensors.layout gives (header padded to 4 KiB, tensors back to
+back) into the extent through page-locked host pieces, `load` reads them back into one buffer and returns
+the tensors as views of it (gpuio.safetensors.load); `stored_length` reads the checkpoint's length from its
+header, and `read_bytes` gives its exact bytes (which `safetensors.torch.load` takes in memory).
 """
 from __future__ import annotations
 
@@ -28,51 +21,22 @@ from typing import Any
 
 import torch
 
+from .. import safetensors as gst
 from .pipeline import buffer, host_piece, sync
 from .store import Extent, Store
 
-ALIGN_BYTES = 4096
 CHUNK_BYTES = 64 << 20  # staging piece per write request while saving
 SAVE_SLOTS = 3          # staging pieces while saving: up to SAVE_SLOTS - 1 writes in flight while one fills
 READ_BYTES_MAX = 256 << 20  # bytes per read request while loading unstaged (several in flight)
 STAGE_BYTES = 128 << 20     # host piece per read while loading staged (load says when)
 STAGE_SLOTS = 3             # host pieces: STAGE_SLOTS - 1 reads in flight while one piece is copied out
-DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-          torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-          torch.bool: "BOOL"}
-_BY_NAME = {v: k for k, v in DTYPES.items()}
 
 
-def layout(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None,
-           align: int = ALIGN_BYTES) -> tuple[bytes, list[tuple[str, torch.Tensor, int]], int]:
-    """(the 8-byte length + padded JSON header, [(name, tensor, data offset)], data bytes)."""
-    for name, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"checkpoint entry {name!r} is a {type(t).__name__}, not a tensor")
-        if t.dtype not in DTYPES:
-            raise TypeError(f"checkpoint entry {name!r} has dtype {t.dtype}, which safetensors cannot store")
-    order = sorted(tensors, key=lambda n: (-tensors[n].element_size(), n))
-    head: dict[str, Any] = {}
-    if metadata:
-        head["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    entries, off = [], 0
-    for name in order:
-        t = tensors[name]
-        nb = t.numel() * t.element_size()
-        head[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + nb]}
-        entries.append((name, t, off))
-        off += nb
-    text = json.dumps(head, separators=(",", ":")).encode()
-    total = -(-(8 + len(text)) // align) * align
-    text += b" " * (total - 8 - len(text))
-    return struct.pack("<Q", len(text)) + text, entries, off
-
-
-def _as_bytes(t: torch.Tensor) -> torch.Tensor:
-    t = t.detach()
-    if t.dim() == 0:
-        t = t.reshape(1)
-    return t.contiguous().view(-1).view(torch.uint8)
+def layout(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
+           ) -> tuple[bytes, list[tuple[str, torch.Tensor]], int]:
+    """(the header gpuio.safetensors writes, [(name, tensor)] in the order their bytes follow it, data bytes)."""
+    header, entries = gst.layout(tensors, metadata)
+    return header, entries, sum(t.numel() * t.element_size() for _, t in entries)
 
 
 def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.device,
@@ -89,7 +53,7 @@ def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.
     finish before refilling it: the device's share), sync_s (the final store.sync), pieces, max_in_flight.
     Returns the bytes written (whole blocks)."""
     bs = store.block_size
-    total = len(header) + sum(_as_bytes(t).numel() for _, t, _ in entries)
+    total = len(header) + sum(t.numel() * t.element_size() for _, t in entries)
     chunk_bytes = max(bs, min(chunk_bytes, -(-total // bs) * bs) // bs * bs)  # small checkpoints: small pieces
     cuda = device.type == "cuda"
     nslots = max(2, min(slots, -(-total // chunk_bytes)))
@@ -122,7 +86,7 @@ def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.
             st["write_wait_s"] += time.perf_counter() - t0
             inflight[cur] = None
 
-    pieces = [torch.frombuffer(bytearray(header), dtype=torch.uint8)] + [_as_bytes(t) for _, t, _ in entries]
+    pieces = [torch.frombuffer(bytearray(header), dtype=torch.uint8)] + [gst.tensor_bytes(t) for _, t in entries]
     t_fill = time.perf_counter()
     for p in pieces:
         at = 0
@@ -153,32 +117,18 @@ def save(store: Store, ext: Extent, header: bytes, entries: list, device: torch.
     return written
 
 
-def save_file(tensors: dict[str, torch.Tensor], path: str, metadata: dict[str, str] | None = None,
-              device: Any = None, preallocate: bool = True, **store_options) -> dict:
-    """Write `tensors` to `path` (one file) through gpuio. device: where the staging pieces live (default:
-    the first tensor's device). preallocate: reserve the file's blocks before writing (store.preallocate
-    says why: into holes of an ext4 file the O_DIRECT writes ran at ~0.6 of the rate over allocated
-    blocks). An existing file is overwritten in place (its blocks are kept; the end is cut to the new length).
-    Returns {"bytes", "data_offset", "preallocated", "open_s", "write_s", "close_s"} and save's stats."""
-    header, entries, data = layout(tensors, metadata)
-    if device is None:
-        device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
-    total = len(header) + data
+def save_file(tensors: dict[str, torch.Tensor], path: str, metadata: dict[str, str] | None = None) -> dict:
+    """gpuio.safetensors.save_file (durable: written under a temporary name, fsynced, renamed over `path`),
+    returning its stats: bytes, data_offset, preallocated, alloc_s, copy_wait_s, write_wait_s, sync_s, seconds."""
     stats: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    st = Store(path, max(total, ALIGN_BYTES), preallocate=preallocate, **store_options)
-    t1 = time.perf_counter()
-    try:
-        ext = st.alloc("checkpoint", total)
-        save(st, ext, header, entries, torch.device(device), stats=stats)
-    finally:
-        t2 = time.perf_counter()
-        st.close()
-    os.truncate(path, total)  # safetensors requires the file to end where the last tensor ends
-    fsync_path(path)  # and the cut is durable too: a crash after the save returned must not leave the
-    #                   block-rounded length, which safetensors rejects
-    return {"bytes": total, "data_offset": len(header), "preallocated": st.preallocated, "open_s": t1 - t0,
-            "write_s": t2 - t1, "close_s": time.perf_counter() - t2, **stats}
+    gst.save_file(tensors, path, metadata, stats=stats)
+    header, _ = gst.layout(tensors, metadata)
+    return {"data_offset": len(header), **stats}
+
+
+def load_file(path: str, device: Any = "cpu") -> dict[str, torch.Tensor]:
+    """gpuio.safetensors.load_file: the tensors of any safetensors file on `device`."""
+    return gst.load_file(path, device=device)
 
 
 def fsync_path(path: str) -> None:
@@ -188,31 +138,6 @@ def fsync_path(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _parse(head_bytes: bytes) -> tuple[int, dict]:
-    if len(head_bytes) < 8:
-        raise ValueError("not a safetensors file: shorter than its 8-byte header length")
-    (n,) = struct.unpack("<Q", head_bytes[:8])
-    if 8 + n > len(head_bytes):
-        raise ValueError(f"header of {n} bytes is longer than the bytes given ({len(head_bytes) - 8})")
-    return 8 + n, json.loads(head_bytes[8:8 + n])
-
-
-def views(buf: torch.Tensor, data_offset: int, head: dict) -> dict[str, torch.Tensor]:
-    """The tensors as views into `buf` (the whole file's bytes)."""
-    out = {}
-    for name, e in head.items():
-        if name == "__metadata__":
-            continue
-        dt = _BY_NAME.get(e["dtype"])
-        if dt is None:
-            raise ValueError(f"tensor {name!r} has dtype {e['dtype']!r}, which this loader does not read")
-        b, end = e["data_offsets"]
-        raw = buf[data_offset + b:data_offset + end]
-        t = raw.view(dt) if raw.numel() else torch.empty(0, dtype=dt, device=buf.device)
-        out[name] = t.view(e["shape"]) if e["shape"] else t.reshape(())
-    return out
 
 
 def read_bytes(store: Store, ext: Extent, nbytes: int) -> bytes:
@@ -233,7 +158,7 @@ def stored_length(store: Store, ext: Extent) -> int:
     if 8 + n > ext.nblocks * bs:
         raise ValueError(f"extent {ext.name!r} does not start with a checkpoint: header length {n} exceeds "
                          f"its {ext.nblocks * bs} bytes")
-    _, head = _parse(read_bytes(store, ext, 8 + n))
+    head = json.loads(read_bytes(store, ext, 8 + n)[8:])
     ends = [e["data_offsets"][1] for k, e in head.items() if k != "__metadata__"]
     return 8 + n + max(ends, default=0)
 
@@ -297,22 +222,4 @@ def load(store: Store, ext: Extent, nbytes: int, device: torch.device, tail_path
     for h in handles:
         h.wait()
     sync(device)
-    head_len = int(struct.unpack("<Q", bytes(buf[:8].cpu().numpy()))[0])
-    data_offset, head = _parse(bytes(buf[:8 + head_len].cpu().numpy()))
-    return views(buf, data_offset, head)
-
-
-def load_file(path: str, device: Any = "cpu", **store_options) -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors file (any, aligned or not), read through gpuio onto `device`."""
-    size = os.path.getsize(path)
-    bs = store_options.get("block_size", 4096)
-    if size < bs:  # not even one whole block: nothing for the engine to do
-        with open(path, "rb") as f:
-            data = f.read()
-        off, head = _parse(data)
-        return {k: v.to(device) for k, v in views(torch.frombuffer(bytearray(data), dtype=torch.uint8), off,
-                                                  head).items()}
-    with Store(path, size // bs * bs, **store_options) as st:
-        ext = st.alloc("checkpoint", size // bs * bs)
-        ext = Extent(ext.name, ext.first_block, size, bs)  # ids beyond the whole blocks are never asked for
-        return load(st, ext, size, torch.device(device), tail_path=path)
+    return gst.load(buf[:nbytes])

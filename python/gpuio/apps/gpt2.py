@@ -4,7 +4,7 @@ The model is built from a `transformers` GPT2Config (random init, no hub downloa
 (GPT-2 small, 124 M parameters), "medium" (355 M). After one Adam step (so the optimizer holds its
 exp_avg/exp_avg_sq/step), the job is timed as GNStor does: checkpoint save, checkpoint load back onto the
 device, and a few training steps, with three checkpoint paths on the same state:
-  gpuio       gpuio.apps.checkpoint (safetensors layout, block-aligned data, O_DIRECT, GPU staging);
+  gpuio       gpuio.safetensors (block-aligned data, pinned staging, O_DIRECT; on volumes gpuio.apps.checkpoint);
   torch       torch.save / torch.load(map_location=device);
   safetensors safetensors.torch.save_file / load_file(device=device).
 Every save is timed until its bytes are on the device (gpuio syncs its store; the baselines' files are
@@ -132,7 +132,7 @@ def _timed(t: dict, name: str, dev, cold: bool, save, load, durable=None):
     return loaded, failure
 
 
-def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, keep: bool, nbytes: int,
+def _on_files(path: str, state: dict, meta: dict, dev, cold: bool, keep: bool, nbytes: int,
               raw_seconds: float):
     """gpuio, torch.save/load and safetensors on files beside each other; returns (times, gpuio's tensors,
     their metadata, failure, raw rates, baseline name)."""
@@ -140,10 +140,10 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
 
     files = {"gpuio": path, "torch": path + ".pt", "safetensors": path + ".st.safetensors"}
     detail: dict = {}  # gpuio's save_file answer: its phases (open, fill, waits, sync) and whether preallocated
-    savers = {"gpuio": lambda p: detail.update(checkpoint.save_file(state, p, meta, **opts)),
+    savers = {"gpuio": lambda p: detail.update(checkpoint.save_file(state, p, meta)),
               "torch": lambda p: torch.save(state, p),
               "safetensors": lambda p: sft.save_file(state, p, metadata=meta)}
-    loaders = {"gpuio": lambda p: checkpoint.load_file(p, dev, **opts),
+    loaders = {"gpuio": lambda p: checkpoint.load_file(p, dev),
                "torch": lambda p: torch.load(p, map_location=dev),
                "safetensors": lambda p: sft.load_file(p, device=str(dev))}
     t: dict[str, float] = {}
@@ -158,8 +158,9 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
             if name == "gpuio":
                 from_gpuio = loaded
         phases = {"save_gpuio_phases": dict(detail)}
-        # a re-save of the same state to the same path, as periodic checkpointing does: its blocks are kept and
-        # overwritten (save_file does not truncate them away), so the write is the raw rewrite raw_rates measures
+        # a re-save of the same state to the same path, as periodic checkpointing does: gpuio.safetensors writes a
+        # new file under a temporary name and renames it over the old one (durable, never half-written), so the
+        # write is a new file's (raw_first_write is its like); the raw rewrite of the old blocks is printed beside
         failure = drop_caches(cold) or failure
         sync(dev)
         t0 = time.perf_counter()
@@ -187,12 +188,13 @@ def _on_files(path: str, state: dict, meta: dict, dev, opts: dict, cold: bool, k
             if same:
                 failure = drop_caches(cold) or failure
                 t0 = time.perf_counter()
-                again = checkpoint.load_file(files["gpuio"], dev, **opts)
+                again = checkpoint.load_file(files["gpuio"], dev)
                 sync(dev)
                 t["load_gpuio_again"] = time.perf_counter() - t0
                 del again
                 raw["raw_file_read_Bps"] = same
-                # and the raw device rewriting those blocks (the re-save's like; the checkpoint is read no more)
+                # and the raw device rewriting those blocks (a re-save in place would write these; the checkpoint is
+                # read no more)
                 failure = drop_caches(cold) or failure
                 raw["raw_file_write_Bps"] = common.raw_file_pass(files["gpuio"], nbytes, write=True)
             scratch = path + ".raw"
@@ -267,12 +269,11 @@ def run(size: str = "tiny", store=None, device: str = "auto", cold: bool = False
         check = ("ok (bitwise equal through gpuio and Basic, safetensors.torch.load reads the volume's first "
                  "bytes as read by gpuio, resume loss equal)")
     else:
-        # no CUDA staging pool: checkpoint.save/load move CUDA tensors through aligned host pieces of their own,
-        # and the engine touches its whole staging pool when a store opens, inside the save's and load's clocks
-        opts = {"workers": workers} if workers else {}
+        # files go through gpuio.safetensors, on the process engine (gpuio.default_engine(); GPUIO_WORKERS sets its
+        # workers); --workers applies to volumes
         raw_seconds = common.raw_seconds_for(size) if raw_seconds is None else raw_seconds
-        t, from_gpuio, meta_back, failure, raw, baseline = _on_files(path, state, meta, dev, opts, cold, keep,
-                                                                     nbytes, raw_seconds)
+        t, from_gpuio, meta_back, failure, raw, baseline = _on_files(path, state, meta, dev, cold, keep, nbytes,
+                                                                     raw_seconds)
         base = "torch"
         check = "ok (bitwise equal on all 3 paths, safetensors reads gpuio's file, resume loss equal)"
     # resume: the restored model's next step matches the uninterrupted model's

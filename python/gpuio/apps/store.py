@@ -106,16 +106,11 @@ def preallocate(path: str, nbytes: int) -> bool:
     lock. On the dev box's ext4 a 512 MiB sequential 1 MiB write ran at 1.66-1.77 GB/s into holes, 2.07-2.36
     into reserved blocks, 2.27-3.17 over written ones. False where the file system cannot (no emulation:
     glibc's posix_fallocate would write every block)."""
-    import ctypes
+    from .. import _core
 
-    libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc (no ldconfig lookup)
-    fallocate = getattr(libc, "fallocate64", None) or getattr(libc, "fallocate", None)
-    if fallocate is None:
-        return False
-    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        return nbytes <= 0 or fallocate(fd, 0, 0, nbytes) == 0
+        return nbytes <= 0 or _core.reserve_space(fd, 0, nbytes)
     finally:
         os.close(fd)
 

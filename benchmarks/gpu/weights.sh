@@ -1,0 +1,32 @@
+# Model weights into GPU memory (sourced by scripts/gpu.sh): gpuio.safetensors beside safetensors, fastsafetensors
+# and Run:ai's streamer. The peers come as wheels in .whl/ (safetensors, fastsafetensors, runai-model-streamer,
+# humanize; docs/BENCHMARKS.md "Model weights"), installed by the prologue.
+
+weights_dir() { echo "${GPUIO_WEIGHTS_DIR:-/var/tmp/gpuio-weights}"; }
+
+suite weights build "model weights, one GPU: pytest test_gpu_safetensors.py, then benchmarks/model_load.py on a \
+GPUIO_WEIGHTS_GIB=8.25 GiB GPT-shaped file written by safetensors: each load in its own process, cold (caches dropped) \
+and warm, 2 rounds rotated, saves from CUDA fsynced, gpuio's file loaded by the peers, the raw device on the same file; \
+one table of ratios (GPUIO_WEIGHTS_ARGS: more arguments, e.g. --gpuio-variants threads=16; GPUIO_WEIGHTS_DIR)"
+suite_weights() {
+  local status=0 limit budget
+  TEST_GPU_TIMEOUT_S=60 GPUIO_TAIL=8 bounded pytest-weights 120 "$py" -m pytest -q -p no:cacheprovider \
+    tests/python/test_gpu_safetensors.py -rs || status=1
+  limit=$(within 500 25)
+  budget=$(( limit > 300 ? limit - 160 : limit / 2 ))  # no new pass after this: the saves and the table fit after it
+  GPUIO_TAIL=40 bounded model-load "$limit" "$py" benchmarks/model_load.py --size-gib "${GPUIO_WEIGHTS_GIB:-8.25}" \
+    --dir "$(weights_dir)" --json "$OUT/weights/model_load.json" --budget-s "$budget" ${GPUIO_WEIGHTS_ARGS:-} || status=1
+  ((GPU_DRY)) || grep -E "^(cold|warm|save): gpuio" "$(log_of model-load)" | tee -a "$summary"
+  return $status
+}
+
+suite weights-ranks build "model weights, two GPUs (nvidia-h100-x2): benchmarks/model_load_ranks.py, each rank \
+loading half of the tensors of a sharded checkpoint (4 shards + index, GPUIO_WEIGHTS_GIB=8.25 GiB) onto its own GPU, \
+gpuio beside safetensors, cold and warm"
+suite_weights_ranks() {
+  GPUIO_TAIL=20 bounded model-load-ranks "$(within 480 25)" "$py" benchmarks/model_load_ranks.py --ranks 2 \
+    --size-gib "${GPUIO_WEIGHTS_GIB:-8.25}" --dir "$(weights_dir)-ranks" --json "$OUT/weights-ranks/model_load_ranks.json"
+  local rc=$?
+  ((GPU_DRY)) || grep -E "^(cold|warm): gpuio" "$(log_of model-load-ranks)" | tee -a "$summary"
+  return $rc
+}

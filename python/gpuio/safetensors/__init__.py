@@ -1,0 +1,37 @@
+"""Model weights into GPU (or host) memory: `safetensors.torch`'s API, read and written by gpuio.
+
+    import gpuio.safetensors as st
+    st.save_file({"w": w}, "model.safetensors", metadata={"format": "pt"})   # durable when it returns
+    tensors = st.load_file("model.safetensors", device="cuda")            # or an index, a list, a directory
+    with st.safe_open("model.safetensors", framework="pt", device="cuda") as f:
+        part = f.get_slice("w")[0:128]                                      # reads only those rows
+
+Any standard safetensors file loads (written by `safetensors`, unaligned offsets and all); files saved here
+load in `safetensors`, fastsafetensors and Run:ai's model streamer. Reads are page-cache aware (resident
+bytes copied from the page cache, the rest read with O_DIRECT) and overlapped with the copies to the GPU;
+`stats=` (or safe_open's stats()) reports the data path, e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB ->
+pinned -> cuda:0'; cached_fraction(filename) says beforehand how much is in the page cache,
+evict(filename) drops it (cold loads without root). `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
+through this module (gpuio.safetensors.dcp). `load(bytes)` reads a file held in memory (or a uint8 tensor of
+its bytes, as views); `layout(tensors)` gives the header and byte order save_file writes, for writers of their
+own (gpuio.apps.checkpoint writes it to volumes). Bad files raise SafetensorError (a ValueError) in one line.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ._format import DTYPE_NAMES, SafetensorError
+from ._open import cached_fraction, evict, load, load_file, safe_open
+from ._save import layout, save_file, tensor_bytes
+
+# StorageWriter/StorageReader (gpuio.safetensors.dcp) resolve on first use: torch.distributed loads only then
+__all__ = ["load_file", "save_file", "safe_open", "load", "layout", "tensor_bytes", "cached_fraction", "evict",
+           "SafetensorError", "DTYPE_NAMES"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("StorageWriter", "StorageReader"):  # torch.distributed loads only when asked for
+        from . import dcp
+
+        return getattr(dcp, name)
+    raise AttributeError(f"module 'gpuio.safetensors' has no attribute {name!r}")

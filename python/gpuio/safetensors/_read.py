@@ -1,0 +1,312 @@
+"""Reading tensors' bytes into CUDA or host memory: page-cache aware, overlapped across tensors and files.
+
+Plan. The chosen tensors of each file are merged into runs of adjacent bytes; each run gets a place in one
+destination buffer per file (on the device) whose address is congruent to the run's file offset modulo 4 KiB,
+so a tensor's view is aligned as in the file and an O_DIRECT read of whole blocks can land in place. Runs are
+cut into chunks of CHUNK_BYTES on 4 KiB boundaries.
+
+Residency. Before any read, each chunk's bytes are looked up in the page cache (`_core.page_cache_residency`:
+cachestat(2), or mincore(2) on older kernels): a chunk wholly resident is copied out of the page cache
+(preadv with RWF_NOWAIT, so a page evicted since the probe is never waited for: what did not come is read
+by O_DIRECT instead); any other chunk is read with O_DIRECT in whole blocks through the engine (the file's
+partial last block, which O_DIRECT cannot read, by a plain pread). Both kinds run at once.
+
+Overlap. `threads` workers take chunks in file order. On CUDA each has two page-locked slots and a CUDA
+stream: it fills one slot (pread, or an engine read it waits for with the GIL released), queues the slot's
+copy to the device on its stream, records an event, and fills its other slot meanwhile; a slot is refilled
+only after its event. So up to `threads` reads are with the disk (or copying from the page cache) while
+earlier chunks cross PCIe. On the CPU the workers read straight into the destination (no staging).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import _core
+from ._format import TensorInfo
+from ._options import CHUNK_BYTES, THREADS_MAX
+
+ALIGN = 4096
+
+
+
+
+def _down(x: int) -> int:
+    return x // ALIGN * ALIGN
+
+
+def _up(x: int) -> int:
+    return -(-x // ALIGN) * ALIGN
+
+
+class _Chunk:
+    __slots__ = ("file", "lo", "hi", "base", "dst", "cached")
+
+    def __init__(self, file: int, lo: int, hi: int, base: int, dst: int):
+        self.file, self.lo, self.hi, self.base, self.dst = file, lo, hi, base, dst  # base: aligned start <= lo
+        self.cached = False
+
+
+def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int = CHUNK_BYTES):
+    """(per file: total destination bytes and {tensor name: destination position}; the chunks in file order)."""
+    layouts: dict[int, tuple[int, dict[str, int]]] = {}
+    chunks: list[_Chunk] = []
+    for f, infos in sorted(by_file.items()):
+        runs: list[list[Any]] = []  # [begin, end, [infos]]
+        for t in sorted(infos, key=lambda t: (t.begin, t.end)):
+            if runs and t.begin <= _up(runs[-1][1]):  # adjacent, or a gap within one block: read through it
+                runs[-1][1] = max(runs[-1][1], t.end)
+                runs[-1][2].append(t)
+            else:
+                runs.append([t.begin, t.end, [t]])
+        cursor, where = 0, {}
+        for begin, end, ts in runs:
+            pos = _up(cursor) + begin % ALIGN
+            for t in ts:
+                where[t.name] = pos + t.begin - begin
+            for a in range(_down(begin), end, chunk_bytes):
+                lo, hi = max(a, begin), min(a + chunk_bytes, end)
+                if hi > lo:
+                    chunks.append(_Chunk(f, lo, hi, a, pos + lo - begin))
+            cursor = pos + end - begin
+        layouts[f] = (_up(cursor), where)
+    return layouts, chunks
+
+
+def mark_resident(ckpt, chunks: list[_Chunk]) -> str:
+    """Set chunk.cached where every byte of the chunk is in the page cache; returns the probe's method."""
+    method = "none"
+    for f in sorted({c.file for c in chunks}):
+        mine = [c for c in chunks if c.file == f]
+        resident, method = _core.page_cache_residency(ckpt.fds[f], [(c.lo, c.hi - c.lo) for c in mine])
+        for c, r in zip(mine, resident):
+            c.cached = r >= c.hi - c.lo
+    return method
+
+
+class _Counters:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.pagecache = self.direct = self.buffered = self.disk = 0
+
+    def add(self, pagecache: int = 0, direct: int = 0, buffered: int = 0, disk: int = 0) -> None:
+        with self.lock:
+            self.pagecache += pagecache
+            self.direct += direct
+            self.buffered += buffered
+            self.disk += disk
+
+
+def _pread_all(fd: int, view: memoryview, off: int, path: str) -> None:
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], off + got)
+        if n == 0:
+            raise OSError(5, f"{path}: the file ended at byte {off + got} while reading it (truncated meanwhile?)")
+        got += n
+
+
+class _Filler:
+    """Fills buf (a uint8 NumPy view whose byte 0 is file byte chunk.base) with the chunk's bytes."""
+
+    def __init__(self, ckpt, counters: _Counters):
+        self.ckpt, self.counters = ckpt, counters
+        self.nowait = hasattr(os, "RWF_NOWAIT")
+
+    def fill(self, c: _Chunk, buf: np.ndarray) -> None:
+        fd, path = self.ckpt.fds[c.file], self.ckpt.paths[c.file]
+        at = c.lo
+        if c.cached:
+            view = memoryview(buf)[c.lo - c.base:c.hi - c.base]
+            at += self._copy_cached(fd, view, c.lo, path)
+            self.counters.add(pagecache=at - c.lo)
+            if at == c.hi:
+                return
+        self._read_direct(c, buf, at, fd, path)
+
+    def _copy_cached(self, fd: int, view: memoryview, off: int, path: str) -> int:
+        """Bytes copied from the page cache, from off on, stopping at the first page not there. A RWF_NOWAIT read
+        also stops at a cached page that carries a readahead mark (the kernel would start readahead there): when
+        the probe says the rest is still all cached, the rest is read without RWF_NOWAIT."""
+        if not self.nowait:
+            _pread_all(fd, view, off, path)
+            return len(view)
+        got = 0
+        while got < len(view):
+            try:
+                n = os.preadv(fd, [view[got:]], off + got, os.RWF_NOWAIT)
+            except BlockingIOError:
+                n = 0
+            except OSError as e:
+                if e.errno not in (95, 22):  # EOPNOTSUPP/EINVAL: no RWF_NOWAIT on this file system
+                    raise
+                self.nowait = False
+                n = 0
+            if n == 0:
+                rest = len(view) - got
+                if self.nowait and _core.page_cache_residency(fd, [(off + got, rest)])[0][0] < rest:
+                    break  # evicted since the probe: the caller reads the rest by O_DIRECT
+                _pread_all(fd, view[got:], off + got, path)
+                return len(view)
+            got += n
+        return got
+
+    def _read_direct(self, c: _Chunk, buf: np.ndarray, at: int, fd: int, path: str) -> None:
+        """[at, c.hi) by O_DIRECT in whole blocks (from the block holding `at`), the partial last block of the
+        file and everything on a file system without O_DIRECT by pread."""
+        size = self.ckpt.headers[c.file].size
+        io = self.ckpt.io(c.file)
+        a, end = _down(at), min(_up(c.hi), _down(size))
+        if io is not None and end > a:
+            ids = np.arange(a // ALIGN, end // ALIGN, dtype=np.int64)
+            io.read(ids, buf[a - c.base:end - c.base])
+            self.counters.add(direct=min(end, c.hi) - at, disk=end - a)
+            at = min(end, c.hi)
+        if at < c.hi:
+            _pread_all(fd, memoryview(buf)[at - c.base:c.hi - c.base], at, path)
+            self.counters.add(buffered=c.hi - at)
+
+
+def _pinned(nbytes: int) -> torch.Tensor:
+    """A page-locked uint8 buffer whose address is 4 KiB aligned (torch's pinned blocks are page aligned and
+    cached by torch for the next load; nbytes a power of two, so nothing is rounded up)."""
+    t = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    if t.data_ptr() % ALIGN == 0:
+        return t
+    t = torch.empty(nbytes + ALIGN, dtype=torch.uint8, pin_memory=True)
+    skip = (-t.data_ptr()) % ALIGN
+    return t[skip:skip + nbytes]
+
+
+def _host_buffer(nbytes: int) -> torch.Tensor:
+    from ..engine import aligned_empty
+
+    return torch.from_numpy(aligned_empty(max(nbytes, 1)))[:nbytes]
+
+
+def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, threads: int = THREADS_MAX,
+                      chunk_bytes: int = CHUNK_BYTES) -> tuple[dict[int, tuple[torch.Tensor, dict[str, int]]], dict]:
+    """Read the tensors of by_file onto device: ({file: (its buffer, {name: position})}, stats)."""
+    t0 = time.perf_counter()
+    layouts, chunks = plan(by_file, chunk_bytes)
+    method = mark_resident(ckpt, chunks) if chunks else "none"
+    cuda = device.type == "cuda"
+    bufs = {f: (torch.empty(n, dtype=torch.uint8, device=device) if cuda else _host_buffer(n), where)
+            for f, (n, where) in layouts.items()}
+    counters = _Counters()
+    filler = _Filler(ckpt, counters)
+    for f in sorted({c.file for c in chunks if not c.cached}):
+        ckpt.io(f)  # the O_DIRECT targets start before the readers, while nothing waits on them
+    nthreads = max(1, min(threads, len(chunks)))
+    todo = iter(chunks)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def take() -> _Chunk | None:
+        with lock:
+            return None if errors else next(todo, None)
+
+    def work_host() -> None:
+        while (c := take()) is not None:
+            dst = bufs[c.file][0]
+            start = c.dst - (c.lo - c.base)  # the destination of byte c.base: 4 KiB aligned by the plan
+            filler.fill(c, dst[start:start + _up(c.hi) - c.base].numpy())
+
+    def work_cuda() -> None:
+        with torch.cuda.device(device):
+            cuda_worker()
+
+    def cuda_worker() -> None:
+        stream = torch.cuda.Stream(device)
+        slots: list[torch.Tensor | None] = [None, None]
+        done: list[torch.cuda.Event | None] = [None, None]
+        turn = 0
+        try:
+            while (c := take()) is not None:
+                s, turn = turn, turn ^ 1
+                if done[s] is not None:
+                    done[s].synchronize()  # this slot's previous copy has left it
+                if slots[s] is None:
+                    slots[s] = _pinned(chunk_bytes)
+                slot = slots[s]
+                filler.fill(c, slot.numpy())
+                with torch.cuda.stream(stream):
+                    bufs[c.file][0][c.dst:c.dst + c.hi - c.lo].copy_(slot[c.lo - c.base:c.hi - c.base],
+                                                                     non_blocking=True)
+                    ev = torch.cuda.Event()
+                    ev.record(stream)
+                done[s] = ev
+        finally:
+            for ev in done:
+                if ev is not None:
+                    ev.synchronize()
+
+    def run(fn) -> None:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+            with lock:
+                errors.append(e)
+
+    body = work_cuda if cuda else work_host
+    workers = [threading.Thread(target=run, args=(body,), name=f"gpuio-safetensors-{k}", daemon=True)
+               for k in range(nthreads - 1)]
+    for w in workers:
+        w.start()
+    run(body)  # the calling thread is one of the workers
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
+    total = sum(c.hi - c.lo for c in chunks)
+    seconds = time.perf_counter() - t0
+    stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
+             "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
+             "threads": nthreads, "chunk_bytes": chunk_bytes, "residency": method, "seconds": seconds,
+             "device": str(device)}
+    stats["data_path"] = data_path_line(stats, ckpt.io_data_paths(), device)
+    return bufs, stats
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def data_path_line(stats: dict, io_paths: list[str], device: torch.device) -> str:
+    """e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB -> pinned -> cuda:0'."""
+    parts = []
+    if stats["pagecache_bytes"]:
+        parts.append(f"pagecache {_size(stats['pagecache_bytes'])}")
+    if stats["direct_bytes"]:
+        parts.append(f"{'/'.join(io_paths) or 'direct'} {_size(stats['direct_bytes'])}")
+    if stats["buffered_bytes"]:
+        parts.append(f"pread {_size(stats['buffered_bytes'])}")
+    src = " + ".join(parts) or "nothing read"
+    return f"{src} -> pinned -> {device}" if device.type == "cuda" else f"{src} -> {device}"
+
+
+def views(bufs: dict[int, tuple[torch.Tensor, dict[str, int]]], by_file: dict[int, list[TensorInfo]],
+          device: torch.device) -> dict[str, torch.Tensor]:
+    """Each tensor as a view of its file's buffer (a copy where its address does not suit its dtype: only in
+    files whose header length is not a multiple of 8, or a buffer given at an odd address)."""
+    out = {}
+    for f, infos in by_file.items():
+        buf, where = bufs[f]
+        for t in infos:
+            dtype, shape = t.torch_dtype, t.torch_shape
+            if t.nbytes == 0:
+                out[t.name] = torch.empty(shape, dtype=dtype, device=device)
+                continue
+            raw = buf[where[t.name]:where[t.name] + t.nbytes]
+            if raw.data_ptr() % dtype.itemsize:
+                raw = raw.clone()
+            out[t.name] = raw.view(dtype).reshape(shape)
+    return out
