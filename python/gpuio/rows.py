@@ -80,6 +80,9 @@ class InMemoryRows:
         """(rows, *row_shape) of the table."""
         return tuple(self.table.shape)
 
+    def __repr__(self) -> str:
+        return f"gpuio.rows.InMemoryRows(shape={tuple(self.table.shape)}, dtype={self.table.dtype}, device={self.table.device})"
+
     @property
     def num_rows(self) -> int:
         """shape[0]."""

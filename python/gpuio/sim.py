@@ -15,7 +15,7 @@ from typing import Iterable
 
 from gpuio import _core
 
-__all__ = ["presets", "load_trace", "synthesize", "replay", "ReplayResult", "zng_platforms", "zng_workloads",
+__all__ = ["presets", "limits", "load_trace", "synthesize", "replay", "ReplayResult", "zng_platforms", "zng_workloads",
            "zng_generate", "zng_load_trace", "zng_run", "ORDERED_PLATFORMS",
            "REGULAR_WORKLOADS"]
 
@@ -31,8 +31,17 @@ def presets() -> list[str]:
     return list(_core.sim_presets())
 
 
+def limits() -> dict:
+    """The simulator's named limits (C++): workload_requests_max (requests of one synthesize() call, whose
+    trace is built in memory) and request_bytes (memory per request)."""
+    return dict(_core.sim_limits())
+
+
 def load_trace(path: str | os.PathLike, format: str = "auto"):
-    """Parse a DiskSim ASCII or blkparse text trace (format: auto | disksim | blkparse)."""
+    """Parse a DiskSim ASCII or blkparse text trace. format: auto | disksim | disksim-ms | disksim-ns |
+    blkparse. DiskSim ASCII is 'time device lba sectors flags' a line (512 B sectors, flags bit 0: 1 read, 0
+    write) with time in DiskSim's float milliseconds; a file whose times are all integers is read as
+    nanoseconds (disksim-ms / disksim-ns force the unit). auto: blkparse when the first field has a comma."""
     p = os.fspath(path)
     if not os.path.exists(p):
         raise FileNotFoundError(f"trace '{p}' does not exist")

@@ -7,7 +7,10 @@ import math
 import os
 from typing import Sequence
 
-from gpuio import sim
+from gpuio import _files, sim
+
+REPORT_FILES = ("zng_report.md", "zng_report.json")
+PLOT_FILES = ("zng_bandwidth.png", "zng_write_redundancy.png")
 
 
 def _geomean(xs):
@@ -16,9 +19,10 @@ def _geomean(xs):
 
 
 def zng_report(out_dir: str | os.PathLike = ".", scale: float = 1.0, workloads: Sequence[str] | None = None,
-               seed: int = 1, traces: dict | None = None, plots: bool = True) -> dict:
-    """Run every platform on every workload; write zng_report.md, zng_report.json and (plots=True) PNG plots
-    into out_dir. traces: optional {name: ZngTrace} used instead of generated ones. Returns the report dict."""
+               seed: int = 1, traces: dict | None = None, plots: bool = True, overwrite: bool = False) -> dict:
+    """Run every platform on every workload; write REPORT_FILES and (plots=True) PLOT_FILES into out_dir, each
+    whole or not at all; existing ones are replaced only with overwrite=True. traces: optional {name:
+    ZngTrace} used instead of generated ones. Returns the report dict."""
     out = os.fspath(out_dir)
     os.makedirs(out, exist_ok=True)
     if traces is None:
@@ -46,12 +50,11 @@ def zng_report(out_dir: str | os.PathLike = ".", scale: float = 1.0, workloads: 
     geo = {p: _geomean(results[w][p]["bandwidth_gb_s"] for w in results) for p in platforms}
     report = {"scale": scale, "seed": seed, "accesses": {w: len(t) for w, t in traces.items()},
               "results": results, "write_redundancy": nif, "geomean_bandwidth_gb_s": geo, "checks": checks}
-    with open(os.path.join(out, "zng_report.json"), "w") as f:
-        json.dump(report, f, indent=1, sort_keys=True)
-    with open(os.path.join(out, "zng_report.md"), "w") as f:
-        f.write(_table(report, platforms))
+    _files.write_text(os.path.join(out, "zng_report.json"), json.dumps(report, indent=1, sort_keys=True),
+                      overwrite=overwrite)
+    _files.write_text(os.path.join(out, "zng_report.md"), _table(report, platforms), overwrite=overwrite)
     if plots:
-        _plots(report, platforms, out)
+        _plots(report, platforms, out, overwrite)
     return report
 
 
@@ -86,7 +89,12 @@ def _table(rep, platforms) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plots(rep, platforms, out):
+def _save(fig, path: str, overwrite: bool) -> None:
+    with _files.atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=120)
+
+
+def _plots(rep, platforms, out, overwrite: bool):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -101,7 +109,7 @@ def _plots(rep, platforms, out):
     ax.set_ylabel("GB/s delivered to the GPU (simulated)")
     ax.legend(fontsize=8, ncol=3)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "zng_bandwidth.png"), dpi=120)
+    _save(fig, os.path.join(out, "zng_bandwidth.png"), overwrite)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4))
     kinds = ["none", "per-plane", "grouped"]
@@ -111,5 +119,5 @@ def _plots(rep, platforms, out):
     ax.set_ylabel("programmed bytes / written-back bytes")
     ax.legend(title="flash registers")
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "zng_write_redundancy.png"), dpi=120)
+    _save(fig, os.path.join(out, "zng_write_redundancy.png"), overwrite)
     plt.close(fig)

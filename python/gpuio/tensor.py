@@ -24,17 +24,16 @@ value the cast would change.
 """
 from __future__ import annotations
 
-import errno
 import functools
 import math
 import os
-import stat
 import threading
 import weakref
 
 import numpy as np
 import torch
 
+from gpuio import _files
 from gpuio import engine as _engine_mod
 from gpuio._blocklocks import READ_TRIES, BlockLocks
 from gpuio._dtypes import element_type, moved_as
@@ -94,16 +93,11 @@ class Prefetch:
         return self._result
 
 
-def _refuse_overwrite(path, overwrite: bool) -> None:
-    """TensorFile.create replaces an existing non-empty regular file only when told (overwrite=True)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(st.st_mode) and st.st_size > 0 and not overwrite:
-        raise FileExistsError(errno.EEXIST, f"TensorFile.create will not replace an existing file of "
-                              f"{st.st_size} bytes (pass overwrite=True to replace it; TensorFile.open reads "
-                              f"it)", os.fspath(path))
+def file_bytes(shape: tuple, dtype, block_size: int) -> int:
+    """Size of a TensorFile of `shape` and `dtype` (any element type gpuio takes): the header up to the data
+    offset, then the data padded to whole blocks (at least one)."""
+    nbytes = math.prod(shape) * element_type(dtype).numpy.itemsize
+    return max(DATA_ALIGN_BYTES, block_size) + max(block_size, -(-nbytes // block_size) * block_size)
 
 
 def _release(target) -> None:
@@ -182,7 +176,9 @@ class TensorFile(ForkAware):
     def create(cls, path, shape, dtype="float32", block_size: int = 4096, overwrite: bool = False,
                **engine_options) -> "TensorFile":
         """New zero-filled file at `path`. An existing non-empty file is refused (FileExistsError) unless
-        overwrite=True. engine_options go to `gpuio.Engine` (direct=..., direct_min_bytes=... where host
+        overwrite=True, a non-regular one (device, fifo, directory) always; the file system must have room for
+        the whole file (OSError ENOSPC, nothing created), which is written under a temporary name and renamed
+        when complete (gpuio._files). engine_options go to `gpuio.Engine` (direct=..., direct_min_bytes=... where host
         reads land in place or through staging)."""
         cls._check_block_size(block_size)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -190,14 +186,17 @@ class TensorFile(ForkAware):
             raise ValueError(f"shape must be a non-empty tuple of ints >= 0, got {shape!r}")
         et = element_type(dtype)
         offset = max(DATA_ALIGN_BYTES, block_size)
-        nbytes = math.prod(shape) * et.numpy.itemsize
-        size = offset + max(block_size, -(-nbytes // block_size) * block_size)
+        size = file_bytes(shape, et, block_size)
         header = _header(et, shape, offset)
-        _refuse_overwrite(path, overwrite)
-        with open(path, "wb") as f:
-            f.write(header)
-            f.truncate(size)
-        return cls._new(path, tuple(int(s) for s in shape), et, offset, block_size, True, engine_options)
+        with _files.atomic_output(path, overwrite=overwrite, need_bytes=size) as tmp:
+            with open(tmp, "r+b") as f:
+                f.write(header)
+                f.truncate(size)
+        try:
+            return cls._new(path, tuple(int(s) for s in shape), et, offset, block_size, True, engine_options)
+        except BaseException:
+            os.unlink(os.path.realpath(path))  # the file this call made: an engine that cannot open it leaves nothing
+            raise
 
     @classmethod
     def open(cls, path, mode: str = "r", block_size: int = 4096, **engine_options) -> "TensorFile":
@@ -213,8 +212,7 @@ class TensorFile(ForkAware):
         if offset % block_size or offset < DATA_ALIGN_BYTES:
             raise ValueError(f"{path}: data starts at byte {offset}, not a multiple of block_size "
                              f"{block_size} >= {DATA_ALIGN_BYTES}; convert it with `gpuio import`")
-        nbytes = math.prod(shape) * dtype.numpy.itemsize
-        need = offset + max(block_size, -(-nbytes // block_size) * block_size)
+        need = file_bytes(shape, dtype, block_size)
         if os.path.getsize(path) < need:
             if mode == "r":
                 raise ValueError(f"{path}: file is {os.path.getsize(path)} bytes, a TensorFile of shape "

@@ -191,6 +191,45 @@ TEST(SimTrace, ParsesDiskSimAndNamesTheBadLine) {
   }
 }
 
+TEST(SimTrace, DiskSimTimesAreMillisecondsWhenAFractionIsThere) {
+  std::string path = ::testing::TempDir() + "/ms.trace";
+  {
+    std::ofstream f(path);
+    f << "0.000000 0 8 16 1\n0.5 0 16 8 0\n1250.000250 1 24 8 1\n";  // DiskSim's own float milliseconds
+  }
+  auto r = gs::parse_disksim(path);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1].arrival_ns, 500000u);
+  EXPECT_EQ(r[2].arrival_ns, 1250000250u);  // exact: no floating point
+  EXPECT_EQ(gs::parse_disksim(path, "ms")[2].arrival_ns, 1250000250u);
+  EXPECT_THROW(gs::parse_disksim(path, "ns"), std::invalid_argument);  // '0.000000' is no integer of ns
+  {
+    std::ofstream f(path);
+    f << "0 0 8 16 1\n500000 0 16 8 0\n";  // integer nanoseconds (no '.' anywhere)
+  }
+  EXPECT_EQ(gs::parse_disksim(path)[1].arrival_ns, 500000u);
+  EXPECT_EQ(gs::parse_disksim(path, "ms")[1].arrival_ns, 500000000000u);
+  EXPECT_THROW(gs::parse_disksim(path, "seconds"), std::invalid_argument);
+  for (const char* bad : {".", "1.2.3", "-1.0", "1e3"}) {
+    {
+      std::ofstream f(path);
+      f << bad << " 0 8 16 1\n";
+    }
+    EXPECT_THROW(gs::parse_disksim(path, "ms"), std::invalid_argument) << bad;
+  }
+}
+
+TEST(SimWorkload, RequestCountBeyondTheLimitIsRefusedBeforeAllocating) {
+  gs::Workload w;
+  w.requests = gs::workload_requests_max + 1;
+  try {
+    gs::synthesize(w, 1ull << 30);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(gs::workload_requests_max)), std::string::npos) << e.what();
+  }
+}
+
 TEST(SimTrace, ParsesBlkparseQueueEvents) {
   std::string path = ::testing::TempDir() + "/t.blk";
   {

@@ -47,9 +47,12 @@ def test_block_parser_reads_fences_and_skip_marks():
 
 @pytest.mark.parametrize("line,code,reason", BLOCKS, ids=[f"README.md:{b[0]}" for b in BLOCKS])
 def test_readme_block_runs(tmp_path, line, code, reason):
+    """Each block runs, and runs again in the same directory (a reader who pastes it twice must not hit a
+    refusal to overwrite what the first run made)."""
     if reason is not None:
         pytest.skip(f"README.md:{line}: {reason}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, f"README.md:{line} failed:\n{r.stderr[-3000:]}"
+    for run in ("first", "second"):
+        r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, f"README.md:{line} failed on its {run} run:\n{r.stderr[-3000:]}"

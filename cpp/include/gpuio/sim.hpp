@@ -124,17 +124,24 @@ class Ssd {
 };
 
 // Block traces. Each parser throws std::invalid_argument naming the file, line number and bad field.
-// DiskSim ASCII: "time_ns device lba sectors flags" with flags bit 0: 1 = read, 0 = write; 512 B sectors.
-// The device number picks the host queue; every device of the trace maps onto the one simulated SSD.
-std::vector<Request> parse_disksim(const std::string& path);
+// DiskSim ASCII: "time device lba sectors flags" with flags bit 0: 1 = read, 0 = write; 512 B sectors.
+// Time: DiskSim's own, milliseconds with a decimal fraction ("12.500"), or integer nanoseconds (the
+// converted form some trace sets use). time_unit "ms" or "ns" says which; "auto" reads the whole file as
+// milliseconds when any time has a '.', else as nanoseconds. The device number picks the host queue;
+// every device of the trace maps onto the one simulated SSD.
+std::vector<Request> parse_disksim(const std::string& path, const std::string& time_unit = "auto");
 // blkparse default text output; only queue ('Q') events are taken: "maj,min cpu seq time_s pid Q RWBS
 // sector + sectors [proc]". Time is seconds with a fraction.
 std::vector<Request> parse_blkparse(const std::string& path);
 // "disksim" or "blkparse" from the file's first data line; throws naming the file when neither fits.
 std::string detect_trace_format(const std::string& path);
 
+// The most requests one synthetic workload holds: the whole trace is built in memory first (sizeof(Request)
+// bytes each, 32: 8 GiB at this limit), so a count beyond it is refused before anything is allocated.
+constexpr uint64_t workload_requests_max = 1ull << 28;
+
 struct Workload {
-  uint64_t requests = 100000;
+  uint64_t requests = 100000;     // [1, workload_requests_max]
   uint32_t request_bytes = 4096;
   double read_ratio = 1.0;        // fraction of reads
   bool sequential = false;        // else uniform random over span_bytes

@@ -29,9 +29,12 @@ struct GpuTrace {
 
 BlockTrace load_block_trace(const std::string& path, const std::string& format) {
   std::string f = format == "auto" ? gs::detect_trace_format(path) : format;
-  if (f == "disksim") return {gs::parse_disksim(path), path};
+  if (f == "disksim") return {gs::parse_disksim(path, "auto"), path};
+  if (f == "disksim-ms") return {gs::parse_disksim(path, "ms"), path};
+  if (f == "disksim-ns") return {gs::parse_disksim(path, "ns"), path};
   if (f == "blkparse") return {gs::parse_blkparse(path), path};
-  throw std::invalid_argument("unknown trace format '" + format + "': expected auto, disksim or blkparse");
+  throw std::invalid_argument("unknown trace format '" + format +
+                              "': expected auto, disksim, disksim-ms, disksim-ns or blkparse");
 }
 
 gs::SsdConfig ssd_config(const std::string& preset, uint32_t queue_depth, uint32_t host_queues, double prefill,
@@ -83,6 +86,13 @@ GPUIO_BIND(sim, 80) {
       .def("save", [](const GpuTrace& t, const std::string& path) { gz::write_trace(path, t.accesses); });
 
   m.def("sim_presets", &gs::preset_names);
+  m.def("sim_limits", [] {
+    nb::dict d;
+    d["workload_requests_max"] = gs::workload_requests_max;
+    d["request_bytes"] = sizeof(gs::Request);
+    return d;
+  }, "The simulator's named limits: workload_requests_max (requests of one synthetic workload, whose trace is "
+     "built in memory, request_bytes each).");
   m.def("sim_load_trace", &load_block_trace, nb::arg("path"), nb::arg("format") = "auto",
         nb::call_guard<nb::gil_scoped_release>());
   m.def(

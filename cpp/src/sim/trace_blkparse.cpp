@@ -4,26 +4,6 @@
 #include "sim/trace_text.hpp"
 
 namespace gpuio::sim {
-namespace {
-
-// "12.345678901" -> ns, exactly (no floating point).
-uint64_t seconds_to_ns(detail::LineCursor& c, std::string_view t) {
-  uint64_t s = 0, frac = 0, digits = 0;
-  size_t i = 0;
-  if (t.empty()) c.fail("time", t, "is missing");
-  for (; i < t.size() && t[i] != '.'; ++i) {
-    if (t[i] < '0' || t[i] > '9') c.fail("time", t, "is not seconds.fraction");
-    s = s * 10 + static_cast<uint64_t>(t[i] - '0');
-  }
-  for (++i; i < t.size(); ++i) {
-    if (t[i] < '0' || t[i] > '9') c.fail("time", t, "is not seconds.fraction");
-    if (digits < 9) frac = frac * 10 + static_cast<uint64_t>(t[i] - '0'), ++digits;
-  }
-  while (digits++ < 9) frac *= 10;
-  return s * 1000000000ull + frac;
-}
-
-}  // namespace
 
 std::vector<Request> parse_blkparse(const std::string& path) {
   std::string text = detail::read_text_file(path);
@@ -41,7 +21,7 @@ std::vector<Request> parse_blkparse(const std::string& path) {
     }
     uint64_t cpu = c.u64("cpu");
     c.u64("sequence");
-    uint64_t t = seconds_to_ns(c, c.token());
+    uint64_t t = c.decimal_ns("time", c.token(), 9);  // seconds.fraction
     c.u64("pid");
     std::string_view action = c.token();
     if (action != "Q") return;

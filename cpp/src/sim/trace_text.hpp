@@ -36,6 +36,33 @@ class LineCursor {
     }
     return v;
   }
+  // A decimal number of units ("12.5"), in nanoseconds, exactly (no floating point): ns_digits is log10 of
+  // the nanoseconds per unit (9: seconds, 6: milliseconds, 0: nanoseconds, where no fraction is allowed).
+  // Fraction digits finer than a nanosecond are dropped.
+  uint64_t decimal_ns(const char* field, std::string_view t, int ns_digits) {
+    if (t.empty()) fail(field, t, "is missing");
+    const char* what = ns_digits ? "is not a decimal number (e.g. 12.5)" : "is not an unsigned integer";
+    uint64_t whole = 0, frac = 0;
+    int digits = 0, seen = 0;
+    size_t i = 0;
+    for (; i < t.size() && t[i] != '.'; ++i, ++seen) {
+      if (t[i] < '0' || t[i] > '9') fail(field, t, what);
+      uint64_t d = static_cast<uint64_t>(t[i] - '0');
+      if (whole > (UINT64_MAX - d) / 10) fail(field, t, "overflows 64 bits");
+      whole = whole * 10 + d;
+    }
+    if (i < t.size() && ns_digits == 0) fail(field, t, what);
+    for (++i; i < t.size(); ++i, ++seen) {
+      if (t[i] < '0' || t[i] > '9') fail(field, t, what);
+      if (digits < ns_digits) frac = frac * 10 + static_cast<uint64_t>(t[i] - '0'), ++digits;
+    }
+    if (seen == 0) fail(field, t, what);
+    uint64_t scale = 1;
+    for (int k = 0; k < ns_digits; ++k) scale *= 10;
+    for (; digits < ns_digits; ++digits) frac *= 10;
+    if (whole > (UINT64_MAX - frac) / scale) fail(field, t, "overflows 64 bits of nanoseconds");
+    return whole * scale + frac;
+  }
   [[noreturn]] void fail(const char* field, std::string_view tok, const char* why) const {
     throw std::invalid_argument(path_ + ":" + std::to_string(line_no_) + ": field '" + field + "' = '" +
                                 std::string(tok) + "' " + why + " (line: '" + std::string(line_) + "')");

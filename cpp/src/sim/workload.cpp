@@ -20,6 +20,9 @@ std::vector<Request> synthesize(const Workload& w, uint64_t device_bytes) {
   if (w.read_ratio < 0 || w.read_ratio > 1) bad("read_ratio=" + std::to_string(w.read_ratio) + " must lie in [0, 1]");
   if (w.queues == 0) bad("queues=0 must be > 0");
   if (w.queue_depth == 0) bad("queue_depth=0 must be > 0");
+  if (w.requests == 0 || w.requests > workload_requests_max)
+    bad("requests=" + std::to_string(w.requests) + " must lie in [1, " + std::to_string(workload_requests_max) +
+        "] (the trace is built in memory, " + std::to_string(sizeof(Request)) + " bytes per request)");
   uint64_t span = w.span_bytes ? std::min(w.span_bytes, device_bytes) : device_bytes;
   uint64_t slots = span / w.request_bytes;
   if (slots == 0) bad("span of " + std::to_string(span) + " bytes holds no request of " + std::to_string(w.request_bytes));

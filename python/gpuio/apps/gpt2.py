@@ -19,7 +19,7 @@ safetensors bytes at the start of the volume, and the baseline is GNStor's Basic
 copy) writing and reading those bytes; safetensors.torch.load (in memory) takes the checkpoint's bytes
 as gpuio reads them back from the volume (their length comes from the header).
 
-    python -m gpuio.apps.gpt2 --size small --device cuda --cold        # needs `pip install gpuio[apps]`
+    python -m gpuio.apps.gpt2 --size small --device cuda --cold        # needs `pip install 'gpuio[apps]'`
 """
 from __future__ import annotations
 

@@ -6,6 +6,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
+
+from .. import _files
+
+WIDTH = 100  # columns of the compact output (`gpuio bench apps` without --verbose)
 
 def _f(v, fmt="{:.3f}"):
     return fmt.format(v) if isinstance(v, (int, float)) else "-"
@@ -71,20 +76,35 @@ def acceptance(rows: list[dict]) -> list[str]:
     return out
 
 
-def report(rows: list[dict], json_path: str | None) -> int:
-    print(table(rows))
+def compact_table(rows: list[dict], width: int = WIDTH) -> str:
+    """table() cut to `width` columns: the regime once above it, the check text shortened to what fits."""
+    head = ("app", "gpuio s", "baseline", "baseline s", "speedup", "gpuio/ideal", "check")
+    lines = [[r["app"], _f(r.get("gpuio_s")), r.get("baseline", "-"), _f(r.get("baseline_s")),
+              _f(r.get("speedup"), "{:.2f}x"), _f(r.get("of_ideal"), "{:.2f}"), r["check"]] for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)][:-1]
+    room = max(len(head[-1]), width - sum(w + 2 for w in widths))
+    cut = lambda t: t if len(t) <= room else t[:room - 3] + "..."  # noqa: E731
+    fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + "  " + cut(str(cells[-1]))  # noqa: E731
+    regimes = ", ".join(dict.fromkeys(r.get("regime", "-") for r in rows))
+    return "\n".join([f"regime: {regimes}", fmt(head), fmt(["-" * w for w in widths] + ["-" * room])]
+                     + [fmt(line) for line in lines])
+
+
+def report(rows: list[dict], json_path: str | None, wide: bool = True, overwrite: bool = True) -> int:
+    """Prints the table and the judged ratios (wide: every column and whole lines; else compact_table and the
+    ratios wrapped to WIDTH columns), writes the JSON (whole or not at all; an existing file is replaced only
+    with overwrite: `gpuio bench apps` passes its --force), returns 1 when an app's check failed."""
+    print(table(rows) if wide else compact_table(rows))
     for line in acceptance(rows):
-        print(line)
+        print(line if wide else textwrap.fill(line, WIDTH, subsequent_indent="    "))
     if json_path:
         from ..bench import meta
 
-        with open(json_path, "w") as f:
-            json.dump({"meta": meta.collect(os.path.dirname(os.path.abspath(json_path))), "rows": rows}, f,
-                      indent=1, default=str)
+        doc = {"meta": meta.collect(os.path.dirname(os.path.abspath(json_path))), "rows": rows}
+        _files.write_text(json_path, json.dumps(doc, indent=1, default=str), overwrite=overwrite)
         print(f"JSON: {json_path}")
     failed = [r["app"] for r in rows if r["check"].startswith("FAILED")]
     for r in rows:
         if "traceback" in r:
             print(r["traceback"], file=sys.stderr)
     return 1 if failed else 0
-

@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from gpuio import _files
 from gpuio.bench.ceiling_controller import (JUDGE_S, SETTLE_FACTOR, _search, controller_result,  # noqa: F401
                                             controller_table, judge_counts)
 from gpuio.bench import ceiling_scaling as scaling
@@ -589,6 +590,7 @@ def run(kinds=("null", "sim", "paced", "paced-null", "shm-uring"), dests=("host"
     return res
 
 
-def write_json(res: dict, path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(res, f, indent=1, default=str)
+def write_json(res: dict, path: str, overwrite: bool = True) -> None:
+    """res as JSON at path, whole or not at all; an existing file is replaced only with overwrite (run() saves
+    after every row over its own file; `gpuio bench ceiling` passes its --force)."""
+    _files.write_text(path, json.dumps(res, indent=1, default=str), overwrite=overwrite)

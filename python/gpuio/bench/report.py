@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 
+from .. import _files
 from .workloads import Workload
 
 
@@ -63,17 +64,16 @@ def document(meta: dict, rows: list[dict], samples: dict) -> dict:
     return {"meta": meta, "results": rows, "samples": samples}
 
 
-def write_json(path: str, doc: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1, default=float)
-        f.write("\n")
+def write_json(path: str, doc: dict, overwrite: bool = False) -> None:
+    """doc as JSON at path, written whole or not at all (an existing file replaced only with overwrite)."""
+    _files.write_text(path, json.dumps(doc, indent=1, default=float) + "\n", overwrite=overwrite)
 
 
 def fmt_figure(unit: str, x: float) -> str:
     return f"{x / 1e3:,.1f} K" if unit == "IOPS" else f"{x:.2f} GB/s"
 
 
-def plot(path: str, rows: list[dict], title: str) -> None:
+def plot(path: str, rows: list[dict], title: str, overwrite: bool = False) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -95,5 +95,6 @@ def plot(path: str, rows: list[dict], title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with _files.atomic_output(path, overwrite=overwrite) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)

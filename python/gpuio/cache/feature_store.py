@@ -33,7 +33,7 @@ from gpuio.cache.accumulator import INFLIGHT_PAGES_MIN, Accumulator
 from gpuio.gpu import refuse_bad_fork
 from gpuio.cache.host_buffer import HostBuffer, pick_hot_rows
 from gpuio.cache.page_cache import PageCache
-from gpuio.rows import PagedRows, check_row_ids
+from gpuio.rows import PagedRows, Rows, check_row_ids
 from gpuio.cache.window import WindowBuffer
 
 
@@ -88,6 +88,12 @@ class FeatureStore:
         available, else CPU). host_buffer: an existing HostBuffer of this table to share instead of filling
         one (stores of successive runs over one table: the constant tier is read once; host_cache_rows and
         hot_scores are then ignored, and this store's table counts no fill)."""
+        if not isinstance(tf, Rows):
+            hint = (": wrap rows already in memory as gpuio.rows.InMemoryRows(tensor)"
+                    if isinstance(tf, torch.Tensor) else "")
+            raise TypeError(f"FeatureStore takes a row table (gpuio.TensorFile, or a gpuio.rows.Rows: shape, "
+                            f"num_rows, torch_dtype, block_size, gather), got a {type(tf).__module__}."
+                            f"{type(tf).__qualname__}{hint}")
         if gpu_cache_bytes < 0:
             raise ValueError(f"gpu_cache_bytes must be >= 0, got {gpu_cache_bytes}")
         if len(tf.shape) < 1:
@@ -141,6 +147,12 @@ class FeatureStore:
         """BAD_FORK's RuntimeError, at once, for a store on CUDA in a forked child of a process that used CUDA."""
         if self.device.type == "cuda":
             refuse_bad_fork()
+
+    def __repr__(self) -> str:
+        return (f"gpuio.FeatureStore({self.tf!r}, device={self.device}, cache={self.cache.num_slots} pages of "
+                f"{self.page_rows} rows ({self.cache.num_slots * self.page_bytes} bytes, {self.cache.policy}), "
+                f"host_rows={self.host.num_rows if self.host else 0}, window={self.window.window}, "
+                f"accumulate={self.acc.enabled})")
 
     # -- public API -----------------------------------------------------------------------------
     def gather(self, idx) -> torch.Tensor:

@@ -35,6 +35,24 @@ _FLAG_COMMANDS = {("demo", "--hetero"): ("gpuio.cli.hetero", "demo_hetero")}
 _state = {"debug": False}
 
 
+def _flags_show_no_type() -> None:
+    """typer's rich help prints a type beside every option, so a flag reads `--force <bool>` though it takes
+    no value (its plain help leaves flags bare): the same rule for the rich help."""
+    cls = getattr(getattr(typer, "core", None), "TyperOption", None)
+    shown = getattr(cls, "display_type_rich", None)
+    if shown is None or getattr(shown, "_gpuio_flags_bare", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag or self.count else shown(self, ctx)
+
+    display_type_rich._gpuio_flags_bare = True
+    cls.display_type_rich = display_type_rich
+
+
+_flags_show_no_type()
+
+
 def _version(value: bool) -> None:
     if value:
         from gpuio import __version__

@@ -34,12 +34,13 @@ def _show(value) -> str:
 
 
 def missing_extra_message(module: str, needed_for: str = "") -> str:
-    """'--plot needs matplotlib, which is not installed: pip install gpuio[plot]' (a missing package)."""
+    """"--plot needs matplotlib, which is not installed: pip install 'gpuio[plot]'" (a missing package; the
+    quotes keep zsh from globbing the brackets)."""
     top = module.split(".")[0]
     if top == "gpuio":  # a module of gpuio itself: the C++ core (gpuio._core) was not built
         return f"{needed_for or 'this command'} needs {module}, which is missing: build gpuio (bash scripts/setup.sh)"
     extra = EXTRAS.get(top)
-    hint = f"pip install gpuio[{extra}]" if extra else f"pip install {top}"
+    hint = f"pip install 'gpuio[{extra}]'" if extra else f"pip install {top}"
     return f"{needed_for or 'this command'} needs {top}, which is not installed: {hint}"
 
 
@@ -60,6 +61,49 @@ def int_at_least(option: str, value: int, low: int, what: str = "") -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         fail(option, value, f"must be an integer >= {low}{what}")
     return value
+
+
+def int_in(option: str, value: int, low: int, high: int, what: str = "") -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        fail(option, value, f"must be an integer in [{low}, {high}]{what}")
+    return value
+
+
+# CLI option -> the gpuio.Engine keyword it sets. The range is the engine's own (C++ engine_option_ranges),
+# checked here before any work, and the error names the CLI option, not the keyword.
+ENGINE_OPTIONS = {"--workers": "workers", "--engine-qd": "queue_depth", "--block-size": "block_size"}
+
+
+def engine_option(option: str, value: int) -> int:
+    """``value`` of the engine knob that ``option`` sets, refused unless the engine takes it."""
+    from gpuio.engine import check_option
+    name = ENGINE_OPTIONS[option]
+    try:
+        check_option(name, value)
+    except (ValueError, TypeError) as e:
+        why = str(e).removeprefix(f"{name}={value} ")
+        fail(option, value, f"{why} (the engine's {name})")
+    return value
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (what can be allocated without swapping), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_for(option: str, value, need_bytes: int, what: str) -> None:
+    """Refuses ``value`` when ``what`` would need more memory than this machine has available."""
+    have = available_memory_bytes()
+    if have is not None and need_bytes > have:
+        fail(option, value, f"{what} needs {need_bytes / (1 << 30):.3g} GiB of memory, "
+                            f"{have / (1 << 30):.3g} GiB is available")
 
 
 def number_in(option: str, value: float, low: float, high: float, low_open: bool = False) -> float:
@@ -164,36 +208,54 @@ def output_dir(option: str, path: str) -> str:
         fail(option, path, "no such directory")
     if not os.path.isdir(path):
         fail(option, path, "not a directory")
+    why = _unwritable(path)
+    if why:
+        fail(option, path, f"cannot write into this directory ({why})")
+    return path
+
+
+def _unwritable(folder: str) -> str | None:
+    """Why a new file cannot be made in folder (tried, then removed), or None when it can."""
     import tempfile
     try:
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".gpuio-probe-")
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".gpuio-probe-")
     except OSError as e:
-        fail(option, path, f"cannot write into this directory ({e.strerror})")
+        return e.strerror
     os.close(fd)
     os.unlink(probe)
-    return path
+    return None
 
 
-def output_file(option: str, path: str, overwrite: bool = True) -> str:
-    """A file this command will write: tried now (an existing one opened for writing without truncating
-    it, a new one created and removed again), so an unwritable place is refused before the work. An
-    existing file is refused when ``overwrite`` is False."""
-    if os.path.isdir(path):
-        fail(option, path, "is a directory, not a file")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        fail(option, path, f"folder {folder} does not exist")
-    existed = os.path.exists(path)
-    if existed and not overwrite:
-        fail(option, path, "exists; pass --force to replace it")
+def output_file(option: str, path: str, force: bool = False, ours=None) -> str:
+    """A file this command will write (through gpuio._files.atomic_output, so a failure leaves nothing):
+    refused now when it is not a regular file (a device, fifo, directory, or a symlink to one: always), when
+    it exists and neither --force nor ``ours(path)`` allows replacing it, or when its folder is missing or
+    not writable. Free space: data_space."""
+    from gpuio import _files
     try:
-        fd = os.open(path, os.O_WRONLY if existed else os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError as e:
-        fail(option, path, f"cannot write it ({e.strerror})")
-    os.close(fd)
-    if not existed:
-        os.unlink(path)
+        _files.destination(path, overwrite=force, ours=ours)
+    except _files.OutputRefused as e:
+        fail(option, path, e.reason + ("; pass --force to replace it" if e.forceable else
+                                       "; gpuio never writes over one"))
+    except FileNotFoundError as e:
+        fail(option, path, e.strerror)
+    folder = os.path.dirname(os.path.realpath(path))
+    why = _unwritable(folder)
+    if why:
+        fail(option, path, f"cannot write into {folder} ({why})")
     return path
+
+
+def data_space(option: str, value, path: str, need_bytes: int, ours=None) -> None:
+    """Refuses ``value`` (of ``option``) when the file system of ``path`` lacks room for ``need_bytes``; an
+    existing file there that ``ours`` recognises is replaced, so its bytes count as free."""
+    from gpuio import _files
+    real = os.path.realpath(path)
+    reclaim = os.path.getsize(real) if ours is not None and os.path.isfile(real) and ours(real) else 0
+    try:
+        _files.check_space(real, need_bytes, reclaim)
+    except OSError as e:
+        fail(option, value, e.strerror if path == value else f"{path} {e.strerror}")
 
 
 # -- source files of `gpuio import` ------------------------------------------------------------------------
@@ -201,19 +263,16 @@ def npy_source(option: str, path: str):
     """The array of a .npy file, memory-mapped, after checking its header and that the file holds all the
     data the header promises (a truncated or corrupt file is refused here, not halfway through)."""
     import numpy as np
+
+    from gpuio._npy import read_header
     try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dt = np.lib.format.read_array_header_1_0(f)
-            else:
-                shape, fortran, dt = np.lib.format.read_array_header_2_0(f)
-            offset = f.tell()
-    except (ValueError, OSError, EOFError, SyntaxError) as e:
-        fail(option, path, f"not a valid .npy file ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
-    if dt.hasobject:
-        fail(option, path, ".npy of Python objects cannot be imported")
-    need_bytes = offset + math.prod(shape) * dt.itemsize
+        h = read_header(path)  # strict (objects refused too), one line whatever is wrong
+    except ValueError as e:
+        fail(option, path, str(e).removeprefix(f"{path}: "))
+    except OSError as e:
+        fail(option, path, f"cannot read it ({e.strerror})")
+    shape, dt = h.shape, h.dtype
+    need_bytes = h.data_offset + math.prod(shape) * dt.itemsize
     have = os.path.getsize(path)
     if have < need_bytes:
         fail(option, path, f"truncated .npy: header says {shape} {dt} ({need_bytes} bytes), the file has {have}")

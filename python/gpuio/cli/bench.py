@@ -11,58 +11,75 @@ import typer
 def bench(
     mode: Optional[str] = typer.Argument(None, metavar="[apps|ceiling]",
                                          help="apps: the applications (gpuio.apps) at --size tiny|small|medium|large "
-                                              "(--workload picks apps, --file is their directory, --cold, --json). "
+                                              "(--workload picks apps, --file is their directory or files: an "
+                                              "existing file only with --force, --cold, --json). "
                                               "ceiling: the engine over N emulated devices, host and GPU memory "
                                               "(benchmarks/engine_ceiling.py's default grid; --quick, --json)."),
-    size: str = typer.Option("1G", help="Data file size (e.g. 512M, 8G); written with real data once, reused."),
-    file: str = typer.Option("gpuio-bench.dat", help="Data file (created in the current directory by default)."),
+    size: str = typer.Option("1G", help="Data file size (e.g. 512M, 8G); written with real data once, reused. "
+                                        "The file system must have room for it (checked first)."),
+    file: str = typer.Option("gpuio-bench.dat", help="Data file (created in the current directory by default). "
+                                                     "An existing file is reused or rewritten only when gpuio wrote "
+                                                     "it (its first 4 KiB hold gpuio's seeded data pattern); any "
+                                                     "other file only with --force, and never a device, fifo or "
+                                                     "directory."),
     repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
     seconds: float = typer.Option(1.0, min=0.01, help="Seconds per measured pass."),
-    workers: int = typer.Option(2, min=1, help="Engine worker threads (fixed)."),
+    workers: int = typer.Option(2, min=1, help="Engine worker threads (fixed; at most the engine's workers limit)."),
     cold: bool = typer.Option(False, "--cold", help="sync + drop caches before each pass (needs root)."),
     workload: Optional[List[str]] = typer.Option(None, help="Only workloads whose name contains this (repeatable)."),
     backend: Optional[List[str]] = typer.Option(None, help="Engine backends: uring, posix (default: both)."),
     engine_qd: Optional[List[int]] = typer.Option(None, "--engine-qd",
                                                   help="Engine ring depths per worker to try (default: 32 and 128)."),
-    json_path: str = typer.Option("gpuio-bench.json", "--json", help="Where the full results go."),
+    json_path: str = typer.Option("gpuio-bench.json", "--json",
+                                  help="Where the full results go (apps: gpuio-apps-bench.json, ceiling: "
+                                       "gpuio-ceiling.json by default)."),
     plot: Optional[str] = typer.Option(None, help="Write a PNG of the ratios here (needs matplotlib)."),
-    quick: bool = typer.Option(False, help="Tiny CI run: 64M file, 1 round, 0.05 s passes."),
+    quick: bool = typer.Option(False, "--quick", help="Tiny CI run: 64M file, 1 round, 0.05 s passes."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --json/--plot files, and a --file that "
+                                                      "gpuio did not write. Without it they are refused."),
+    verbose: bool = typer.Option(False, "--verbose", help="apps/ceiling: every diagnostic line and the full-width "
+                                                          "tables (default: a summary that fits 100 columns)."),
 ) -> None:
     from .. import bench as gb
-    from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS
+    from ..bench import datafile
+    from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS, RAW_GRID
     from . import _check
 
     if mode is not None:  # `gpuio bench apps`: its own runner and sizes (cli/bench_apps.py), checked there
         _check.choice("[mode]", mode, ("apps", "ceiling"))
-        _check.output_file("--json", json_path)
+        if json_path == "gpuio-bench.json":
+            json_path = f"gpuio-{'apps-bench' if mode == 'apps' else 'ceiling'}.json"
+        _check.output_file("--json", json_path, force)
         if mode == "ceiling":
-            from ..bench import ceiling
-
-            small = dict(kinds=("null", "sim", "paced", "paced-null"), devices="1,2", workers="1,2", seconds=0.03, batch=512,
-                         queue_depth=64, shm_mib=2, latency_reads=20, latency_rounds=1, judge_s=0.03) if quick else {}
-            res = ceiling.run(log=lambda m: print(m, flush=True), **small)
-            path = "gpuio-ceiling.json" if json_path == "gpuio-bench.json" else json_path
-            ceiling.write_json(res, path)
-            print(f"JSON: {path}")
-            return None
+            return _ceiling(quick, json_path, verbose, force)
         from .bench_apps import SIZE_DEFAULT, bench_apps
-        return bench_apps(SIZE_DEFAULT if size == "1G" else size, cold,
-                          "gpuio-apps-bench.json" if json_path == "gpuio-bench.json" else json_path, workload,
-                          None if file == "gpuio-bench.dat" else file)
+        return bench_apps(SIZE_DEFAULT if size == "1G" else size, cold, json_path, workload,
+                          None if file == "gpuio-bench.dat" else file, verbose=verbose, force=force)
     if quick:
         size, repeats, seconds = ("64M" if size == "1G" else size), 1, min(seconds, 0.05)
     nbytes = _check.size("--size", size, minimum=1 << 20)
-    _check.output_file("--file", file)
+    if nbytes % 4096:
+        _check.fail("--size", size, "must be a whole number of 4 KiB blocks")
+    _check.output_file("--file", file, force, ours=datafile.is_ours)
+    _check.data_space("--size", size, file, nbytes, ours=datafile.is_ours)
+    _check.engine_option("--workers", workers)
     try:
         chosen = gb.workloads.select(workload)
     except ValueError as e:
         _check.fail("--workload", ",".join(workload or []), str(e))
+    # every workload needs a batch of requests for the engine, one request per thread for the raw grid
+    threads = max(c.threads for c in RAW_GRID)
+    w = max(chosen, key=lambda w: max(threads, w.batch_requests) * w.request_bytes)
+    requests = max(threads, w.batch_requests)
+    if nbytes < requests * w.request_bytes:
+        _check.fail("--size", size, f"{w.name} needs at least {requests * w.request_bytes} bytes ({requests} "
+                                    f"requests: an engine batch, and one per thread of the raw reference)")
     _check.choices("--backend", backend or ENGINE_BACKENDS, ENGINE_BACKENDS)
     for qd in engine_qd or ():
-        _check.int_at_least("--engine-qd", qd, 1)
-    _check.output_file("--json", json_path)
+        _check.engine_option("--engine-qd", qd)
+    _check.output_file("--json", json_path, force)
     if plot:
-        _check.output_file("--plot", plot)
+        _check.output_file("--plot", plot, force)
         _check.need("matplotlib", "--plot")
 
     from rich.console import Console
@@ -76,9 +93,12 @@ def bench(
                    workers=workers, cold=cold, backends=tuple(backend or ENGINE_BACKENDS),
                    engine_queue_depths=tuple(engine_qd or ENGINE_QUEUE_DEPTHS))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    if not console.is_terminal:  # the progress bar shows nothing there: say what the wait is for
+        console.print(f"writing {size} of data to {file} (unless a complete one of gpuio's is there), then "
+                      f"{gb.runner.passes(o)} measured passes")
     with Progress(*columns, console=console, transient=True) as bar:
         t = bar.add_task(f"writing {size} of data to {file}", total=nbytes)
-        wrote = gb.create_data_file(path, nbytes, progress=lambda d, _: bar.update(t, completed=d))
+        wrote = gb.create_data_file(path, nbytes, progress=lambda d, _: bar.update(t, completed=d), overwrite=force)
         bar.remove_task(t)
         t = bar.add_task("measuring", total=gb.runner.passes(o))
 
@@ -94,11 +114,40 @@ def bench(
     elif not cold:
         console.print("[dim]page cache not dropped (no --cold); every pass uses O_DIRECT, which bypasses it[/]")
     console.print(_table(rows, size, regime, info))
-    report.write_json(json_path, report.document(info, rows, out["samples"]))
+    if quick:
+        console.print("[dim]--quick: one 0.05 s pass per configuration, a smoke test whose ratios are rough; "
+                      "measure without --quick[/]")
+    report.write_json(json_path, report.document(info, rows, out["samples"]), overwrite=force)
     console.print(f"JSON: {json_path}")
     if plot:
-        report.plot(plot, rows, f"gpuio / raw, {info['device']} ({info['host']}), {regime}, {size}")
+        report.plot(plot, rows, f"gpuio / raw, {info['device']} ({info['host']}), {regime}, {size}", overwrite=force)
         console.print(f"plot: {plot}")
+
+
+def _ceiling(quick: bool, json_path: str, verbose: bool, force: bool) -> None:
+    """Runs benchmarks/engine_ceiling.py's grid. verbose: its whole log as it comes (every measured point,
+    full-width tables); else a transient status line while it runs, then bench_views.ceiling_lines."""
+    from rich.console import Console
+
+    from ..bench import ceiling
+    from .bench_views import ceiling_lines
+
+    small = dict(kinds=("null", "sim", "paced", "paced-null"), devices="1,2", workers="1,2", seconds=0.03, batch=512,
+                 queue_depth=64, shm_mib=2, latency_reads=20, latency_rounds=1, judge_s=0.03) if quick else {}
+    if verbose:
+        res = ceiling.run(log=lambda m: print(m, flush=True), **small)
+    else:
+        kept: list[str] = []
+        with Console().status("gpuio bench ceiling") as status:
+            def log(m: str) -> None:
+                if m.startswith(("JUDGED", "SKIP")):
+                    kept.append(m)
+                status.update(m.strip().splitlines()[0][:90] if m.strip() else "")
+            res = ceiling.run(log=log, **small)
+        for line in ceiling_lines(res, kept):
+            print(line)
+    ceiling.write_json(res, json_path, overwrite=force)
+    print(f"JSON: {json_path}")
 
 
 def _table(rows, size, regime, info):

@@ -113,7 +113,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     if igbh and not os.path.isdir(igbh):
         _check.fail("--igbh", igbh, "no such directory (an IGBH `processed` folder)")
     if json_out and os.environ.get("RANK", "0") == "0":  # only rank 0 writes it; ranks trying it at once raced
-        _check.output_file("--json", json_out)
+        _check.output_file("--json", json_out, force=True)  # replaced as before; never a device
     if save_params:
         _check.output_dir("--save-params", os.path.dirname(os.path.abspath(save_params)))
     _check.need("torch", "gpuio demo --hetero")

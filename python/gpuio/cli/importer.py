@@ -39,16 +39,20 @@ def _source(src: str, dtype: str | None, shape: str | None):
 
 
 def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"),
-            dst: str = typer.Argument(..., help="TensorFile to create (.npy)"),
+            dst: str = typer.Argument(..., help="TensorFile to create (.npy); written under a temporary name in "
+                                                "its folder and renamed when complete, so a failed import leaves "
+                                                "nothing"),
             dtype: str = typer.Option(None, help="element type of a raw source: a NumPy name or bfloat16 "
                                                  "(e.g. float32, bfloat16, float16, int64)"),
             shape: str = typer.Option(None, help="shape of a raw source, e.g. 1000000,128 (-1 once allowed); "
                                                  "must hold exactly the file's elements"),
-            block_size: int = typer.Option(4096, help="block size of the TensorFile (a power of two >= 512)"),
-            force: bool = typer.Option(False, "--force", help="replace DST if it exists")) -> None:
+            block_size: int = typer.Option(4096, help="block size of the TensorFile (a power of two in the "
+                                                      "engine's block_size range)"),
+            force: bool = typer.Option(False, "--force", help="replace DST if it exists (never a device, fifo or "
+                                                              "directory)")) -> None:
     _check.input_file("SRC", src)
-    _check.power_of_two("--block-size", block_size, 512)
-    _check.output_file("DST", dst, overwrite=force)
+    _check.engine_option("--block-size", block_size)
+    _check.output_file("DST", dst, force)
     if os.path.exists(dst) and os.path.samefile(src, dst):
         _check.fail("DST", dst, "is the source file")
     _check.need("torch", "gpuio import")
@@ -56,23 +60,38 @@ def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"
     if arr.ndim == 0:
         _check.fail("SRC", src, "holds a scalar; a TensorFile needs at least one dimension")
 
-    import torch
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from gpuio.tensor import TensorFile
-    if force and os.path.exists(dst):
-        os.unlink(dst)  # told to replace it
-    row_bytes = max(1, math.prod(arr.shape[1:]) * et.numpy.itemsize)
-    step = max(1, CHUNK_BYTES // row_bytes)
-    with TensorFile.create(dst, tuple(arr.shape), et, block_size=block_size) as tf, Progress(
-            TextColumn(f"{os.path.basename(src)} -> {os.path.basename(dst)}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn()) as bar:
-        task = bar.add_task("import", total=arr.shape[0] * row_bytes)
-        for lo in range(0, arr.shape[0], step):
-            hi = min(lo + step, arr.shape[0])
+    from gpuio.tensor import file_bytes
+    _check.data_space("DST", dst, dst, file_bytes(tuple(arr.shape), et, block_size))
+    with Progress(TextColumn(f"{os.path.basename(src)} -> {os.path.basename(dst)}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn()) as bar:
+        task = bar.add_task("import", total=math.prod(arr.shape) * et.numpy.itemsize)
+        offset = convert(arr, et, dst, block_size, force, progress=lambda n: bar.advance(task, n))
+    typer.echo(f"{dst}: shape {tuple(arr.shape)}, dtype {et.name}, data at byte {offset}")
+
+
+def convert(arr, et, dst: str, block_size: int = 4096, overwrite: bool = False, progress=None,
+            chunk_bytes: int = CHUNK_BYTES) -> int:
+    """Writes `arr` (a NumPy array or memmap, converted without loading it whole, or a torch tensor) of gpuio
+    element type `et` into a new TensorFile at `dst`, `chunk_bytes` of rows at a time; progress(bytes) after
+    each chunk. Through gpuio._files.atomic_output: free space checked first, and a failure (ENOSPC, Ctrl-C)
+    leaves no file at `dst` (an old one stays as it was). Returns the TensorFile's data offset."""
+    import torch
+
+    from gpuio import _files
+    from gpuio.tensor import TensorFile, file_bytes
+    shape = tuple(arr.shape)
+    row_bytes = max(1, math.prod(shape[1:]) * et.numpy.itemsize)
+    step = max(1, chunk_bytes // row_bytes)
+    with _files.atomic_output(dst, overwrite=overwrite, need_bytes=file_bytes(shape, et, block_size)) as tmp, \
+            TensorFile.create(tmp, shape, et, block_size=block_size, overwrite=True) as tf:
+        for lo in range(0, shape[0], step):
+            hi = min(lo + step, shape[0])
             rows = arr[lo:hi]  # the stored bits (bfloat16 from uint16 words by a view, never a value cast)
             if not isinstance(rows, torch.Tensor):
                 rows = torch.from_numpy(np.array(rows, dtype=et.numpy)).view(et.torch)
             tf.scatter(torch.arange(lo, hi), rows)
-            bar.advance(task, (hi - lo) * row_bytes)
-    typer.echo(f"{dst}: shape {tuple(arr.shape)}, dtype {et.name}, data at byte {tf.data_offset}")
+            if progress is not None:
+                progress((hi - lo) * row_bytes)
+    return tf.data_offset

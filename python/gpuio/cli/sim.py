@@ -39,19 +39,28 @@ def presets() -> None:
         typer.echo(p)
 
 
+TRACE_FORMATS = ("auto", "disksim", "disksim-ms", "disksim-ns", "blkparse")
+
+
 @app.command()
-def replay(trace: Path = typer.Argument(..., help="DiskSim ASCII or blkparse text trace"),
+def replay(trace: Path = typer.Argument(..., help="DiskSim ASCII or blkparse text trace (see --format)"),
            preset: str = typer.Option("znand", help="SSD preset: znand | tlc"),
-           format: str = typer.Option("auto", help="auto | disksim | blkparse"),
+           format: str = typer.Option("auto", help="disksim: DiskSim ASCII, one request a line: 'time device lba "
+                                                   "sectors flags' (512 B sectors; flags bit 0: 1 read, 0 write), "
+                                                   "time in DiskSim's float milliseconds (0.250) or, when no time "
+                                                   "in the file has a '.', integer nanoseconds; disksim-ms / "
+                                                   "disksim-ns: that unit, whatever the file holds; blkparse: "
+                                                   "blkparse's default text (Q events); auto: blkparse when the "
+                                                   "first field has a comma, else disksim"),
            queue_depth: Optional[int] = typer.Option(None, help="entries per host queue (preset default: 64)"),
            prefill: float = typer.Option(0.0, help="fraction of the drive mapped before the run (steady-state GC)"),
            repeat: int = typer.Option(1, help="replay the trace this many times back to back"),
            as_json: bool = typer.Option(False, "--json", help="print the full statistics as JSON")) -> None:
-    """Replay a block trace through a simulated SSD."""
+    """Replay a block trace (DiskSim ASCII as published, or blkparse text) through a simulated SSD."""
     from gpuio import sim
     _check.input_file("TRACE", str(trace))
     _check.choice("--preset", preset, sim.presets())
-    _check.choice("--format", format, ("auto", "disksim", "blkparse"))
+    _check.choice("--format", format, TRACE_FORMATS)
     if queue_depth is not None:
         _check.int_at_least("--queue-depth", queue_depth, 1)
     _check.number_in("--prefill", prefill, 0.0, 1.0)
@@ -79,7 +88,10 @@ def synth(preset: str = typer.Option("znand"), requests: int = typer.Option(100_
     """Run a closed-loop synthetic workload (random or sequential, read ratio, queue depth)."""
     from gpuio import sim
     _check.choice("--preset", preset, sim.presets())
-    _check.int_at_least("--requests", requests, 1)
+    limits = sim.limits()
+    _check.int_in("--requests", requests, 1, limits["workload_requests_max"],
+                  f" (the trace is built in memory, {limits['request_bytes']} bytes a request)")
+    _check.memory_for("--requests", requests, requests * limits["request_bytes"], "the synthetic trace")
     _check.int_at_least("--request-bytes", request_bytes, 1)
     _check.number_in("--read-ratio", read_ratio, 0.0, 1.0)
     _check.int_at_least("--queue-depth", queue_depth, 1)
@@ -103,7 +115,8 @@ def zng(report: bool = typer.Option(False, "--report", help="run every platform 
         workloads: Optional[str] = typer.Option(None, help="comma list (default: bfs,pagerank,gemm,stencil,vecadd)"),
         trace: Optional[Path] = typer.Option(None, help="a GPU memory trace file (cycle warp pc address size r/w) instead"),
         platform: Optional[str] = typer.Option(None, help="run one platform only and print its result"),
-        seed: int = typer.Option(1), plots: bool = typer.Option(True, help="write PNG plots (matplotlib)")) -> None:
+        seed: int = typer.Option(1), plots: bool = typer.Option(True, help="write PNG plots (matplotlib)"),
+        force: bool = typer.Option(False, "--force", help="replace report files already in --out")) -> None:
     """ZnG platform study over GPU memory-access traces."""
     from gpuio import sim
     _check.positive_number("--scale", scale)
@@ -114,7 +127,10 @@ def zng(report: bool = typer.Option(False, "--report", help="run every platform 
     if platform:
         _check.choice("--platform", platform, sim.zng_platforms())
     if report:
+        from gpuio.sim_report import PLOT_FILES, REPORT_FILES
         _check.output_dir("--out", str(out))
+        for name in REPORT_FILES + (PLOT_FILES if plots else ()):
+            _check.output_file("--out", str(out / name), force)
         if plots:
             _check.need("matplotlib", "gpuio sim zng --report (plots; --no-plots skips them)")
     try:
@@ -130,7 +146,7 @@ def zng(report: bool = typer.Option(False, "--report", help="run every platform 
             raise _check.InputError("nothing to do: pass --report, or --platform NAME")
         from gpuio.sim_report import zng_report
 
-        rep = zng_report(out, scale=scale, workloads=names, seed=seed, traces=traces, plots=plots)
+        rep = zng_report(out, scale=scale, workloads=names, seed=seed, traces=traces, plots=plots, overwrite=force)
     except (ValueError, FileNotFoundError) as e:
         _fail(e)
     typer.echo((Path(out) / "zng_report.md").read_text())

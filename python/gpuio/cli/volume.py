@@ -1,5 +1,9 @@
 """`gpuio volume ...`: Ceph RBD volumes for gpuio (create/resize/delete/list/info/map/grant/revoke/
-break-lock). Client identity: --conf/--id/--keyring, else CEPH_CONF/CEPH_ARGS/client.admin like `rbd`."""
+break-lock). Client identity: --conf/--id/--keyring, else CEPH_CONF/CEPH_ARGS/client.admin like `rbd`.
+
+Errors in the CLI's style (gpuio.cli): a bad argument or a missing ceph.conf is one line naming it, exit 2,
+before the cluster is contacted; a failure the cluster reports (no such volume, permission, timeout) is one
+line, exit 1."""
 from __future__ import annotations
 
 import json
@@ -7,6 +11,8 @@ import re
 from typing import Optional
 
 import typer
+
+from . import _check
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Ceph RBD volumes: create, resize, delete, list, map blocks to OSDs, grant access.")
@@ -20,23 +26,34 @@ _NAME = typer.Argument(..., help="volume: POOL/IMAGE, POOL/NAMESPACE/IMAGE or IM
 
 
 def _who(conf: str, user: str, keyring: str):
-    from gpuio.volumes import Identity
+    """The client identity, after the input checks: --conf (or the ceph.conf it defaults to) must exist,
+    --keyring too when given."""
+    from gpuio.volumes import Identity, conf_file
+    try:
+        conf_file(conf)
+    except FileNotFoundError as e:
+        if not conf:
+            raise _check.InputError(f"--conf not given and {e.strerror}") from None
+        _check.fail("--conf", conf, e.strerror)
+    if keyring:
+        _check.input_file("--keyring", keyring)
     return Identity(conf=conf, user=user, keyring=keyring)
 
 
-def _size(text: str) -> int:
+def _size(option: str, text: str) -> int:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", text.strip().lower())
     if not m:
-        raise typer.BadParameter(f"size {text!r} is not a byte count like 4096, 64M or 10GiB")
+        _check.fail(option, text, "not a byte count like 4096, 64M or 10GiB")
     return int(float(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2)])
 
 
 def _run(fn):
+    """fn's result; a ValueError/IndexError from the library (a malformed name or argument) becomes an input
+    error (exit 2); a failure the cluster reports propagates to gpuio.cli.main (one line, exit 1)."""
     try:
         return fn()
-    except (OSError, ValueError, IndexError, RuntimeError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+    except (ValueError, IndexError) as e:
+        raise _check.InputError(str(e)) from e
 
 
 @app.command()
@@ -45,7 +62,8 @@ def create(name: str = _NAME, size: str = typer.Argument(..., help="bytes, or wi
            namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
     """Create a volume (an RBD image with the exclusive-lock feature)."""
     from gpuio import volumes
-    v = _run(lambda: volumes.create(name, _size(size), _size(object_size), pool, namespace, _who(conf, id, keyring)))
+    v = _run(lambda: volumes.create(name, _size("SIZE", size), _size("--object-size", object_size), pool, namespace,
+                                    _who(conf, id, keyring)))
     typer.echo(v)
 
 
@@ -54,7 +72,7 @@ def resize(name: str = _NAME, size: str = typer.Argument(...), pool: Optional[st
            namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
     """Grow or shrink a volume."""
     from gpuio import volumes
-    _run(lambda: volumes.resize(name, _size(size), pool, namespace, _who(conf, id, keyring)))
+    _run(lambda: volumes.resize(name, _size("SIZE", size), pool, namespace, _who(conf, id, keyring)))
 
 
 @app.command()
@@ -107,11 +125,18 @@ def map_(name: str = _NAME, block: int = typer.Argument(..., help="engine block 
 def grant(name: str = _NAME, user: str = typer.Argument(..., help="cephx id to create/update, e.g. gpu1"),
           read_only: bool = typer.Option(False, "--read-only", help="read-only caps (default read-write)"),
           out: Optional[str] = typer.Option(None, "--out", "-o", help="keyring file to write (default "
-                                            "./ceph.client.<user>.keyring)"),
+                                            "./ceph.client.<user>.keyring); an existing file only when it is "
+                                            "this user's keyring, or with --force"),
+          force: bool = typer.Option(False, "--force", help="replace --out whatever it holds (never a device, "
+                                                            "fifo or directory)"),
           conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
     """Give a cephx user access to the pool namespace holding NAME (all its volumes); writes its keyring."""
     from gpuio import volumes
-    path = _run(lambda: volumes.grant(name, user, "r" if read_only else "rw", out, _who(conf, id, keyring)))
+    from gpuio.volumes.access import keyring_of
+    if out is not None:
+        _check.output_file("--out", out, force, ours=_run(lambda: keyring_of(user)))
+    path = _run(lambda: volumes.grant(name, user, "r" if read_only else "rw", out, _who(conf, id, keyring),
+                                      overwrite=force))
     typer.echo(path)
 
 

@@ -7,25 +7,23 @@ aligned host memory when no tensor is on CUDA): a piece is filled by device->hos
 waiting, then written by O_DIRECT in place through the engine while the next pieces fill, so up to
 PIECE_SLOTS - 1 writes are in flight while one fills.
 
-Durability and atomicity: the file is written under a temporary name in the destination's directory (its
-blocks reserved first: into holes of an ext4 file O_DIRECT writes allocate one at a time), cut to its exact
+Durability and atomicity (gpuio._files.atomic_output, as every file gpuio writes): the file is written under a
+temporary name in the destination's directory (its blocks reserved first: into holes of an ext4 file O_DIRECT writes allocate one at a time), cut to its exact
 length, fsynced, renamed over the destination and the directory fsynced, so when save_file returns the file
 is on the device, and a crash at any point leaves either the old file or the new one, never a mix. A
 destination that exists and is not a regular file (a directory, a device, a FIFO) is refused; a symbolic link
-is followed (its target is replaced, the link stays).
+is followed (its target is replaced, the link stays), and a replaced file keeps its permissions.
 """
 from __future__ import annotations
 
 import os
-import secrets
-import stat
 import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from .. import _core
+from .. import _core, _files
 from ._format import SafetensorError, dtype_name, header_bytes
 from ._source import _open_io
 
@@ -84,18 +82,6 @@ def layout(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = N
 def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
     """t's bytes as layout() places them: a flat uint8 view (a contiguous copy where t is not contiguous)."""
     return _as_bytes(t)
-
-
-def _destination(path: str) -> tuple[str, int | None]:
-    """The real path to replace (symbolic links followed) and the mode of the file there, if any."""
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except FileNotFoundError:
-        return real, None
-    if not stat.S_ISREG(st.st_mode):
-        raise SafetensorError(f"{path}: exists and is not a regular file; refusing to replace it")
-    return real, stat.S_IMODE(st.st_mode)
 
 
 def _pieces(n: int, nbytes: int, pinned: bool) -> list[torch.Tensor]:
@@ -169,41 +155,31 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str | os.PathLike, met
     header, entries = layout(tensors, metadata)
     total = len(header) + sum(t.numel() * t.element_size() for _, t in entries)
     cudas = {t.device for _, t in entries if t.is_cuda}
-    real, mode = _destination(os.fspath(filename))
-    tmp = os.path.join(os.path.dirname(real), f".{os.path.basename(real)}.{secrets.token_hex(4)}.gpuio-tmp")
     st: dict[str, Any] = {"bytes": total, "alloc_s": 0.0, "copy_wait_s": 0.0, "write_wait_s": 0.0, "pieces": 0}
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666 if mode is None else mode)
-    io = None
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)  # the replaced file's permissions, whatever the umask
-        st["preallocated"] = _core.reserve_space(fd, 0, -(-total // ALIGN) * ALIGN)
-        io = _open_io(tmp, writable=True)
-        _write_stream(fd, io, header, entries, cudas, total, st)
-        src = "+".join(sorted(str(d) for d in cudas))
-        st["data_path"] = (f"{src} -> pinned -> " if cudas else "cpu -> ") + (
-            io.stats()["data_path"] if io is not None else "pwrite")
-        if io is not None:
-            io.close()
+        with _files.atomic_output(filename, overwrite=True) as tmp:  # as safetensors.torch.save_file, it replaces
+            fd = os.open(tmp, os.O_RDWR | os.O_CLOEXEC)
             io = None
-        t = time.perf_counter()
-        os.ftruncate(fd, total)  # safetensors requires the file to end where the last tensor ends
-        os.fsync(fd)
-        os.rename(tmp, real)
-        dfd = os.open(os.path.dirname(real), os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+            try:
+                st["preallocated"] = _core.reserve_space(fd, 0, -(-total // ALIGN) * ALIGN)
+                io = _open_io(tmp, writable=True)
+                _write_stream(fd, io, header, entries, cudas, total, st)
+                src = "+".join(sorted(str(d) for d in cudas))
+                st["data_path"] = (f"{src} -> pinned -> " if cudas else "cpu -> ") + (
+                    io.stats()["data_path"] if io is not None else "pwrite")
+                if io is not None:
+                    io.close()
+                    io = None
+                os.ftruncate(fd, total)  # safetensors requires the file to end where the last tensor ends
+            finally:
+                if io is not None:
+                    io.close()
+                os.close(fd)
+            t = time.perf_counter()  # then atomic_output fsyncs the file, renames it, fsyncs the directory
         st["sync_s"] = time.perf_counter() - t
-    except BaseException:
-        if io is not None:
-            io.close()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    finally:
-        os.close(fd)
+    except _files.OutputRefused:
+        raise SafetensorError(f"{os.fspath(filename)}: exists and is not a regular file; refusing to replace it") \
+            from None
     st["seconds"] = time.perf_counter() - t0
     if stats is not None:
         stats.update(st)

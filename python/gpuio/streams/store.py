@@ -455,6 +455,15 @@ class StreamStore(ForkAware):
                 self._pool = self._walk_pool()
             return check_store(self)
 
+    def __repr__(self) -> str:
+        with self._lock:
+            if self._engine.closed:
+                return f"gpuio.streams.StreamStore({self.paths!r}, closed)"
+            return (f"gpuio.streams.StreamStore({self.paths!r}, streams={len(self._table.live_ids())}, "
+                    f"writers_open={len(self._writers)}, readers_open={sum(self._readers.values())}, "
+                    f"free_blocks={self._pool.free_blocks}/{self._sb.total_blocks}, "
+                    f"sblock_bytes={self.sblock_bytes}, block_size={self.block_size})")
+
     def stats(self) -> dict:
         """Streams, open writers and readers, free and total blocks, buffer slots (free, all, pinned for CUDA),
         whether this process is the store's writer, and the engine's stats."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 
+from gpuio import _files
+
 from .api import Identity, _who, parts
 
 ACCESS = {"r": "profile rbd-read-only", "rw": "profile rbd"}
@@ -40,12 +42,30 @@ def _mon(c, cmd: dict):
     return json.loads(out) if out else None
 
 
+def keyring_of(user: str):
+    """A test for gpuio._files: True for a keyring file of `user` ('[client.<user>]' first), which grant() may
+    replace with the same user's new one."""
+    entity = _user(user)
+
+    def ours(path: str) -> bool:
+        try:
+            with open(path, "rb") as f:
+                return f.read(len(entity) + 3).rstrip(b"\n") == f"[{entity}]".encode()
+        except OSError:
+            return False
+    return ours
+
+
 def grant(volume: str, user: str, access: str = "rw", keyring: str | None = None,
-          who: Identity | None = None) -> str:
+          who: Identity | None = None, overwrite: bool = False) -> str:
     """Give user access ("r" or "rw") to the namespace holding volume (creating the user, or replacing its
-    caps). Writes the user's keyring to `keyring` (default ./ceph.<user>.keyring); returns that path."""
+    caps). Writes the user's keyring to `keyring` (default ./ceph.<user>.keyring, mode 0600); returns that path.
+    An existing file there is replaced only when it is this user's keyring or with overwrite=True (checked
+    before the cluster is changed; never a non-regular file)."""
     pool, ns, _ = parts(volume)
     entity = _user(user)
+    path = keyring or os.path.join(os.getcwd(), f"ceph.{entity}.keyring")
+    _files.destination(path, overwrite=overwrite, ours=keyring_of(entity))
     want = caps(pool, ns, access)
     c = _who(who).client()
     rc, _, _ = c.mon_command(json.dumps({"prefix": "auth get", "entity": entity, "format": "json"}))
@@ -53,10 +73,7 @@ def grant(volume: str, user: str, access: str = "rw", keyring: str | None = None
         _mon(c, {"prefix": "auth caps", "entity": entity, "caps": want})
     key = _mon(c, {"prefix": "auth get-or-create", "entity": entity, "caps": want})
     key = key[0]["key"] if isinstance(key, list) else key["key"]
-    path = keyring or os.path.join(os.getcwd(), f"ceph.{entity}.keyring")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"[{entity}]\n\tkey = {key}\n")
+    _files.write_text(path, f"[{entity}]\n\tkey = {key}\n", overwrite=overwrite, ours=keyring_of(entity), mode=0o600)
     return path
 
 

@@ -13,7 +13,9 @@ the defaults the `rbd` tool takes: CEPH_CONF (else /etc/ceph/ceph.conf), CEPH_AR
 from __future__ import annotations
 
 import builtins
+import errno
 import json
+import os
 from dataclasses import dataclass
 
 from gpuio.engine import DEFAULTS as ENGINE_DEFAULTS
@@ -54,12 +56,43 @@ class Identity:
     timeout_s: int = DEFAULTS["timeout_s"]
 
     def client(self):
-        """A connected librados client (gpuio._core.RbdClient). Raises PermissionError/OSError."""
+        """A connected librados client (gpuio._core.RbdClient). Raises PermissionError/OSError, and
+        FileNotFoundError naming the places tried when there is no ceph.conf (conf_file)."""
+        conf_file(self.conf)
         return _usable_core().RbdClient(self.conf, self.user, self.keyring, self.timeout_s)
 
     def rbd_options(self, **extra) -> dict:
         """The engine's `rbd=` options (conf, user, keyring, timeout_s) of this identity, plus `extra`."""
+        conf_file(self.conf)
         return dict(conf=self.conf, user=self.user, keyring=self.keyring, timeout_s=self.timeout_s, **extra)
+
+
+def conf_file(conf: str = "") -> str:
+    """The ceph.conf a client with this `conf` reads: `conf` itself, else a `-c/--conf` in CEPH_ARGS, else
+    $CEPH_CONF, else the first that exists of librados' search list (/etc/ceph/ceph.conf, ~/.ceph/ceph.conf,
+    ./ceph.conf). FileNotFoundError naming the file, or every place tried, when there is none."""
+    if conf:
+        if not os.path.isfile(conf):
+            raise FileNotFoundError(errno.ENOENT, f"ceph.conf {conf!r} does not exist", conf)
+        return conf
+    args = os.environ.get("CEPH_ARGS", "").split()
+    for i, a in enumerate(args):
+        if a in ("-c", "--conf") and i + 1 < len(args):
+            return conf_file(args[i + 1])
+        if a.startswith("--conf="):
+            return conf_file(a.partition("=")[2])
+    env = os.environ.get("CEPH_CONF", "")
+    if env:
+        if not os.path.isfile(env):
+            raise FileNotFoundError(errno.ENOENT, f"ceph.conf {env!r} (from CEPH_CONF) does not exist", env)
+        return env
+    tried = ["/etc/ceph/ceph.conf", os.path.expanduser("~/.ceph/ceph.conf"), "./ceph.conf"]
+    for path in tried:
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(errno.ENOENT, f"no ceph.conf: CEPH_CONF is unset and none of "
+                                          f"{', '.join(tried)} exists (`gpuio cluster up` starts a throwaway "
+                                          f"cluster and prints its conf)", "ceph.conf")
 
 
 def _who(who: Identity | None) -> Identity:

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 # Documented defaults (one place): `gpuio cluster up` and the test fixture use these.
 DEFAULTS = {
     "osds": 3,                   # OSD daemons (BlueStore on sparse files)
+    "osds_max": 16,              # a one-node throwaway cluster: each OSD is a daemon (~30 threads, up to
+                                 # osd_memory_bytes of RAM); more only loads the node, it adds no disks
     "size": 2,                   # replicas of the rbd pool
     "pool": "rbd",               # the pool volumes go to
     "pgs": 32,                   # placement groups of that pool
@@ -315,8 +317,9 @@ def up(dir: str | None = None, osds: int = DEFAULTS["osds"], size: int = DEFAULT
     """Start a cluster in dir (created; must not hold a running one) and wait for active+clean.
     mgr=False starts no mgr (what the GPU machine's carried .debs allow): then "ready" means every OSD up
     and an image created in the pool, since the PG states are the mgr's."""
-    if not isinstance(osds, int) or osds < 1:
-        raise ValueError(f"osds must be an int >= 1, got {osds!r}")
+    if not isinstance(osds, int) or isinstance(osds, bool) or not 1 <= osds <= DEFAULTS["osds_max"]:
+        raise ValueError(f"osds must be an int in [1, {DEFAULTS['osds_max']}] (OSD daemons on this one node), "
+                         f"got {osds!r}")
     if not isinstance(size, int) or not 1 <= size <= osds:
         raise ValueError(f"size (replicas) must be an int in [1, osds={osds}], got {size!r}")
     missing = missing_tools(mgr)

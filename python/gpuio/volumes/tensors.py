@@ -8,8 +8,6 @@ boundary, rows packed after it) written to the volume's first bytes, and the sam
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from gpuio._npy import MAGIC, parse_header
@@ -31,15 +29,13 @@ def create_tensor(name: str, shape, dtype="float32", block_size: int = 4096, who
                   object_size: int = api.DEFAULTS["object_size"], **engine_options):
     """A new zero-filled TensorFile on a new volume `name` sized for it; opened read-write (lock held)."""
     from gpuio._dtypes import element_type
-    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, _header
+    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, _header, file_bytes
 
     TensorFile._check_block_size(block_size)
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     dtype = element_type(dtype)
     offset = max(DATA_ALIGN_BYTES, block_size)
-    nbytes = math.prod(shape) * dtype.numpy.itemsize
-    size = offset + max(block_size, -(-nbytes // block_size) * block_size)
-    v = api.create(name, size, object_size=object_size, who=who)
+    v = api.create(name, file_bytes(shape, dtype, block_size), object_size=object_size, who=who)
     opts = _engine_options(v, "r+", who, 0, False, dict(engine_options))
     header = np.frombuffer(_header(dtype, shape, offset), np.uint8)
     tf = TensorFile._new(v, shape, dtype, offset, block_size, True, opts)
