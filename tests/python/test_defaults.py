@@ -80,6 +80,39 @@ def test_every_engine_keyword_is_in_the_table_with_cpps_default():
         assert f"{n}: " in gpuio.Engine.attach_gpu.__doc__, n
 
 
+def _signature_defaults(fn) -> dict:
+    return {n: p.default for n, p in inspect.signature(fn).parameters.items() if p.default is not p.empty}
+
+
+def test_signatures_take_their_defaults_from_the_table():
+    from gpuio.cache import FeatureStore
+    from gpuio.device_array import DeviceArray
+    from gpuio.streams import StreamStore
+    from gpuio.tensor import TensorFile
+    from gpuio.volumes import api, cluster, tensors
+
+    def agree(fn, owner, skip=()):
+        table = defaults.defaults_of(owner)
+        got = {k: v for k, v in _signature_defaults(fn).items() if k in table and k not in skip}
+        assert got and got == {k: table[k] for k in got}, (fn.__qualname__, got)
+
+    agree(StreamStore.__init__, "streams")
+    assert set(_signature_defaults(StreamStore.__init__)) == set(defaults.defaults_of("streams"))
+    agree(FeatureStore.__init__, "cache")
+    agree(DeviceArray.__init__, "array")
+    agree(DeviceArray.open, "array")
+    agree(cluster.up, "cluster")
+    none_is_the_table = ("pool", "namespace")  # None: the table's value, looked up when called
+    agree(api.create, "volumes", none_is_the_table)
+    agree(api.map, "volumes", none_is_the_table)
+    agree(tensors.open_tensor, "volumes", none_is_the_table)
+    for fn in (TensorFile.create, TensorFile.open, DeviceArray.create, DeviceArray.open, engine_mod.Engine.open_target):
+        agree(fn, "engine")
+    agree(engine_mod.open_files, "engine", ("direct",))  # direct=None: O_DIRECT where the file system takes it
+    from gpuio.cache.page_cache import POLICIES
+    assert POLICIES == defaults.knob("cache.policy").choices
+
+
 def _other_value(k):
     """A valid value of knob k that differs from its default."""
     if k.type == "bool":
