@@ -222,3 +222,48 @@ def test_open_files_own_engine_starts_from_the_settings(tmp_path):
         assert t.engine._options["queue_depth"] == 16
     finally:
         t.close()
+
+
+def test_cli_knob_options_default_from_the_table():
+    """Every CLI option named like an engine knob takes the table's default, or states its own with a reason."""
+    import typer.main
+
+    from gpuio.cli import _knobs, _register, app
+
+    _register()
+    engine_keys = {k.key for k in defaults.knobs("engine")}
+    seen = set()
+
+    def walk(cmd, path):
+        for sub_name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, path + (sub_name,))
+        for p in getattr(cmd, "params", []):
+            if p.name in engine_keys:
+                seen.add((path, p.name))
+                own = _knobs.OWN_DEFAULTS.get((path[0], p.name)) or _knobs.NOT_KNOBS.get((" ".join(path), p.name))
+                if own is None:
+                    knob = "volumes.block_size" if path[0] == "volume" else p.name
+                    assert p.default == defaults.knob(knob).default, (path, p.name, p.default)
+                elif (path[0], p.name) in _knobs.OWN_DEFAULTS:
+                    assert p.default == own[0]
+
+    walk(typer.main.get_command(app), ())
+    assert (("import",), "block_size") in seen and (("bench",), "workers") in seen
+
+
+def test_gpuio_defaults_lists_every_knob(capsys):
+    from gpuio.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["defaults", "--json"])
+    assert e.value.code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == [k.name for k in defaults.knobs()]
+    with pytest.raises(SystemExit) as e:
+        main(["defaults", "--owner", "engine"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "  workers = 0" in out and "GPUIO_WORKERS" in out
+    with pytest.raises(SystemExit) as e:
+        main(["defaults", "--owner", "nope"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and "--owner" in err

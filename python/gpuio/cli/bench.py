@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from . import _knobs
+
 
 def bench(
     mode: Optional[str] = typer.Argument(None, metavar="[apps|ceiling]",
@@ -18,7 +20,7 @@ def bench(
     file: str = typer.Option("gpuio-bench.dat", help="Data file (created in the current directory by default)."),
     repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
     seconds: float = typer.Option(1.0, min=0.01, help="Seconds per measured pass."),
-    workers: int = typer.Option(2, min=1, help="Engine worker threads (fixed)."),
+    workers: int = _knobs.option("bench", "workers", min=1, help="Engine worker threads (fixed)."),
     cold: bool = typer.Option(False, "--cold", help="sync + drop caches before each pass (needs root)."),
     workload: Optional[List[str]] = typer.Option(None, help="Only workloads whose name contains this (repeatable)."),
     backend: Optional[List[str]] = typer.Option(None, help="Engine backends: uring, posix (default: both)."),

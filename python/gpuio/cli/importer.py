@@ -12,7 +12,7 @@ import os
 import numpy as np
 import typer
 
-from . import _check
+from . import _check, _knobs
 
 CHUNK_BYTES = 64 << 20  # bytes converted per step: bounds memory use
 
@@ -44,10 +44,10 @@ def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"
                                                  "(e.g. float32, bfloat16, float16, int64)"),
             shape: str = typer.Option(None, help="shape of a raw source, e.g. 1000000,128 (-1 once allowed); "
                                                  "must hold exactly the file's elements"),
-            block_size: int = typer.Option(4096, help="block size of the TensorFile (a power of two >= 512)"),
+            block_size: int = _knobs.option("import", "block_size", help="block size of the TensorFile"),
             force: bool = typer.Option(False, "--force", help="replace DST if it exists")) -> None:
     _check.input_file("SRC", src)
-    _check.power_of_two("--block-size", block_size, 512)
+    _knobs.check("--block-size", "block_size", block_size)
     _check.output_file("DST", dst, overwrite=force)
     if os.path.exists(dst) and os.path.samefile(src, dst):
         _check.fail("DST", dst, "is the source file")
