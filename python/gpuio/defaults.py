@@ -75,9 +75,11 @@ class Knob:
             return " | ".join(self.choices)
         if self.min is None and self.max is None:
             return ""
-        lo = "" if self.min is None else _human(self.min)
-        hi = "" if self.max is None else _human(self.max)
-        return ("power of two " if self.pow2 else "") + f"[{lo}, {hi}]"
+        if self.max is None:
+            return f">= {_human(self.min)}"
+        if self.min is None:
+            return f"<= {_human(self.max)}"
+        return ("power of two " if self.pow2 else "") + f"[{_human(self.min)}, {_human(self.max)}]"
 
 
 def _human(v: Any) -> str:
@@ -260,8 +262,12 @@ def check(name: str, value: Any) -> None:
                         f"{value!r}")
     if k.choices and value not in k.choices:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(k.choices)}")
-    if (k.min is not None and value < k.min) or (k.max is not None and value > k.max):
-        raise ValueError(f"{name}={value!r} must lie in {k.range_text()}")
+    pow2_bad = k.pow2 and (value <= 0 or value & (value - 1))
+    if (k.min is not None and value < k.min) or (k.max is not None and value > k.max) or pow2_bad:
+        rt = k.range_text()
+        raise ValueError(f"{name}={value!r} must " + (f"be {rt}" if rt.startswith((">", "<")) else
+                                                     f"be a {rt.replace('[', 'in [', 1)}" if k.pow2 else
+                                                     f"lie in {rt}"))
 
 
 def get(name: str) -> Any:

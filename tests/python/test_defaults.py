@@ -163,7 +163,7 @@ def test_the_process_engine_is_made_from_the_variables(tmp_path):
     ("low_latency", "GPUIO_LOW_LATENCY", "fast", "low_latency='fast' is not one of auto, on, off"),
     ("gpu.copy", "GPUIO_GPU_COPY", "fast", "copy='fast' is not one of auto, batch, kernel, percopy"),
     ("gpu.stream_wait", "GPUIO_GPU_STREAM_WAIT", "hostfn", "gpu.stream_wait='hostfn' is not one of"),
-    ("gpu.wait_timeout_s", "GPUIO_GPU_WAIT_TIMEOUT_S", "0", "gpu.wait_timeout_s=0.0 must lie in"),
+    ("gpu.wait_timeout_s", "GPUIO_GPU_WAIT_TIMEOUT_S", "0", "gpu.wait_timeout_s=0.0 must be >= 0.001"),
 ])
 def test_a_bad_variable_is_one_line_naming_knob_and_variable(monkeypatch, name, env, raw, text):
     monkeypatch.setenv(env, raw)

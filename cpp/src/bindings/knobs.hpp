@@ -61,8 +61,8 @@ nanobind::dict knob_defaults(const std::vector<Knob<Options>>& table) {
   return d;
 }
 
-// The table as Python sees it: per knob name, default, type (int, bool, str, float), min and max (None: no
-// range), choices (a tuple; empty: any text), pow2, per_target and doc.
+// The table as Python sees it: per knob name, default, type (int, bool, str, float), min and max (None: the
+// field type's range only), choices (a tuple; empty: any text), pow2, per_target and doc.
 template <class Options>
 nanobind::list knob_rows(const std::vector<Knob<Options>>& table) {
   Options o;
@@ -81,9 +81,9 @@ nanobind::list knob_rows(const std::vector<Knob<Options>>& table) {
           else return "int";
         },
         f);
-    auto [lo, hi] = knob_range(k);
-    r["min"] = lo <= hi ? nanobind::object(nanobind::int_(lo)) : nanobind::none();
-    r["max"] = lo <= hi ? nanobind::object(nanobind::int_(hi)) : nanobind::none();
+    bool ranged = k.min <= k.max;  // a range of its own (the field type's is checked but not listed)
+    r["min"] = ranged ? nanobind::object(nanobind::int_(k.min)) : nanobind::none();
+    r["max"] = ranged ? nanobind::object(nanobind::int_(k.max)) : nanobind::none();
     nanobind::list choices;
     std::string c = k.choices;
     for (size_t at = 0; !c.empty();) {

@@ -28,5 +28,5 @@ def defaults_(owner: str = typer.Option("", help=f"only this owner's knobs: {', 
             value = repr(r["value"]) + ("" if r["source"] == "default" else f"  (from {r['source']})")
             facts = "; ".join(x for x in (f"default {r['default']!r}" if r["source"] != "default" else "", r["range"],
                                           r["env"] or "", "per file" if r["per_target"] else "") if x)
-            print(f"  {r['name']} = {value}" + (f"   [{facts}]" if facts else ""))
+            print(f"  {r['name']} = {value}" + (f"   ({facts})" if facts else ""))
             print(textwrap.fill(r["doc"], width, initial_indent="      ", subsequent_indent="      "))
