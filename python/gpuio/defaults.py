@@ -207,6 +207,14 @@ def _build() -> dict[str, Knob]:
 _KNOBS: dict[str, Knob] = _build()
 _set: dict[str, Any] = {}       # set()'s values
 _lock = threading.Lock()
+# Called with set()'s new values once they are in force: an owner whose object already runs with other values
+# says so (the process engine warns that it keeps its own until it is made again).
+_on_set: list = []
+
+
+def on_set(hook) -> None:
+    """Register hook(values: dict) to be called after each set() (not when a `with` block restores values)."""
+    _on_set.append(hook)
 
 
 def knobs(owner: str | None = None) -> list[Knob]:
@@ -348,6 +356,8 @@ def set(config: str | Mapping[str, Any] | None = None, value: Any = _UNSET, /, *
     with _lock:
         previous = {name: _set.get(name, _UNSET) for name in given}
         _set.update(given)
+    for hook in _on_set:
+        hook(given)
     return Settings(previous)
 
 
@@ -387,4 +397,4 @@ def keyword_doc(owner: str, width: int = 110, indent: int = 6) -> str:
 
 
 __all__ = ["OWNERS", "Knob", "Settings", "check", "defaults_of", "get", "keyword_doc", "knob", "knobs", "listing",
-           "reset", "set", "source", "values"]
+           "on_set", "reset", "set", "source", "values"]

@@ -112,6 +112,25 @@ def process_engine_options() -> dict:
     return opts
 
 
+def _process_engine_keeps(values: dict) -> None:
+    """defaults.set() hook: a running process engine keeps the options it was made with; say so."""
+    eng = _default
+    if eng is None or eng.closed:
+        return
+    running = dict(eng._options, workers=eng._options.get("workers") or 0)
+    kept = {k: running[k] for k in values if k in running and running[k] != values[k]}
+    if kept:
+        import warnings
+
+        warnings.warn(f"gpuio.defaults.set: the process engine is already running with {kept}; the new values apply "
+                      f"to engines made from now on (once what uses it is closed, gpuio.default_engine().close() lets "
+                      f"the next use remake it)",
+                      RuntimeWarning, stacklevel=3)
+
+
+_defaults.on_set(_process_engine_keeps)
+
+
 def default_engine() -> "Engine":
     """The process's engine, made on first use (options: process_engine_options()) and shared by every
     TensorFile, table cache, stream store, device array and graph file of the process that names no engine of its

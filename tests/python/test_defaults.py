@@ -212,6 +212,19 @@ def test_set_get_and_the_context_manager(monkeypatch):
     assert defaults.get("workers") == 0 and defaults.source("workers") == "default"
 
 
+def test_set_says_when_the_running_process_engine_keeps_its_values():
+    import warnings
+
+    eng = gpuio.default_engine()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        defaults.set("queue_depth", eng._options["queue_depth"])  # the same value: nothing to say
+        defaults.set({"gpu.queues": 4})                           # not an engine knob
+    with pytest.warns(RuntimeWarning, match=r"process engine is already running with \{'queue_depth': "):
+        defaults.set("queue_depth", eng._options["queue_depth"] + 1)
+
+
+@pytest.mark.filterwarnings("ignore:gpuio.defaults.set")  # the process engine may be running: it keeps its own
 def test_open_files_own_engine_starts_from_the_settings(tmp_path):
     p = tmp_path / "f.bin"
     gpuio.Engine.create_file(str(p), 1 << 20)
