@@ -45,6 +45,15 @@ OWNERS = {
     "faults": "gpuio.volumes.faults.osd_kill_run(...) keywords",
 }
 
+# Where a knob that is no process-wide setting is given instead (when OWNERS' text does not say it).
+_PASS_TO = {
+    "engine": "a keyword of gpuio.Engine(...)",
+    "sim": "a key of gpuio.Engine(sim=dict(...)) (or of GPUIO_SIM)",
+    "fault": "a key of gpuio.Engine(fault=dict(...))",
+    "rbd": "a key of gpuio.Engine(rbd=dict(...))",
+    "table": "C++'s policy for a TensorFile's own engine (name workers= in its engine options instead)",
+}
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -150,8 +159,8 @@ _ARRAY_DOCS = {
                    "round_bytes)",
 }
 _TABLE_DOCS = {
-    "workers": "engine workers of a TensorFile whose engine options name none (this machine's: 4 with >= 16 CPUs, "
-               "else 2)",
+    "workers": "engine workers of a TensorFile whose engine options name none (limits.hpp's table_workers of this "
+               "machine's CPUs)",
     "request_blocks_max": "the most blocks one engine request of a gather or scatter holds",
 }
 _SECTIONS = {"sim": "the flash simulator's options (backend 'sim')",
@@ -195,12 +204,16 @@ def _build() -> dict[str, Knob]:
         if like:  # the same value as another knob's default (streams.block_size is the engine's block_size)
             default = rows[like].default
             extra = dict(min=rows[like].min, max=rows[like].max, pow2=rows[like].pow2, **extra)
-        old = rows.pop(name, None)  # a Python-owned value for a C++ knob (gpu.stream_wait's auto)
-        env = "GPUIO_" + name.replace(".", "_").upper() if owner == "gpu" else None
+        old = rows.get(name)  # Python owns a C++ knob's default (gpu.stream_wait's "auto")
         if old is not None:
             doc = f"{doc} (C++ alone: {old.default!r})"
-        add(Knob(name, owner, key, default, _type_of(default) if default is not None else "int", doc, env=env,
-                 source="Python", **extra))
+        env = "GPUIO_" + name.replace(".", "_").upper() if owner == "gpu" else None
+        k = Knob(name, owner, key, default, _type_of(default) if default is not None else "int", doc, env=env,
+                 source="Python", **extra)
+        if old is not None:
+            rows[name] = k  # in the C++ row's place
+        else:
+            add(k)
     return rows
 
 
@@ -350,7 +363,8 @@ def set(config: str | Mapping[str, Any] | None = None, value: Any = _UNSET, /, *
         k = knob(name)
         if k.env is None:
             where = ("a per-file option: pass it where the file is opened (open_files, Engine.open_target)"
-                     if k.per_target else f"a keyword of {OWNERS[k.owner].split(' keywords')[0].split(';')[0]}")
+                     if k.per_target else
+                     _PASS_TO.get(k.owner, f"a keyword of {OWNERS[k.owner].split(' keywords')[0]}"))
             raise ValueError(f"{name} is not a process-wide setting (no environment variable): it is {where}")
         check(name, v)
     with _lock:
