@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -147,7 +148,7 @@ def test_every_variable_is_honoured_by_what_it_configures(monkeypatch):
 def test_the_process_engine_is_made_from_the_variables(tmp_path):
     code = ("import gpuio; e = gpuio.default_engine(); s = e.stats(); "
             "print(s['workers'], e._core.block_size, gpuio.defaults.source('workers'))")
-    env = dict(__import__("os").environ, GPUIO_WORKERS="3", GPUIO_BLOCK_SIZE="8192",
+    env = dict(os.environ, GPUIO_WORKERS="3", GPUIO_BLOCK_SIZE="8192",
                PYTHONPATH=":".join(p for p in sys.path if p))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                        cwd=tmp_path)
@@ -280,3 +281,21 @@ def test_gpuio_defaults_lists_every_knob(capsys):
         main(["defaults", "--owner", "nope"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and len(err.splitlines()) == 1 and "--owner" in err
+
+
+def test_a_gpu_path_made_without_options_takes_the_gpu_variables(tmp_path):
+    """GPU machine: GPUIO_GPU_<NAME> reaches the GPU path a process's engine makes on its own (engine.gpu)."""
+    from gpu_util import why_no_gpu
+
+    reason = why_no_gpu()
+    if reason:
+        pytest.skip(f"no GPU path: {reason}")
+    code = ("import gpuio; e = gpuio.default_engine(); o = e.gpu.options; "
+            "print(o['queues'], o['wait_timeout_s'], o['bounce_bytes'], o['stream_copy'])")
+    env = dict(os.environ, GPUIO_GPU_QUEUES="4", GPUIO_GPU_WAIT_TIMEOUT_S="30",
+               GPUIO_GPU_BOUNCE_BYTES=str(32 << 20), GPUIO_GPU_STREAM_COPY="kernel",
+               PYTHONPATH=":".join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["4", "30.0", str(32 << 20), "kernel"]
