@@ -43,6 +43,7 @@ OWNERS = {
     "volumes": "gpuio.volumes (create, open, map) keywords",
     "cluster": "gpuio.volumes.cluster.up(...) keywords (`gpuio cluster up`)",
     "faults": "gpuio.volumes.faults.osd_kill_run(...) keywords",
+    "environment": "variables only, read where they act (no keyword; set them in the environment)",
 }
 
 # Where a knob that is no process-wide setting is given instead (when OWNERS' text does not say it).
@@ -73,6 +74,7 @@ class Knob:
     per_target: bool = False       # engine: a per-file choice
     env: str | None = None
     source: str = "C++"            # who owns the default: "C++" (read from _core) or "Python" (declared here)
+    env_only: bool = False         # a variable with no keyword, read where it acts (owner "environment")
 
     @property
     def cli(self) -> str:
@@ -151,6 +153,18 @@ _PYTHON_KNOBS: list[tuple[str, str, Any, str, dict]] = [
     ("faults", "io_timeout_s", 90, "a batch not done by then fails (the OSD is marked down within seconds)", {}),
 ]
 
+# Variables with no keyword, read where they act (C++ or gpuio.gpu): (name, variable, doc).
+_ENVIRONMENT = [
+    ("sim", "GPUIO_SIM", "overrides sim.* keys of every sim backend when it opens (C++): 'preset=tlc,channels=1,...' "
+     "(any subset); the backend's description reports the values in force"),
+    ("uring_taskrun", "GPUIO_URING_TASKRUN", "'default': io_uring rings without SINGLE_ISSUER and DEFER_TASKRUN "
+     "(C++, when a ring is made)"),
+    ("rbd_library", "GPUIO_RBD_LIBRARY", "path of the rbd backend's plugin, libgpuio_rbd.so ('': the one beside "
+     "gpuio._core; C++, read once per process)"),
+    ("skip_stream_wait_selftest", "GPUIO_SKIP_STREAM_WAIT_SELFTEST", "non-empty: skip the cuStreamWaitValue32 "
+     "self-test (gpu.stream_wait auto then waits by kernel)"),
+]
+
 _ARRAY_DOCS = {
     "cache_bytes": "page-cache capacity (rounded down to whole sets of pages)",
     "ways": "associativity (capped by the number of pages the cache holds)",
@@ -197,6 +211,8 @@ def _build() -> dict[str, Knob]:
         add(Knob(f"table.{key}", "table", key, value, "int", _TABLE_DOCS[key]))
     for key, value in _core.array_defaults().items():
         add(Knob(f"array.{key}", "array", key, value, "int", _ARRAY_DOCS[key]))
+    for key, var, doc in _ENVIRONMENT:
+        add(Knob(f"environment.{key}", "environment", key, "", "str", doc, env=var, source="Python", env_only=True))
     for owner, key, default, doc, extra in _PYTHON_KNOBS:
         extra = dict(extra)
         like = extra.pop("like", None)
@@ -298,6 +314,8 @@ def get(name: str) -> Any:
     with _lock:
         if name in _set:
             return _set[name]
+    if k.env_only:
+        return os.environ.get(k.env, k.default)
     if k.env is not None and k.env in os.environ:
         raw = os.environ[k.env]
         value = _parse_env(k, raw)
@@ -361,6 +379,9 @@ def set(config: str | Mapping[str, Any] | None = None, value: Any = _UNSET, /, *
     given.update(kw)
     for name, v in given.items():
         k = knob(name)
+        if k.env_only:
+            raise ValueError(f"{name} is read from the environment only, where it acts: set {k.env} in the "
+                             f"environment before gpuio uses it")
         if k.env is None:
             where = ("a per-file option: pass it where the file is opened (open_files, Engine.open_target)"
                      if k.per_target else

@@ -117,7 +117,7 @@ def stream_wait_selftest(timeout_s: float = 20.0) -> str:
     global _selftest
     if _selftest is not None:
         return _selftest
-    if os.environ.get("GPUIO_SKIP_STREAM_WAIT_SELFTEST"):
+    if _defaults.get("environment.skip_stream_wait_selftest"):  # GPUIO_SKIP_STREAM_WAIT_SELFTEST
         _selftest = "skipped (GPUIO_SKIP_STREAM_WAIT_SELFTEST set)"
         return _selftest
     code = "from gpuio import _core; print(_core.gpu_stream_wait_selftest(2000))"

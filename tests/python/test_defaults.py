@@ -66,7 +66,7 @@ def test_cpp_tables_are_read_whole():
     assert len(names) == len(set(names))
     for k in defaults.knobs():
         assert k.doc.strip(), k.name
-        assert k.env is None or k.env == "GPUIO_" + k.name.replace(".", "_").upper(), k.name
+        assert k.env is None or k.env_only or k.env == "GPUIO_" + k.name.replace(".", "_").upper(), k.name
 
 
 def test_every_engine_keyword_is_in_the_table_with_cpps_default():
@@ -130,7 +130,7 @@ def _other_value(k):
 
 
 def test_every_variable_is_honoured_by_what_it_configures(monkeypatch):
-    settable = [k for k in defaults.knobs() if k.env]
+    settable = [k for k in defaults.knobs() if k.env and not k.env_only]
     assert {k.owner for k in settable} == {"engine", "gpu"}
     assert {k.key for k in settable if k.owner == "engine"} == \
         {k.key for k in defaults.knobs("engine") if not k.per_target and k.type != "dict"}
@@ -143,6 +143,24 @@ def test_every_variable_is_honoured_by_what_it_configures(monkeypatch):
         got = opts[k.key] if k.owner == "engine" else gpu[k.key]
         assert got == _other_value(k) or (k.key == "workers" and got is None), (k.env, got)
         assert defaults.source(k.name) == k.env
+
+
+def test_variables_without_keywords_are_read_where_they_act(monkeypatch):
+    """Each is read by its own code (C++ or gpuio.gpu), named there; GPUIO_SIM reaches a sim backend."""
+    root = PKG.parents[1]
+    sources = [p.read_text() for p in (root / "cpp").rglob("*.[ch]pp")] + \
+        [p.read_text() for p in PKG.rglob("*.py") if p.name != "defaults.py"]
+    only = defaults.knobs("environment")
+    assert only and all(k.env_only for k in only)
+    for k in only:
+        assert any(f'"{k.env}"' in text or k.name in text for text in sources), k.env
+        monkeypatch.setenv(k.env, "x")
+        assert defaults.get(k.name) == "x" and defaults.source(k.name) == k.env
+        with pytest.raises(ValueError, match=f"set {k.env} in the environment"):
+            defaults.set(k.name, "y")
+    monkeypatch.setenv("GPUIO_SIM", "preset=tlc")
+    with gpuio.Engine(["sim0"], backend="sim", sim=dict(device_bytes=1 << 20)) as e:
+        assert "env=GPUIO_SIM" in e.stats()["backend"] and "tlc" in e.stats()["backend"]
 
 
 def test_the_process_engine_is_made_from_the_variables(tmp_path):
