@@ -111,7 +111,9 @@ def test_signatures_take_their_defaults_from_the_table():
         agree(fn, "engine")
     agree(engine_mod.open_files, "engine", ("direct",))  # direct=None: O_DIRECT where the file system takes it
     from gpuio.cache.page_cache import POLICIES
+    from gpuio.streams.store import MODES
     assert POLICIES == defaults.knob("cache.policy").choices
+    assert set(MODES) == set(defaults.knob("streams.mode").choices)
 
 
 def _other_value(k):
