@@ -4,7 +4,8 @@ Layers (see DESIGN.md): io backends and the engine live in the C++ core (``gpuio
 adds the Python API. Heavy submodules (torch, PyG) load on first use. Modules import downward only
 (tests/python/test_layers.py), bottom first:
 
-- engine: ``engine`` (Engine, aligned_empty), ``gpu`` (the engine's GPU path), ``sim`` (flash simulator)
+- engine: ``defaults`` (every knob: default, range, environment variable, doc), ``engine`` (Engine, aligned_empty),
+  ``gpu`` (the engine's GPU path), ``sim`` (flash simulator)
 - tensor: ``tensor`` (TensorFile), ``device_array`` (DeviceArray); beside them ``streams`` (StreamStore) and
   ``safetensors`` (model weights: safetensors files into GPU memory, page-cache aware)
 - rows: ``rows`` (the Rows protocol, in-memory and mmap row tables); beside it ``volumes`` (Ceph volumes)
@@ -32,8 +33,8 @@ _LAZY = {
     "DeviceArray": "gpuio.device_array",
     "info": "gpuio.sysinfo",
 }
-_SUBMODULES = {"streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "apps", "graph",
-               "volumes", "safetensors"}
+_SUBMODULES = {"defaults", "streams", "pyg", "sim", "loader", "cache", "tensor", "data", "gpu", "bench", "gnn", "apps",
+               "graph", "volumes", "safetensors"}
 
 
 def __getattr__(name: str):

@@ -30,14 +30,15 @@ import os
 import numpy as np
 import torch
 
-from . import _core as _core_module
+from .defaults import defaults_of
 from ._dtypes import element_type, stored_numpy
 from ._forked import ForkAware
 from .engine import fork_generation
 
-# Defaults from C++ (gpuio/array_cache.hpp, array_defaults): cache_bytes, ways, staging_groups, round_bytes; and
-# page_bytes=None: the store's block size (else a power of two of 1..16 blocks).
-DEFAULTS = dict(_core_module.array_defaults(), page_bytes=None)
+# DeviceArray's keywords: a view of gpuio.defaults' array rows (cache_bytes, ways, staging_groups, round_bytes from
+# C++'s array_cache.hpp; page_bytes=None: the store's block size, else a power of two of 1..16 blocks).
+DEFAULTS = defaults_of("array")
+_BLOCK_SIZE = defaults_of("engine")["block_size"]
 ELEM_BYTES = (1, 2, 4, 8)
 
 
@@ -146,7 +147,7 @@ class DeviceArray(ForkAware):
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
     def create(cls, path, n: int, dtype="float32", cache_bytes: int = DEFAULTS["cache_bytes"], *,
-               block_size: int = 4096, page_bytes: int | None = None, fill=None, **options) -> "DeviceArray":
+               block_size: int = _BLOCK_SIZE, page_bytes: int | None = None, fill=None, **options) -> "DeviceArray":
         """A new array file of n elements (zeros, or `fill`: an array-like of n values written first)."""
         from .tensor import TensorFile
 
@@ -169,7 +170,7 @@ class DeviceArray(ForkAware):
         return cls.open(path, "r+", cache_bytes, block_size=block_size, page_bytes=page_bytes, **array_opts, **options)
 
     @classmethod
-    def open(cls, path, mode: str = "r", cache_bytes: int = DEFAULTS["cache_bytes"], *, block_size: int = 4096,
+    def open(cls, path, mode: str = "r", cache_bytes: int = DEFAULTS["cache_bytes"], *, block_size: int = _BLOCK_SIZE,
              page_bytes: int | None = None, ways: int = DEFAULTS["ways"], device=None,
              staging_groups: int = DEFAULTS["staging_groups"], **engine_options) -> "DeviceArray":
         """Open an array file (a TensorFile); mode "r+" allows writes (the file is then padded to whole pages)."""

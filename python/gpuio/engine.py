@@ -4,8 +4,9 @@
         out = np.empty(len(blocks) * 4096, np.uint8)
         eng.read(blocks, out)
 
-Every knob's default, range and name come from C++ (EngineOptions, gpuio/engine.hpp): DEFAULTS below is
-read from `_core.engine_defaults()`, and values are checked there, once. Errors name the offending value:
+Every knob's default, range, doc and name come from C++ (EngineOptions and its knob table, gpuio/knobs.hpp)
+through gpuio.defaults, the one table of gpuio's knobs: DEFAULTS below is its engine part, and values are checked
+in C++, once. Errors name the offending value:
 ValueError/TypeError/IndexError for bad arguments, OSError (errno kept) for failed I/O, naming block,
 device and offset.
 """
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
+from . import defaults as _defaults
 from ._buffers import block_ids, cuda_device, data_array
 
 if TYPE_CHECKING:
@@ -31,8 +33,8 @@ try:
 except ImportError as e:  # pragma: no cover - a source checkout without the compiled module
     raise ImportError(f"gpuio's compiled core (gpuio._core) is missing: build it (scripts/setup.sh) ({e})") from e
 
-# The defaults of every Engine keyword, as C++ sets them (EngineOptions). Read-only by convention.
-DEFAULTS: dict = _core_module.engine_defaults()
+# The defaults of every Engine keyword, as C++ sets them (EngineOptions): a view of gpuio.defaults' engine rows.
+DEFAULTS: dict = _defaults.defaults_of("engine")
 _INT64 = np.dtype(np.int64)
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
@@ -95,41 +97,38 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-# The engine-wide knobs of the process engine (the rest are per file: a target's direct, writable, lock,
-# lock_wait_ms, stripe_bytes). Each can be set by environment variable GPUIO_<NAME> (GPUIO_WORKERS=4, ...), read
-# when the process engine is made.
-_TARGET_KEYS = ("direct", "writable", "lock", "lock_wait_ms", "stripe_bytes")
-_SECTIONS = ("sim", "fault", "rbd")
-
-
-def _env_value(name: str, default: Any) -> Any:
-    raw = os.environ[name]
-    if isinstance(default, bool):
-        if raw.lower() in ("1", "true", "on", "yes"):
-            return True
-        if raw.lower() in ("0", "false", "off", "no"):
-            return False
-        raise ValueError(f"{name}={raw!r}: expected 1/0, true/false, on/off")
-    if isinstance(default, int):
-        try:
-            return int(raw, 0)
-        except ValueError:
-            raise ValueError(f"{name}={raw!r}: expected an integer") from None
-    return raw
+# The per-file knobs (a target's direct, writable, lock, lock_wait_ms, stripe_bytes); the rest are engine-wide, each a
+# process-wide setting of gpuio.defaults (GPUIO_<NAME>, defaults.set()), read when gpuio makes an engine.
+_TARGET_KEYS = tuple(k.key for k in _defaults.knobs("engine") if k.per_target)
 
 
 def process_engine_options() -> dict:
-    """The options the process engine is made with: the engine's defaults (C++), then GPUIO_<NAME> from the
-    environment for each engine-wide knob. ValueError naming the variable for a value that does not parse."""
-    opts = {}
-    for key, default in DEFAULTS.items():
-        if key in _TARGET_KEYS or key in _SECTIONS:
-            continue
-        env = "GPUIO_" + key.upper()
-        opts[key] = _env_value(env, default) if env in os.environ else default
+    """The options the engines gpuio makes itself are made with (the process engine, and open_files' own engines
+    for what their caller leaves out): every engine-wide knob's value in force (gpuio.defaults.get: set(), else
+    GPUIO_<NAME>, else C++'s default). ValueError naming the variable for a value that does not parse or fit."""
+    opts = {k.key: _defaults.get(k.name) for k in _defaults.knobs("engine") if k.env is not None}
     if opts["workers"] == 0:
         opts["workers"] = None  # dynamic: the controller sizes the workers for the whole process
     return opts
+
+
+def _process_engine_keeps(values: dict) -> None:
+    """defaults.set() hook: a running process engine keeps the options it was made with; say so."""
+    eng = _default
+    if eng is None or eng.closed:
+        return
+    running = dict(eng._options, workers=eng._options.get("workers") or 0)
+    kept = {k: running[k] for k in values if k in running and running[k] != values[k]}
+    if kept:
+        import warnings
+
+        warnings.warn(f"gpuio.defaults.set: the process engine is already running with {kept}; the new values apply "
+                      f"to engines made from now on (once what uses it is closed, gpuio.default_engine().close() lets "
+                      f"the next use remake it)",
+                      RuntimeWarning, stacklevel=3)
+
+
+_defaults.on_set(_process_engine_keeps)
 
 
 def default_engine() -> "Engine":
@@ -188,46 +187,12 @@ class Handle:
 class Engine:
     """CPU-managed I/O engine over one device or RAID-0 stripes of several (files or block devices).
 
-    Keywords (defaults from C++ EngineOptions; ranges checked there, ValueError naming the option):
-      block_size          bytes per logical block, a power of two >= every device's logical block size
-      stripe_bytes        RAID-0 stripe unit over several paths (a multiple of block_size)
-      backend             "uring" | "posix" | "sim" | "rbd" | "fault:<backend>"
-      workers             worker threads; 0 (or None): dynamic: _core.auto_workers(N) threads (CAM's ceil(N/2) at
-                          least, up to the CPUs, at most 8), the controller picks how many work by measured
-                          rate (stats()['controller'] says where it settled); rbd: ceil(N/2) threads
-      queue_depth         entries per worker ring
-      staging_bytes       fixed staging pool (unaligned/GPU buffers and short direct runs go through it)
-      staging_slot_bytes  one staging slot
-      ordered_staging_bytes  shared area for reads into GPU memory: a batch of >= 256 KiB is staged in batch
-                          order (a host mirror of its destination) and copied by 256 KiB chunks, not one copy per
-                          block; 0: off. A window that finds the area full goes through slots (stats(): staging_mode)
-      io_bytes_max        contiguous runs are merged up to this many bytes per device request
-      io_timeout_ms       a batch not complete by then raises OSError(ETIMEDOUT)
-      direct_min_bytes    O_DIRECT runs shorter than this go through registered staging (cheaper than pinning
-                          a fresh page per small request on virtual disks); 0: never
-      low_latency         "auto" | "on" | "off": a worker with a shallow ring (a few requests) polls for their
-                          completions instead of sleeping in the backend (bounded per wait); auto: on where the
-                          process has CPUs to spare for it (workers + 2); stats() says what ran (latency_mode)
-      direct              O_DIRECT; False goes through the page cache (file systems without O_DIRECT)
-      writable            open devices read-write
-      sqpoll, iopoll      uring: kernel submission polling; polled completions where the device supports it
-      posix_threads       posix backend: pread/pwrite threads per worker queue
-      lock                exclusive flock on every device (single writer; survives kill -9 safely)
-      lock_wait_ms        how long to wait for another holder's lock before OSError(EWOULDBLOCK)
-      sim                 backend "sim" (paths are names like "sim0"): dict(preset, device_bytes, paced,
-                          backing_dir, channels, write_buffer_pages, seed, null, null_paced, latency_ns, link_mb_s);
-                          GPUIO_SIM env overrides; null=True: zero-latency devices (no model, no data moved) to
-                          measure the engine alone; null_paced=True: devices with a latency and a link rate of their
-                          own (latency_ns, link_mb_s; 0: the preset's) but no model and no data moved on the host
-                          (reads leave the buffers as they were), like drives that do their work in hardware
-      fault               backend "fault:<backend>": dict(seed, eio_rate, short_rate, latency_rate, latency_us,
-                          torn_write_rate, disappear_after, disappear_device, bytes_per_s)
-      rbd                 backend "rbd" (paths "rbd:POOL[/NAMESPACE]/IMAGE", which select it): dict(conf, user,
-                          keyring, exclusive, lock_wait_ms, break_lock, timeout_s, op_timeout_s); gpuio.volumes
-
     Thread safety: any thread may submit, wait, read, write and sync concurrently (batches are independent;
     the C++ engine serialises what it must). Batches that write the same blocks concurrently land in an
     unspecified order. close() must not race with calls still being made on the engine.
+
+    Keywords (gpuio.defaults' engine rows, from C++: default, range, and the variable that sets it for the engines
+    gpuio makes itself; a value out of range is a ValueError naming the keyword):
     """
 
     def __init__(self, paths: str | os.PathLike | Iterable[str | os.PathLike] | None, *,
@@ -258,12 +223,8 @@ class Engine:
         paths = names
         if backend == "uring" and names and all(p.startswith("rbd:") and not os.path.exists(p) for p in names):
             backend = "rbd"  # Ceph volumes (gpuio.volumes): "rbd:POOL[/NAMESPACE]/IMAGE"
-        opts = dict(block_size=block_size, stripe_bytes=stripe_bytes, backend=backend, workers=workers,
-                    queue_depth=queue_depth, staging_bytes=staging_bytes, staging_slot_bytes=staging_slot_bytes,
-                    ordered_staging_bytes=ordered_staging_bytes, io_bytes_max=io_bytes_max, io_timeout_ms=io_timeout_ms, direct_min_bytes=direct_min_bytes,
-                    low_latency=low_latency,
-                    direct=direct, writable=writable, sqpoll=sqpoll, iopoll=iopoll, posix_threads=posix_threads,
-                    lock=lock, lock_wait_ms=lock_wait_ms, sim=sim, fault=fault, rbd=rbd)
+        given = locals()
+        opts = {k: given[k] for k in DEFAULTS}  # every keyword (the table's engine rows), as given or defaulted
         self._core = _core_module.EngineCore(paths, opts)
         self._options = {k: v for k, v in opts.items() if v is not None or k == "workers"}
         self._pid = os.getpid()
@@ -338,13 +299,9 @@ class Engine:
         return self._gpu  # type: ignore[return-value]
 
     def attach_gpu(self, **options: Any) -> "GpuPath":
-        """Create this engine's GPU path with non-default GPU options (gpuio.gpu.DEFAULTS: queues, copy,
-        stream_wait, stream_copy, device_read, device, poll_spin_us, bounce_bytes, bounce_wait_ms, wait_timeout_s) and
-        return it. device_read (device API, DeviceQueue::prefetch in CUDA kernels): auto (default: a read of at most
-        16 KiB with nothing else pending on its DeviceQueue lands in host-mapped memory and the requesting block
-        copies it itself, the one-block latency path) | batch (always the engine's staging->GPU copy); stats()
-        reports device_read_mode. ValueError if the engine already has one (pass options before the first GPU
-        request)."""
+        """Create this engine's GPU path with non-default GPU options (gpuio.defaults' gpu rows, below; the ones not
+        given take their process-wide values, gpuio.defaults.get("gpu.<name>")) and return it. ValueError if the
+        engine already has one (pass options before the first GPU request). Options:"""
         if self._gpu is not None:
             raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
         self._check_process()
@@ -479,21 +436,27 @@ class Engine:
         _core().EngineCore.create_file(os.fspath(path), nbytes)
 
 
+Engine.__doc__ = (Engine.__doc__ or "") + _defaults.keyword_doc("engine") + "\n"
+Engine.attach_gpu.__doc__ = (Engine.attach_gpu.__doc__ or "") + "\n\n" + _defaults.keyword_doc("gpu", indent=8) + "\n"
+
+
 def open_files(paths: str | os.PathLike | Iterable[str | os.PathLike], *, block_size: int = DEFAULTS["block_size"],
                engine: "Engine | None" = None, direct: bool | None = None, own_defaults: dict | None = None,
                **options: Any) -> "Target":
     """Open a file (or a RAID-0 set) the way gpuio's objects do: as a target of the process engine (default_engine())
     by default; of `engine` when given; on an engine of its own (closed with the target) when engine-wide options
     are given (workers=, backend=, queue_depth=, fault=, sim=, ...) or block_size differs from the process engine's,
-    with own_defaults filled in there. Per-file options: writable, lock, lock_wait_ms, stripe_bytes. direct=None:
+    with own_defaults, then the process-wide values (process_engine_options()), filling in what they leave out.
+    Per-file options: writable, lock, lock_wait_ms, stripe_bytes. direct=None:
     O_DIRECT, else (tmpfs refuses it) the page cache; target.direct says which."""
     per_file = {k: options.pop(k) for k in _TARGET_KEYS if k in options and k != "direct"}
-    own = engine is None and (bool(options) or block_size != process_engine_options()["block_size"])
+    own = engine is None and (bool(options) or block_size != _defaults.get("block_size"))
     if engine is not None and options:
         raise TypeError(f"engine= is given, so the engine options {sorted(options)} have no effect: set them on "
                         f"that engine")
     if own:
-        options = dict(own_defaults or {}, **options)
+        wide = {k: v for k, v in process_engine_options().items() if k != "block_size"}
+        options = {**wide, **(own_defaults or {}), **options}
     shared = engine if engine is not None else None if own else default_engine()
     if shared is not None and shared.block_size != block_size:
         raise ValueError(f"block_size={block_size} differs from the engine's block_size={shared.block_size}")

@@ -27,21 +27,16 @@ import time
 from typing import Any
 
 from . import _buffers
+from . import defaults as _defaults
 from . import _core as _core_module
 
-# The GPU options (engine.attach_gpu(**options); engine.gpu uses the defaults). Read from C++ (GpuOptions,
-# gpuio/gpu.hpp: queues, copy, device, poll_spin_us, bounce_bytes, bounce_wait_ms, stream_copy, device_read) but
-# for the two the Python layer owns:
-DEFAULTS: dict = dict(
-    _core_module.gpu_defaults(),
-    stream_wait="auto",   # auto: wait_value where the start-up self-test saw cuStreamWaitValue32 release,
-                          # else kernel | kernel: 1-thread poll kernel | wait_value (C++ alone says kernel)
-    wait_timeout_s=90.0,  # StreamHandle.wait() bound (above the engine's io_timeout_ms, so an I/O failure
-                          # reports itself first); then OSError(ETIMEDOUT) naming the request
-)
-STREAM_WAITS = ("auto", "kernel", "wait_value")
+# The GPU options (engine.attach_gpu(**options)): gpuio.defaults' gpu rows, read from C++ (GpuOptions) but for the
+# two the Python layer owns (stream_wait's "auto", wait_timeout_s). The options a GPU path is not given take their
+# process-wide values (gpuio.defaults.get("gpu.<name>"): set(), GPUIO_GPU_<NAME>, else these defaults).
+DEFAULTS: dict = _defaults.defaults_of("gpu")
+STREAM_WAITS = _defaults.knob("gpu.stream_wait").choices
 _WAIT_SLICE_S = 0.1  # StreamHandle.wait returns to Python (signals, Ctrl-C) at least this often
-_PY_ONLY = ("wait_timeout_s",)  # options the Python layer keeps to itself
+_PY_ONLY = tuple(k.key for k in _defaults.knobs("gpu") if k.key not in _core_module.gpu_defaults())  # not C++'s
 
 _selftest: str | None = None
 
@@ -122,7 +117,7 @@ def stream_wait_selftest(timeout_s: float = 20.0) -> str:
     global _selftest
     if _selftest is not None:
         return _selftest
-    if os.environ.get("GPUIO_SKIP_STREAM_WAIT_SELFTEST"):
+    if _defaults.get("environment.skip_stream_wait_selftest"):  # GPUIO_SKIP_STREAM_WAIT_SELFTEST
         _selftest = "skipped (GPUIO_SKIP_STREAM_WAIT_SELFTEST set)"
         return _selftest
     code = "from gpuio import _core; print(_core.gpu_stream_wait_selftest(2000))"
@@ -262,12 +257,13 @@ class GpuPath:
         unknown = set(options) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown GPU option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-        wait = options.get("stream_wait", DEFAULTS["stream_wait"])
+        options = dict(_defaults.values("gpu", set(DEFAULTS) - set(options)), **options)
+        wait = options["stream_wait"]
         if wait not in STREAM_WAITS:
             why = (" (hostfn was removed: CUDA forbids a host function waiting on the engine's copies, which "
                    "are not ordered before it; it deadlocked on the H200)" if wait == "hostfn" else "")
             raise ValueError(f"stream_wait={wait!r} is not one of {', '.join(STREAM_WAITS)}{why}")
-        t = options.get("wait_timeout_s", DEFAULTS["wait_timeout_s"])
+        t = options["wait_timeout_s"]
         if not isinstance(t, (int, float)) or t <= 0:
             raise ValueError(f"wait_timeout_s must be a positive number of seconds, got {t!r}")
         core = _core()
@@ -275,7 +271,7 @@ class GpuPath:
             raise RuntimeError(probe()["error"])
         import torch  # noqa: F401  (streams and events come from torch)
 
-        opts = dict(DEFAULTS, **options)
+        opts = options
         if opts["device"] < 0 and torch.cuda.is_available():
             opts["device"] = torch.cuda.current_device()
         self.engine = engine

@@ -38,10 +38,10 @@ from gpuio import engine as _engine_mod
 from gpuio._blocklocks import READ_TRIES, BlockLocks
 from gpuio._dtypes import element_type, moved_as
 from gpuio._forked import ForkAware, options_here
+from gpuio.defaults import defaults_of
 from gpuio import _rowplan
 from gpuio._index import check_ids, row_ids
-from gpuio._npy import format_header
-from gpuio._npy import read_header as read_npy_header
+from gpuio._npy import format_header, read_header as read_npy_header
 
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
 
@@ -50,9 +50,8 @@ DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of b
 def _table_policy() -> dict:
     """The engine's policy for a table on this machine, from C++ (limits.hpp; why these values: there):
     `workers`, the engine workers unless engine_options name them; `request_blocks_max`, the most blocks
-    one engine request of a gather or scatter holds."""
-    from gpuio import _core
-    return _core.table_defaults()
+    one engine request of a gather or scatter holds (gpuio.defaults' table rows)."""
+    return defaults_of("table")
 
 
 def _header(dtype, shape: tuple, data_offset: int) -> bytes:
@@ -173,8 +172,8 @@ class TensorFile(ForkAware):
         check_option("block_size", block_size)
 
     @classmethod
-    def create(cls, path, shape, dtype="float32", block_size: int = 4096, overwrite: bool = False,
-               **engine_options) -> "TensorFile":
+    def create(cls, path, shape, dtype="float32", block_size: int = _engine_mod.DEFAULTS["block_size"],
+               overwrite: bool = False, **engine_options) -> "TensorFile":
         """New zero-filled file at `path`. An existing non-empty file is refused (FileExistsError) unless
         overwrite=True, a non-regular one (device, fifo, directory) always; the file system must have room for
         the whole file (OSError ENOSPC, nothing created), which is written under a temporary name and renamed
@@ -199,7 +198,8 @@ class TensorFile(ForkAware):
             raise
 
     @classmethod
-    def open(cls, path, mode: str = "r", block_size: int = 4096, **engine_options) -> "TensorFile":
+    def open(cls, path, mode: str = "r", block_size: int = _engine_mod.DEFAULTS["block_size"],
+             **engine_options) -> "TensorFile":
         """Open a TensorFile ("r" read-only, "r+" read-write). Plain np.save files are refused (their
         data is not block aligned): convert them with `gpuio import`."""
         if mode not in ("r", "r+"):

@@ -10,6 +10,7 @@
 #include "engine/layout.hpp"
 #include "gpuio/crc32c.hpp"
 #include "gpuio/engine.hpp"
+#include "gpuio/gpu.hpp"
 #include "test_util.hpp"
 
 using namespace gpuio;
@@ -296,4 +297,37 @@ TEST(EngineOptions, RangesNameTheOption) {
   EXPECT_NO_THROW(validate(o));
   o.direct_min_bytes = o.staging_slot_bytes + 4096;
   EXPECT_THROW(validate(o), std::invalid_argument);
+}
+
+// One table: validate() checks every knob through it (ranges and choices), and a file opened as a target gets the
+// same defaults as an engine's first target.
+TEST(EngineOptions, TheKnobTableIsTheCheck) {
+  EngineOptions o;
+  o.paths = {"x"};
+  o.low_latency = "fast";
+  try {
+    validate(o);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "low_latency='fast' is not one of auto, on, off");
+  }
+  o.low_latency = "auto";
+  o.backend.posix_threads = 0;
+  EXPECT_THROW(validate(o), std::invalid_argument);
+  for (const Knob<EngineOptions>& k : engine_knobs()) EXPECT_TRUE(*k.doc) << k.name;
+  EXPECT_EQ(find_knob(engine_knobs(), "block_size", "engine").flags & knob_pow2, knob_pow2);
+  TargetOptions t;
+  EngineOptions e;
+  EXPECT_EQ(t.stripe_bytes, e.stripe_bytes);
+  EXPECT_EQ(t.open.direct, e.backend.direct);
+  EXPECT_EQ(t.open.writable, e.backend.writable);
+  EXPECT_EQ(t.open.lock, e.backend.lock);
+  EXPECT_EQ(t.open.lock_wait_ms, e.backend.lock_wait_ms);
+  GpuOptions g;
+  EXPECT_NO_THROW(validate(g));
+  g.copy = "fast";
+  EXPECT_THROW(validate(g), std::invalid_argument);
+  g.copy = "auto";
+  g.stream_wait = "hostfn";
+  EXPECT_THROW(validate(g), std::invalid_argument);
 }

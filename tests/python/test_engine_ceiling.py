@@ -122,7 +122,7 @@ def test_low_latency_mode_is_reported(tmp_path, mode):
 def test_low_latency_option_checked(tmp_path):
     path = tmp_path / "d.bin"
     path.write_bytes(b"\0" * (1 << 20))
-    with pytest.raises(ValueError, match="low_latency='fast' must be one of auto, on, off"):
+    with pytest.raises(ValueError, match="low_latency='fast' is not one of auto, on, off"):
         gpuio.Engine(str(path), low_latency="fast")
 
 

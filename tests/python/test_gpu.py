@@ -246,7 +246,7 @@ def test_the_engine_owns_its_gpu_path(datafile):
 def test_bounce_option_is_checked(datafile):
     path, _ = datafile
     with gpuio.Engine(path, workers=1) as eng:
-        with pytest.raises(ValueError, match="bounce_bytes=4096 must be >="):
+        with pytest.raises(ValueError, match=r"bounce_bytes=4096 must lie in \[1048576, "):
             eng.attach_gpu(bounce_bytes=4096)
 
 

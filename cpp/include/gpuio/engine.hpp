@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpuio/io.hpp"
+#include "gpuio/knobs.hpp"
 #include "gpuio/limits.hpp"
 
 namespace gpuio {
@@ -21,7 +22,7 @@ struct EngineOptions {
   // (open_target; uring and posix backends), as a process's shared engine does.
   std::vector<std::string> paths;
   uint32_t block_size = 4096;         // bytes per logical block; a power of two >= every device's logical block
-  uint64_t stripe_bytes = 65536;      // RAID-0 stripe unit (used when there are several devices)
+  uint64_t stripe_bytes = limits::stripe_bytes_default;  // RAID-0 stripe unit (used with several devices)
   BackendOptions backend;             // backend.kind: uring | posix | sim | fault:<inner>
   // 0: dynamic: limits::auto_worker_threads(N, CPUs) threads, the controller picks how many work from measured
   // rates (engine/controller.hpp); else fixed
@@ -42,18 +43,10 @@ struct EngineOptions {
   std::string low_latency = "auto";
 };
 
-// Range of one integer knob (inclusive), by its name. The one place ranges live: check_option() tests a
-// value before it is narrowed into EngineOptions (a Python int of any size), validate() a whole struct.
-struct OptionRange {
-  const char* name;
-  int64_t min;
-  int64_t max;
-};
-const std::vector<OptionRange>& engine_option_ranges();
-// Throws std::invalid_argument "NAME=VALUE must lie in [MIN, MAX]" (block_size: "... a power of two in");
-// std::out_of_range-free: an unknown name is std::invalid_argument too.
+// Throws std::invalid_argument "NAME=VALUE must lie in [MIN, MAX]" (block_size: "... a power of two in") from the
+// engine's knob table (gpuio/knobs.hpp: engine_knobs()); an unknown name is std::invalid_argument too.
 void check_option(const std::string& name, int64_t value);
-// Every range above plus the relations between knobs (io_bytes_max >= block_size, ...). Engine::create
+// Every knob of the table in range plus the relations between them (io_bytes_max >= block_size, ...). Engine::create
 // calls it; the error text is the same whichever language set the value.
 void validate(const EngineOptions& o);
 
@@ -61,7 +54,7 @@ void validate(const EngineOptions& o);
 // here; the engine's workers, queues, staging and controller are shared by all of its targets.
 struct TargetOptions {
   std::vector<std::string> paths;
-  uint64_t stripe_bytes = 65536;  // RAID-0 stripe unit over several paths (a multiple of the engine's block_size)
+  uint64_t stripe_bytes = limits::stripe_bytes_default;  // RAID-0 stripe unit (a multiple of the engine's block_size)
   DeviceOpenOptions open;         // direct, writable, lock, lock_wait_ms
 };
 

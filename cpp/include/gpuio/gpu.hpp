@@ -125,6 +125,9 @@ struct GpuOptions {
   // reads take in auto too). stats() counts which path each read took.
   std::string device_read = "auto";
 };
+// Every knob of the table (gpuio/knobs.hpp: gpu_knobs()) in range or among its choices; std::invalid_argument
+// naming the first that is not. Needs no CUDA: GpuRuntime calls it first, Python's gpuio.defaults before that.
+void validate(const GpuOptions& o);
 
 struct GpuStats {
   std::string copy_mode;        // staging->GPU copy method that runs

@@ -133,7 +133,7 @@ struct DeviceOpenOptions {
   bool direct = true;            // O_DIRECT
   bool writable = true;
   bool lock = false;             // exclusive flock, waiting up to lock_wait_ms (see BackendOptions::lock)
-  uint32_t lock_wait_ms = 10000;
+  uint32_t lock_wait_ms = limits::lock_wait_ms_default;
 };
 
 struct BackendOptions {
@@ -147,7 +147,7 @@ struct BackendOptions {
   // after the last request of the previous holder ended, even when that process was killed with
   // requests in flight; so a store that restarts after kill -9 never sees old writes land late.
   bool lock = false;
-  uint32_t lock_wait_ms = 10000;
+  uint32_t lock_wait_ms = limits::lock_wait_ms_default;
   FaultOptions fault;            // used when kind is fault:<inner>
   SimOptions sim;                // used when kind is sim
   RbdOptions rbd;                // used when kind is rbd

@@ -26,6 +26,8 @@ constexpr uint32_t direct_min_bytes_default = 16u << 10;
 constexpr uint32_t reap_budget_max = 256;         // completions handled per poller pass
 constexpr uint32_t posix_threads_default = 32;    // pread/pwrite threads per posix queue
 constexpr uint32_t io_timeout_ms_default = 60000; // a batch not done by then fails with ETIMEDOUT
+constexpr uint64_t stripe_bytes_default = 64u << 10;  // RAID-0 stripe unit (engines and targets alike)
+constexpr uint32_t lock_wait_ms_default = 10000;  // flock: wait this long for another holder (engines and targets)
 // Staging->device copies (GPU destinations) are gathered over several worker passes and started together:
 // one launch per group, not per completion. A group starts once it is this old, this large, or the worker
 // has no device I/O left in flight (so a lone read is never held back).

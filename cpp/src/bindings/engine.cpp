@@ -13,10 +13,12 @@
 
 #include "bindings/arrays.hpp"
 #include "bindings/engine_holder.hpp"
+#include "bindings/knobs.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 #include "gpuio/crc32c.hpp"
 #include "gpuio/engine.hpp"
+#include "gpuio/gpu.hpp"
 
 namespace nb = nanobind;
 using namespace gpuio;
@@ -27,123 +29,71 @@ namespace {
 using Holder = bindings::EngineHolder;
 using bindings::copy_dict;
 using bindings::reject_unknown;
-using bindings::take;
+using bindings::knob_defaults;
+using bindings::knob_rows;
+using bindings::take_knobs;
 using bindings::take_section;
 
-FaultOptions fault_options(nb::dict d) {
-  FaultOptions f;
-  f.seed = take<uint64_t>(d, "seed", f.seed);
-  f.eio_rate = take<double>(d, "eio_rate", f.eio_rate);
-  f.short_rate = take<double>(d, "short_rate", f.short_rate);
-  f.latency_rate = take<double>(d, "latency_rate", f.latency_rate);
-  f.latency_us = take<uint32_t>(d, "latency_us", f.latency_us);
-  f.torn_write_rate = take<double>(d, "torn_write_rate", f.torn_write_rate);
-  f.disappear_after = take<int64_t>(d, "disappear_after", f.disappear_after);
-  f.disappear_device = take<int32_t>(d, "disappear_device", f.disappear_device);
-  f.bytes_per_s = take<uint64_t>(d, "bytes_per_s", f.bytes_per_s);
-  reject_unknown(d, "fault");
-  return f;
+// A section dict (sim=, fault=, rbd=) read through its knob table; leftover keys are typos.
+template <class Options>
+Options section_options(nb::dict d, const std::vector<Knob<Options>>& table, const char* what) {
+  Options o;
+  take_knobs(d, o, table);
+  reject_unknown(d, what);
+  return o;
 }
 
-SimOptions sim_options(nb::dict d) {
-  SimOptions s;
-  s.preset = take<std::string>(d, "preset", s.preset);
-  s.device_bytes = take<uint64_t>(d, "device_bytes", s.device_bytes);
-  s.paced = take<bool>(d, "paced", s.paced);
-  s.backing_dir = take<std::string>(d, "backing_dir", s.backing_dir);
-  s.channels = take<uint32_t>(d, "channels", s.channels);
-  s.write_buffer_pages = take<int64_t>(d, "write_buffer_pages", s.write_buffer_pages);
-  s.seed = take<uint64_t>(d, "seed", s.seed);
-  s.null = take<bool>(d, "null", s.null);
-  s.null_paced = take<bool>(d, "null_paced", s.null_paced);
-  s.latency_ns = take<uint64_t>(d, "latency_ns", s.latency_ns);
-  s.link_mb_s = take<uint32_t>(d, "link_mb_s", s.link_mb_s);
-  reject_unknown(d, "sim");
-  return s;
-}
-
-RbdOptions rbd_options(nb::dict d) {
-  RbdOptions r;
-  r.conf = take<std::string>(d, "conf", r.conf);
-  r.user = take<std::string>(d, "user", r.user);
-  r.keyring = take<std::string>(d, "keyring", r.keyring);
-  r.exclusive = take<bool>(d, "exclusive", r.exclusive);
-  r.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", r.lock_wait_ms);
-  r.break_lock = take<bool>(d, "break_lock", r.break_lock);
-  r.timeout_s = take<uint32_t>(d, "timeout_s", r.timeout_s);
-  r.op_timeout_s = take<uint32_t>(d, "op_timeout_s", r.op_timeout_s);
-  reject_unknown(d, "rbd");
-  return r;
-}
-
-// Options arrive as a dict of the keywords gpuio.Engine was given (the others keep the C++ defaults);
-// integers are range-checked by gpuio::check_option before narrowing, relations by gpuio::validate in
-// Engine::create, so the error text is C++'s whichever side set the value. Leftover keys are typos.
+// Options arrive as a dict of the keywords gpuio.Engine was given (the others keep the C++ defaults), read through
+// the engine's knob table: integers are range-checked before narrowing, strings against their choices, relations
+// by gpuio::validate in Engine::create, so the error text is C++'s whichever side set the value. Leftover keys are
+// typos.
 EngineOptions engine_options(std::vector<std::string> paths, nb::dict given) {
   nb::dict d = copy_dict(given);
   EngineOptions o;
   o.paths = std::move(paths);
-  auto range = [](const std::string& key, int64_t v) { check_option(key, v); };
-  o.block_size = take<uint32_t>(d, "block_size", o.block_size, range);
-  o.stripe_bytes = take<uint64_t>(d, "stripe_bytes", o.stripe_bytes, range);
-  o.backend.kind = take<std::string>(d, "backend", o.backend.kind);
   if (d.contains("workers") && d["workers"].is_none()) nb::del(d["workers"]);  // None: dynamic (0)
-  o.workers = take<uint32_t>(d, "workers", o.workers, range);
-  o.queue_depth = take<uint32_t>(d, "queue_depth", o.queue_depth, range);
-  o.staging_bytes = take<uint64_t>(d, "staging_bytes", o.staging_bytes, range);
-  o.staging_slot_bytes = take<uint32_t>(d, "staging_slot_bytes", o.staging_slot_bytes, range);
-  o.ordered_staging_bytes = take<uint64_t>(d, "ordered_staging_bytes", o.ordered_staging_bytes, range);
-  o.io_bytes_max = take<uint32_t>(d, "io_bytes_max", o.io_bytes_max, range);
-  o.io_timeout_ms = take<uint32_t>(d, "io_timeout_ms", o.io_timeout_ms, range);
-  o.direct_min_bytes = take<uint32_t>(d, "direct_min_bytes", o.direct_min_bytes, range);
-  o.low_latency = take<std::string>(d, "low_latency", o.low_latency);
-  o.backend.direct = take<bool>(d, "direct", o.backend.direct);
-  o.backend.writable = take<bool>(d, "writable", o.backend.writable);
-  o.backend.sqpoll = take<bool>(d, "sqpoll", o.backend.sqpoll);
-  o.backend.iopoll = take<bool>(d, "iopoll", o.backend.iopoll);
-  o.backend.posix_threads = take<uint32_t>(d, "posix_threads", o.backend.posix_threads, range);
-  o.backend.lock = take<bool>(d, "lock", o.backend.lock);
-  o.backend.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", o.backend.lock_wait_ms, range);
-  if (auto s = take_section(d, "sim")) o.backend.sim = sim_options(*s);
+  take_knobs(d, o, engine_knobs());
+  if (auto s = take_section(d, "sim")) o.backend.sim = section_options(*s, sim_knobs(), "sim");
   if (auto f = take_section(d, "fault")) {
     if (o.backend.kind.rfind("fault:", 0) != 0)
       throw std::invalid_argument("fault options given but backend='" + o.backend.kind + "'; use backend='fault:" +
                                   o.backend.kind + "'");
-    o.backend.fault = fault_options(*f);
+    o.backend.fault = section_options(*f, fault_knobs(), "fault");
   }
-  if (auto r = take_section(d, "rbd")) o.backend.rbd = rbd_options(*r);
+  if (auto r = take_section(d, "rbd")) o.backend.rbd = section_options(*r, rbd_knobs(), "rbd");
   reject_unknown(d, "engine");
   return o;
 }
 
-// The defaults of every gpuio.Engine keyword, read from a default-constructed EngineOptions (KvikIO's
-// way: Python restates none of them). sim and fault are sections, None unless given.
+// The defaults of every gpuio.Engine keyword, read from a default-constructed EngineOptions through its table
+// (KvikIO's way: Python restates none of them). sim, fault and rbd are sections, None unless given.
 nb::dict engine_defaults() {
-  EngineOptions o;
-  nb::dict d;
-  d["block_size"] = o.block_size;
-  d["stripe_bytes"] = o.stripe_bytes;
-  d["backend"] = o.backend.kind;
-  d["workers"] = o.workers;
-  d["queue_depth"] = o.queue_depth;
-  d["staging_bytes"] = o.staging_bytes;
-  d["staging_slot_bytes"] = o.staging_slot_bytes;
-  d["ordered_staging_bytes"] = o.ordered_staging_bytes;
-  d["io_bytes_max"] = o.io_bytes_max;
-  d["io_timeout_ms"] = o.io_timeout_ms;
-  d["direct_min_bytes"] = o.direct_min_bytes;
-  d["low_latency"] = o.low_latency;
-  d["direct"] = o.backend.direct;
-  d["writable"] = o.backend.writable;
-  d["sqpoll"] = o.backend.sqpoll;
-  d["iopoll"] = o.backend.iopoll;
-  d["posix_threads"] = o.backend.posix_threads;
-  d["lock"] = o.backend.lock;
-  d["lock_wait_ms"] = o.backend.lock_wait_ms;
+  nb::dict d = knob_defaults(engine_knobs());
   d["sim"] = nb::none();
   d["fault"] = nb::none();
   d["rbd"] = nb::none();
   return d;
+}
+
+// Every knob table by its name, for gpuio.defaults.
+nb::dict knob_tables() {
+  nb::dict d;
+  d["engine"] = knob_rows(engine_knobs());
+  d["gpu"] = knob_rows(gpu_knobs());
+  d["sim"] = knob_rows(sim_knobs());
+  d["fault"] = knob_rows(fault_knobs());
+  d["rbd"] = knob_rows(rbd_knobs());
+  return d;
+}
+
+// One value checked by its table's knob as an options dict would be (TypeError/ValueError naming the knob).
+template <class Options>
+void check_one(const std::vector<Knob<Options>>& table, const char* what, const std::string& name, nb::handle value) {
+  find_knob(table, name, what);
+  nb::dict d;
+  d[name.c_str()] = value;
+  Options o;
+  take_knobs(d, o, table);
 }
 
 // The table layer's engine policy (limits.hpp), for this machine: gpuio.TensorFile reads it, restates none.
@@ -178,18 +128,19 @@ nb::dict device_dict(const DeviceInfo& d) {
 }
 
 // A target's per-file options (the rest of a file's settings are the engine's): direct, writable, lock, lock_wait_ms,
-// stripe_bytes; defaults from TargetOptions, ranges from the engine's option table.
+// stripe_bytes: the engine knobs marked per_target, read through the engine's table (defaults and ranges too).
 TargetOptions target_options(std::vector<std::string> paths, nb::dict given) {
   nb::dict d = copy_dict(given);
+  EngineOptions e;
+  take_knobs(d, e, engine_knobs(), knob_per_target);
+  reject_unknown(d, "target");
   TargetOptions t;
   t.paths = std::move(paths);
-  auto range = [](const std::string& key, int64_t v) { check_option(key, v); };
-  t.stripe_bytes = take<uint64_t>(d, "stripe_bytes", t.stripe_bytes, range);
-  t.open.direct = take<bool>(d, "direct", t.open.direct);
-  t.open.writable = take<bool>(d, "writable", t.open.writable);
-  t.open.lock = take<bool>(d, "lock", t.open.lock);
-  t.open.lock_wait_ms = take<uint32_t>(d, "lock_wait_ms", t.open.lock_wait_ms, range);
-  reject_unknown(d, "target");
+  t.stripe_bytes = e.stripe_bytes;
+  t.open.direct = e.backend.direct;
+  t.open.writable = e.backend.writable;
+  t.open.lock = e.backend.lock;
+  t.open.lock_wait_ms = e.backend.lock_wait_ms;
   return t;
 }
 
@@ -256,11 +207,20 @@ GPUIO_BIND(engine, 10) {
         "whose options name none) and request_blocks_max (blocks per engine request it issues).");
   m.def("auto_workers", &auto_workers, nb::arg("devices"),
         "workers=0: the worker threads an engine over `devices` devices starts here and its controller's first count.");
-  m.def("engine_option_ranges", [] {
-    nb::dict d;
-    for (const OptionRange& r : engine_option_ranges()) d[r.name] = nb::make_tuple(r.min, r.max);
-    return d;
-  });
+  m.def("knob_tables", &knob_tables,
+        "Every knob table (engine, gpu, sim, fault, rbd): per knob name, default, type, min, max, choices, pow2, "
+        "per_target, doc. gpuio.defaults is built from it.");
+  m.def("check_knob",
+        [](const std::string& table, const std::string& name, nb::handle value) {
+          if (table == "engine") return check_one(engine_knobs(), "engine", name, value);
+          if (table == "gpu") return check_one(gpu_knobs(), "GPU", name, value);
+          if (table == "sim") return check_one(sim_knobs(), "sim", name, value);
+          if (table == "fault") return check_one(fault_knobs(), "fault", name, value);
+          if (table == "rbd") return check_one(rbd_knobs(), "rbd", name, value);
+          throw std::invalid_argument("unknown knob table '" + table + "' (engine, gpu, sim, fault, rbd)");
+        },
+        nb::arg("table"), nb::arg("name"), nb::arg("value"),
+        "TypeError/ValueError naming the knob when value is not one its table's check accepts.");
   m.def("check_engine_option",
         [](const std::string& name, nb::handle value) { check_option(name, bindings::int_value(name.c_str(), value)); },
         nb::arg("name"), nb::arg("value"),

@@ -13,6 +13,7 @@
 
 #include "bindings/arrays.hpp"
 #include "bindings/engine_holder.hpp"
+#include "bindings/knobs.hpp"
 #include "bindings/options.hpp"
 #include "bindings/registry.hpp"
 
@@ -27,7 +28,6 @@ using namespace gpuio;
 
 using bindings::copy_dict;
 using bindings::reject_unknown;
-using bindings::take;
 
 // The runtime with the engine it serves, whose block size the bindings check buffer sizes against.
 struct Runtime : GpuRuntime {
@@ -57,15 +57,7 @@ static std::vector<int64_t> probe(Runtime& r, uint32_t queue, const std::vector<
 GpuOptions gpu_options(nb::dict given) {
   nb::dict d = copy_dict(given);
   GpuOptions o;
-  o.queues = take<uint32_t>(d, "queues", o.queues);
-  o.copy = take<std::string>(d, "copy", o.copy);
-  o.stream_wait = take<std::string>(d, "stream_wait", o.stream_wait);
-  o.device = take<int>(d, "device", o.device);
-  o.poll_spin_us = take<uint32_t>(d, "poll_spin_us", o.poll_spin_us);
-  o.bounce_bytes = take<uint64_t>(d, "bounce_bytes", o.bounce_bytes);
-  o.bounce_wait_ms = take<uint32_t>(d, "bounce_wait_ms", o.bounce_wait_ms);
-  o.stream_copy = take<std::string>(d, "stream_copy", o.stream_copy);
-  o.device_read = take<std::string>(d, "device_read", o.device_read);
+  bindings::take_knobs(d, o, gpu_knobs());
   reject_unknown(d, "GPU");
   return o;
 }
@@ -110,22 +102,8 @@ nb::dict stats_dict(const GpuStats& s) {
 #endif
 
 GPUIO_BIND(gpu, 20) {
-  m.def("gpu_defaults",
-        [] {
-          gpuio::GpuOptions o;
-          nb::dict d;
-          d["queues"] = o.queues;
-          d["copy"] = o.copy;
-          d["stream_wait"] = o.stream_wait;
-          d["device"] = o.device;
-          d["poll_spin_us"] = o.poll_spin_us;
-          d["bounce_bytes"] = o.bounce_bytes;
-          d["bounce_wait_ms"] = o.bounce_wait_ms;
-          d["stream_copy"] = o.stream_copy;
-          d["device_read"] = o.device_read;
-          return d;
-        },
-        "Default of every GPU option (from GpuOptions), for gpuio.gpu.DEFAULTS.");
+  m.def("gpu_defaults", [] { return gpuio::bindings::knob_defaults(gpuio::gpu_knobs()); },
+        "Default of every GPU option (from GpuOptions, through its knob table), for gpuio.gpu.DEFAULTS.");
 #ifdef GPUIO_HAVE_CUDA
   m.def("gpu_probe_devices", [] {
     gpu::DeviceReport r = gpu::probe_devices();

@@ -14,29 +14,11 @@ namespace gpuio {
 
 
 void GpuRuntime::Impl::start() {
-  GPUIO_EXPECT(opts.queues >= 1 && opts.queues <= gpu_limits::queues_max,
-               "queues=" + std::to_string(opts.queues) + " must lie in [1, " +
-                   std::to_string(gpu_limits::queues_max) + "]");
-  // No host-function wait: CUDA forbids a host function waiting on work not ordered before it (the engine's
-  // staging->GPU copies run on other streams), and such a wait deadlocked on the H200 (issue 3).
-  GPUIO_EXPECT(opts.stream_wait == "kernel" || opts.stream_wait == "wait_value",
-               "stream_wait='" + opts.stream_wait + "' is not one of kernel, wait_value" +
-                   (opts.stream_wait == "hostfn" ? " (hostfn was removed: a host function may not wait on the "
-                                                   "engine's copies, which CUDA does not order before it)"
-                                                 : ""));
+  validate(opts);  // the knob table's ranges and choices
   if (opts.stream_wait == "wait_value") {
     wait_value_fn = detail::driver_entry_point("cuStreamWaitValue32");
     if (!wait_value_fn) throw std::runtime_error("stream_wait='wait_value' but the driver has no cuStreamWaitValue32");
   }
-  if (opts.copy != "auto") detail::parse_copy_mode(opts.copy);  // names a bad value before any CUDA work
-  GPUIO_EXPECT(opts.stream_copy == "engine" || opts.stream_copy == "kernel",
-               "stream_copy='" + opts.stream_copy + "' is not one of engine, kernel");
-  GPUIO_EXPECT(opts.device_read == "auto" || opts.device_read == "batch",
-               "device_read='" + opts.device_read + "' is not one of auto, batch");
-  GPUIO_EXPECT(opts.bounce_bytes >= gpu_limits::bounce_bytes_min,
-               "bounce_bytes=" + std::to_string(opts.bounce_bytes) + " must be >= " +
-                   std::to_string(gpu_limits::bounce_bytes_min));
-  GPUIO_EXPECT(opts.bounce_wait_ms >= 1, "bounce_wait_ms must be >= 1");
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {

@@ -25,12 +25,14 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from gpuio import defaults
+
 from .iodiag import ENGINE_COUNTERS, IoCounters, PendingWrites
 
 CUDA_IDS = ("host", "device")  # Store(cuda_ids=): where a CUDA read's block ids live (class Store says why)
 CUDA_IDS_DEFAULT = "host"
-BLOCK_BYTES_DEFAULT = 4096
-STRIPE_BYTES_DEFAULT = 65536   # gpuio.Engine's default RAID-0 stripe
+BLOCK_BYTES_DEFAULT = defaults.knob("block_size").default
+STRIPE_BYTES_DEFAULT = defaults.knob("stripe_bytes").default  # gpuio.Engine's RAID-0 stripe
 WORKERS_DEFAULT = None         # None: the engine's own (dynamic) worker count
 FILE_BACKENDS = ("uring", "posix")  # backends whose paths are files the store may create; others (sim, a
                                     # volume) name devices that exist already
@@ -298,9 +300,8 @@ class Store(_Base):
         """The engine's and GPU layer's counters the I/O diagnostic reads (ops, bytes, stream chunks, ...)."""
         s = self.engine.stats()
         out = {k: s[k] for k in ENGINE_COUNTERS if k in s}
-        from ..engine import DEFAULTS
-
-        out["staging_slot_bytes"] = self._engine_options.get("staging_slot_bytes", DEFAULTS["staging_slot_bytes"])
+        out["staging_slot_bytes"] = self._engine_options.get("staging_slot_bytes",
+                                                          defaults.knob("staging_slot_bytes").default)
         return out
 
     def data_path(self) -> str:

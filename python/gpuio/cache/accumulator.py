@@ -7,7 +7,9 @@ a micro-batch whose misses are a few dozen pages leaves the device idle. The acc
 """
 from __future__ import annotations
 
-INFLIGHT_PAGES_MIN = 256  # ≈ 2 engine workers × QD128: the depth where 4 KiB random reads saturate
+from gpuio.defaults import knob
+
+INFLIGHT_PAGES_MIN = knob("cache.inflight_pages_min").default  # ≈ 2 workers × QD128: 4 KiB random reads saturate
 ACCUMULATE_BATCHES_MAX = 8  # never hold more micro-batches than this (bounds latency and memory)
 
 

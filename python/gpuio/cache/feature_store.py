@@ -29,12 +29,15 @@ from typing import Any, Callable
 
 import torch
 
-from gpuio.cache.accumulator import INFLIGHT_PAGES_MIN, Accumulator
+from gpuio.cache.accumulator import Accumulator
 from gpuio.gpu import refuse_bad_fork
 from gpuio.cache.host_buffer import HostBuffer, pick_hot_rows
 from gpuio.cache.page_cache import PageCache
 from gpuio.rows import PagedRows, Rows, check_row_ids
 from gpuio.cache.window import WindowBuffer
+from gpuio.defaults import defaults_of
+
+_KEYWORDS = defaults_of("cache")  # FeatureStore's keywords: gpuio.defaults' cache rows
 
 
 def _put(dst: torch.Tensor, pos, src: torch.Tensor, idx=None) -> None:
@@ -74,9 +77,11 @@ class FeatureStore:
     calls. The table underneath (a TensorFile) may meanwhile be scattered to from other threads: a row
     cached before such a scatter stays stale until evicted (the cache is read-through, not coherent)."""
 
-    def __init__(self, tf, gpu_cache_bytes: int = 256 << 20, host_cache_rows: int = 0, hot_scores=None,
-                 window: int = 8, accumulate: bool = True, *,
-                 policy: str = "clock", device=None, inflight_pages_min: int = INFLIGHT_PAGES_MIN,
+    def __init__(self, tf, gpu_cache_bytes: int = _KEYWORDS["gpu_cache_bytes"],
+                 host_cache_rows: int = _KEYWORDS["host_cache_rows"], hot_scores=None,
+                 window: int = _KEYWORDS["window"], accumulate: bool = _KEYWORDS["accumulate"], *,
+                 policy: str = _KEYWORDS["policy"], device=None,
+                 inflight_pages_min: int = _KEYWORDS["inflight_pages_min"],
                  host_buffer: HostBuffer | None = None):
         """tf: a `gpuio.TensorFile` (or any gpuio.rows.Rows).
         gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.

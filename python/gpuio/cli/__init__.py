@@ -22,6 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # command name -> (module, attribute, help). A sub-app attribute (typer.Typer) becomes a command group.
 _COMMANDS = {
     "info": ("gpuio.cli.info", "info", "What this platform offers: io_uring features, GPU, data paths."),
+    "defaults": ("gpuio.cli.defaults", "defaults_", "Every knob: value in force, default, range, GPUIO_* variable, doc."),
     "demo": ("gpuio.cli.demo", "demo", "Run the main job on a data file in the current directory."),
     "bench": ("gpuio.cli.bench", "bench", "Engine vs raw device benchmark, side by side, ratios."),
     "import": ("gpuio.cli.importer", "import_", "Convert .npy/.pt/raw files to a gpuio TensorFile."),

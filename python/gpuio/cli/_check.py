@@ -69,21 +69,6 @@ def int_in(option: str, value: int, low: int, high: int, what: str = "") -> int:
     return value
 
 
-# CLI option -> the gpuio.Engine keyword it sets. The range is the engine's own (C++ engine_option_ranges),
-# checked here before any work, and the error names the CLI option, not the keyword.
-ENGINE_OPTIONS = {"--workers": "workers", "--engine-qd": "queue_depth", "--block-size": "block_size"}
-
-
-def engine_option(option: str, value: int) -> int:
-    """``value`` of the engine knob that ``option`` sets, refused unless the engine takes it."""
-    from gpuio.engine import check_option
-    name = ENGINE_OPTIONS[option]
-    try:
-        check_option(name, value)
-    except (ValueError, TypeError) as e:
-        why = str(e).removeprefix(f"{name}={value} ")
-        fail(option, value, f"{why} (the engine's {name})")
-    return value
 
 
 def available_memory_bytes() -> int | None:

@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from . import _knobs
+
 
 def bench(
     mode: Optional[str] = typer.Argument(None, metavar="[apps|ceiling]",
@@ -24,7 +26,7 @@ def bench(
                                                      "directory."),
     repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
     seconds: float = typer.Option(1.0, min=0.01, help="Seconds per measured pass."),
-    workers: int = typer.Option(2, min=1, help="Engine worker threads (fixed; at most the engine's workers limit)."),
+    workers: int = _knobs.option("bench", "workers", min=1, help="Engine worker threads (fixed; at most the engine's workers limit)."),
     cold: bool = typer.Option(False, "--cold", help="sync + drop caches before each pass (needs root)."),
     workload: Optional[List[str]] = typer.Option(None, help="Only workloads whose name contains this (repeatable)."),
     backend: Optional[List[str]] = typer.Option(None, help="Engine backends: uring, posix (default: both)."),
@@ -62,7 +64,7 @@ def bench(
         _check.fail("--size", size, "must be a whole number of 4 KiB blocks")
     _check.output_file("--file", file, force, ours=datafile.is_ours)
     _check.data_space("--size", size, file, nbytes, ours=datafile.is_ours)
-    _check.engine_option("--workers", workers)
+    _knobs.check("--workers", "workers", workers)
     try:
         chosen = gb.workloads.select(workload)
     except ValueError as e:
@@ -76,7 +78,7 @@ def bench(
                                     f"requests: an engine batch, and one per thread of the raw reference)")
     _check.choices("--backend", backend or ENGINE_BACKENDS, ENGINE_BACKENDS)
     for qd in engine_qd or ():
-        _check.engine_option("--engine-qd", qd)
+        _knobs.check("--engine-qd", "queue_depth", qd)
     _check.output_file("--json", json_path, force)
     if plot:
         _check.output_file("--plot", plot, force)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import typer
 
-from . import _check
+from . import _check, _knobs
 
 CHUNK_BYTES = 64 << 20  # bytes converted per step: bounds memory use
 
@@ -46,12 +46,11 @@ def import_(src: str = typer.Argument(..., help="source file: .npy, .pt, or raw"
                                                  "(e.g. float32, bfloat16, float16, int64)"),
             shape: str = typer.Option(None, help="shape of a raw source, e.g. 1000000,128 (-1 once allowed); "
                                                  "must hold exactly the file's elements"),
-            block_size: int = typer.Option(4096, help="block size of the TensorFile (a power of two in the "
-                                                      "engine's block_size range)"),
+            block_size: int = _knobs.option("import", "block_size", help="block size of the TensorFile"),
             force: bool = typer.Option(False, "--force", help="replace DST if it exists (never a device, fifo or "
                                                               "directory)")) -> None:
     _check.input_file("SRC", src)
-    _check.engine_option("--block-size", block_size)
+    _knobs.check("--block-size", "block_size", block_size)
     _check.output_file("DST", dst, force)
     if os.path.exists(dst) and os.path.samefile(src, dst):
         _check.fail("DST", dst, "is the source file")

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from . import _check
+from . import _check, _knobs
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Ceph RBD volumes: create, resize, delete, list, map blocks to OSDs, grant access.")
@@ -107,7 +107,7 @@ def info(name: str = _NAME, pool: Optional[str] = _POOL, namespace: Optional[str
 
 @app.command("map")
 def map_(name: str = _NAME, block: int = typer.Argument(..., help="engine block number"),
-         block_size: int = typer.Option(4096, help="engine block size in bytes"), pool: Optional[str] = _POOL,
+         block_size: int = _knobs.option("volume", "volumes.block_size"), pool: Optional[str] = _POOL,
          namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING,
          as_json: bool = typer.Option(False, "--json")) -> None:
     """Where a block lives: RADOS object name, placement group, acting OSD set (CRUSH)."""

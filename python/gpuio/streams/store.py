@@ -42,7 +42,7 @@ import weakref
 import numpy as np
 
 from .._forked import ForkAware, options_here
-from ..engine import DEFAULTS as ENGINE_DEFAULTS
+from ..defaults import defaults_of
 from ..engine import aligned_empty, fork_generation
 from ..gpu import refuse_bad_fork
 from . import chain, devices, travel
@@ -55,18 +55,7 @@ from .serializer import decode
 from .table import StreamTable
 from .writer import StreamWriter
 
-DEFAULTS = {
-    "sblock_bytes": 4 << 20,          # one sblock: the unit of chaining, allocation and read-ahead
-    "prefetch_depth": 4,              # sblocks read ahead per open reader; writes in flight per writer (+1 filling)
-    "buffer_pool_bytes": 64 << 20,    # all open streams' buffers together
-    "mode": "r+",                     # "r+": open an existing store, "c": create when missing, "w": format
-    "create_bytes": 1 << 30,          # size of the file(s) that mode "c"/"w" creates (sparse), all devices together
-    "streams_max": 1 << 17,           # stream ids in the table (fixed when the store is formatted)
-    "block_size": ENGINE_DEFAULTS["block_size"],  # engine block size (fixed when the store is formatted)
-    "durable": True,                  # close/destroy return after an engine sync(); False: the OS decides
-    "checksum_payload": True,         # CRC-32C of each sblock's payload, verified on read (metadata always has
-                                      #   CRCs); cost vs read throughput: benchmarks/streams_bench.py
-}
+DEFAULTS = defaults_of("streams")  # StreamStore's keywords: a view of gpuio.defaults' streams rows
 
 
 MODES = ("r", "r+", "c", "w")

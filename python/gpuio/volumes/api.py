@@ -18,16 +18,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from gpuio.engine import DEFAULTS as ENGINE_DEFAULTS
+from gpuio.defaults import defaults_of
 
-DEFAULTS = {
-    "pool": "rbd",
-    "namespace": "",
-    "object_size": 4 << 20,   # bytes per RADOS object (RBD's default order 22)
-    "block_size": ENGINE_DEFAULTS["block_size"],  # engine block of open()
-    "timeout_s": 30,          # connecting / mon commands fail with ETIMEDOUT after this, never hang
-    "workers": 2,             # engine workers of open(): librbd completes on its own threads, 2 keep up
-}
+DEFAULTS = defaults_of("volumes")  # a view of gpuio.defaults' volumes rows
 
 
 def _core():

@@ -28,19 +28,10 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
-# Documented defaults (one place): `gpuio cluster up` and the test fixture use these.
-DEFAULTS = {
-    "osds": 3,                   # OSD daemons (BlueStore on sparse files)
-    "osds_max": 16,              # a one-node throwaway cluster: each OSD is a daemon (~30 threads, up to
-                                 # osd_memory_bytes of RAM); more only loads the node, it adds no disks
-    "size": 2,                   # replicas of the rbd pool
-    "pool": "rbd",               # the pool volumes go to
-    "pgs": 32,                   # placement groups of that pool
-    "osd_bytes": 10 << 30,       # sparse block file per OSD (only written blocks use disk)
-    "osd_memory_bytes": 896 << 20,
-    "timeout_s": 180,            # bring-up must reach active+clean within this
-    "mgr": True,                 # start a mgr (PG states, `ceph status`); RBD I/O works without one
-}
+from gpuio.defaults import defaults_of
+
+# `gpuio cluster up` and the test fixture use these.
+DEFAULTS = defaults_of("cluster")  # a view of gpuio.defaults' cluster rows
 PACKAGES = ["ceph-mon", "ceph-osd", "ceph-mgr", "ceph-common", "librados-dev", "librbd-dev"]
 # What up() runs: keyrings are written here (no ceph-authtool), `rbd pool init` only where the tool exists.
 TOOLS = ["ceph-mon", "ceph-osd", "monmaptool"]

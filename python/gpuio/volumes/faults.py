@@ -18,15 +18,11 @@ import time
 
 import numpy as np
 
+from gpuio.defaults import defaults_of
+
 from . import api
 
-DEFAULTS = {
-    "blocks": 2048,          # volume size in 4 KiB blocks (8 MiB: two RBD objects per OSD on average)
-    "batches": 24,           # write/read rounds
-    "batch_blocks": 32,      # blocks written per round
-    "verify_blocks": 16,     # acknowledged blocks read back per round
-    "io_timeout_s": 90,      # a batch not done by then fails (the OSD is marked down within seconds)
-}
+DEFAULTS = defaults_of("faults")  # osd_kill_run's options: a view of gpuio.defaults' faults rows
 
 
 def contents(tag: int, blocks, block_size: int = 4096) -> np.ndarray:

@@ -25,8 +25,8 @@ def _engine_options(name: str, mode: str, who: Identity | None, lock_wait_s: flo
     return dict(engine_options, backend="rbd", writable=(mode == "r+"), rbd=rbd)
 
 
-def create_tensor(name: str, shape, dtype="float32", block_size: int = 4096, who: Identity | None = None,
-                  object_size: int = api.DEFAULTS["object_size"], **engine_options):
+def create_tensor(name: str, shape, dtype="float32", block_size: int = api.DEFAULTS["block_size"],
+                  who: Identity | None = None, object_size: int = api.DEFAULTS["object_size"], **engine_options):
     """A new zero-filled TensorFile on a new volume `name` sized for it; opened read-write (lock held)."""
     from gpuio._dtypes import element_type
     from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, _header, file_bytes
@@ -43,7 +43,7 @@ def create_tensor(name: str, shape, dtype="float32", block_size: int = 4096, who
     return tf
 
 
-def open_tensor(name: str, mode: str = "r", block_size: int = 4096, who: Identity | None = None,
+def open_tensor(name: str, mode: str = "r", block_size: int = api.DEFAULTS["block_size"], who: Identity | None = None,
                 lock_wait_s: float = 0, break_lock: bool = False, **engine_options):
     """Open the TensorFile on volume `name` ("r": read-only, no lock; "r+": takes the writer lock)."""
     from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile
