@@ -64,7 +64,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                 inline: bool = typer.Option(False, "--inline", help="load on the training thread (no loader thread)"),
                 belady: bool = typer.Option(False, "--belady", help="record the row trace; bytes read vs MIN"),
                 timing: bool = typer.Option(False, "--timing", help="gpuio: also time loading alone and compute alone"),
-                time_cap: str = typer.Option("auto", help="seconds a run's steps may take: auto (10 on CPU, 30 with "
+                time_cap: str = typer.Option("auto", help="seconds a run's steps may take: auto (8 on CPU, 30 with "
                                                           "CUDA), 0 no cap, S every run, or per label: gpuio=120,"
                                                           "mmap=50,gpuio/memory=40,load=90 (load: the --timing "
                                                           "pass); a capped run's epoch is extrapolated"),

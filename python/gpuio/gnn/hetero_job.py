@@ -55,7 +55,7 @@ from gpuio.gnn.hetero_report import (BACKENDS, CAP_LOAD, STRUCTURES, at, cap_for
 # GPU machine from an empty directory (generation included); features 4x the memory given either way
 CPU_DEFAULTS = dict(papers=86_000, features=128, batch_size=48, eval_nodes=128, steps=20)
 GPU_DEFAULTS = dict(papers=200_000, features=1024, batch_size=512, eval_nodes=2048, steps=50)
-TIME_CAP_AUTO = dict(cpu="10", cuda="30")  # time_cap="auto": seconds each run's steps may take
+TIME_CAP_AUTO = dict(cpu="8", cuda="30")  # time_cap="auto": seconds each run's steps may take
 AUTO = -1.0  # host_fraction / gpu_cache_fraction: sized from the memory given (RunMemory.tiers_bytes)
 T_START = time.perf_counter()  # the job's clock for --budget (reset by run)
 COMPUTE_ONLY_BATCHES = 10  # batches held on the device to time compute alone (~1 GB each at 1024 columns)
@@ -301,14 +301,16 @@ def storage_bytes(sources: dict) -> int:
 
 def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, structure: str | None = None,
                 cap: float = 0.0, load_cap: float = 0.0, timing: bool = False, belady: bool = False,
-                hosts: dict | None = None, replan=None, ready=None, finished=None, graphs: dict | None = None) -> dict:
+                hosts: dict | None = None, replan=None, ready=None, step=None, finished=None,
+                graphs: dict | None = None) -> dict:
     """One run: `cfg.steps` training steps (at most `cap` seconds of them) of `backend` with the structure
     in `structure`, evaluated unless capped. timing: first loading alone (at most `load_cap` seconds, stores
     and structure of its own), then compute alone on held batches. belady: bytes read vs MIN on the trace.
     hosts: shared host buffers (make_sources). replan: () -> the run's cap, asked again after the loading-alone
     pass (the budget left then). graphs: shared structure stores (make_graph). ready(tiers): called as the steps
     start, with the bytes of host memory the run's cache tiers hold (gpuio.gnn.hetero_memory.RunMemory.ready);
-    finished() -> the memory figures of the steps (r["cgroup"]), called as they end, before evaluation."""
+    step(): called after every step; finished() -> the memory figures of the steps (r["cgroup"]), called as they
+    end, before evaluation."""
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.gnn.demo import checksum
     from gpuio.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
@@ -355,8 +357,12 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     sums: list = []  # each step's features, fingerprinted: the runs trained on the same bytes
     if ready is not None:
         ready(host_tier_bytes(sources, dev))
+    def on_step(batch):
+        sums.append(sum(checksum(x) for x in batch.x.values()))
+        if step is not None:
+            step()
     r = train_steps(model, loader(graph, sources, ds.train_idx, cfg.seed + rank), opt, sync=sync,
-                    deadline=deadline(cap), on_step=lambda b: sums.append(sum(checksum(x) for x in b.x.values())))
+                    deadline=deadline(cap), on_step=on_step)
     r["sums"] = sums
     r["cgroup"] = finished() if finished is not None else None
     r["capped"], r["cfg_steps"], r["time_cap_s"] = r["steps"] < cfg.steps, cfg.steps, float(cap)
@@ -525,7 +531,8 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             r = run_backend(b, ds, cfg, scores, rank, world, structure, cap=cap, load_cap=load_cap, timing=timing,
                             belady=cfg.belady and i == first_gpuio, hosts=hosts,
                             replan=lambda j=j: plan_caps(nominal[j + 1:], left())[0],
-                            ready=lambda tiers, b=b: memory.ready(b, tiers), finished=lambda b=b: memory.finished(b),
+                            ready=lambda tiers, b=b: memory.ready(b, tiers), step=lambda b=b: memory.step(b),
+                            finished=lambda b=b: memory.finished(b),
                             graphs=graphs)
             if all(q != "gpuio" for q, _ in pairs[i + 1:]):
                 hosts.clear()  # no later gpuio run: the pinned host buffers leave the cgroup now

@@ -15,6 +15,7 @@ BACKENDS = ("gpuio", "mmap", "memory")
 STRUCTURES = ("file", "memory")
 CAP_LOAD = "load"  # the --time-cap label of gpuio's loading-alone pass (--timing)
 GOALS = dict(mmap=3.0, bound=1.2, belady=1.2, structure=0.8, disk=0.9)  # issue 15's bars
+CPU_BOUND = 1.3  # compute this many times the in-memory run's while the trainer seldom waited: loading took the CPU
 RUN_OVERHEAD_S = 25.0  # per run, outside its capped steps (stores, host buffer, evaluation): plan_caps
 
 
@@ -164,7 +165,7 @@ def judged_lines(results: list, info: dict) -> list:
         if disk and r["backend"] == "gpuio" and ranks:
             wall, read = all_ranks(ranks)
             mbs = read / max(wall, 1e-9) / 1e6
-            wait, words = regime(r, ranks)
+            wait, words = regime(r, ranks, _find(results, "memory", r.get("structure")))
             storage_bound = wait > 0.5 and "feature reads" in words
             what = f"{len(ranks)} GPU(s) when the disk is the bound"
             if not storage_bound:
@@ -222,8 +223,10 @@ def all_ranks(ranks: list) -> tuple:
     return max(q["run_s"] for q in ranks), sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
 
 
-def regime(r: dict, ranks: list) -> tuple:
-    """(trainers' waiting share, words naming the regime) of a run over all its ranks."""
+def regime(r: dict, ranks: list, ref: dict | None = None) -> tuple:
+    """(trainers' waiting share, words naming the regime) of a run over all its ranks. ref: the in-memory run of
+    the same structure: a run whose trainers seldom wait but whose compute per step takes CPU_BOUND x ref's or
+    more is CPU-bound (loading takes the cores training needs), not "loading keeps up"."""
     wait = sum(q["stall_s"] for q in ranks) / max(sum(q["run_s"] for q in ranks), 1e-9)
     sample = sum(q.get("sample_s", 0.0) for q in ranks)
     feature = sum(q.get("feature_s", 0.0) for q in ranks)
@@ -231,7 +234,13 @@ def regime(r: dict, ranks: list) -> tuple:
     # batches); sampling runs where the structures deliver (the job's device)
     bound = ("sampling" if sample > feature else
              "feature reads" if r["backend"] == "gpuio" else "feature page faults")
-    return wait, (f"loading-bound: the trainers wait on {bound}" if wait > 0.5 else "compute-bound: loading keeps up")
+    if wait > 0.5:
+        return wait, f"loading-bound: the trainers wait on {bound}"
+    per_step = (lambda q: q.get("compute_s", 0.0) / max(q.get("steps", 0), 1))
+    if ref is not None and ref is not r and per_step(r) >= CPU_BOUND * max(per_step(ref), 1e-9):
+        return wait, (f"CPU-bound: loading takes the cores training needs (compute {per_step(r) / per_step(ref):.1f}x "
+                      "the in-memory run's per step)")
+    return wait, "compute-bound: loading keeps up"
 
 
 def print_report(results: list, say=print, info: dict | None = None) -> None:
@@ -276,7 +285,7 @@ def print_report(results: list, say=print, info: dict | None = None) -> None:
             continue
         wall, read = all_ranks(ranks)
         seeds = sum(q["steps"] for q in ranks) * r["batch_size"]
-        wait, words = regime(r, ranks)
+        wait, words = regime(r, ranks, _find(results, "memory", r.get("structure")))
         say(f"{name}: {len(ranks)} rank(s): {seeds / wall:,.0f} seeds/s ({seeds:,} seeds in {wall:.2f} s, slowest "
             f"rank); storage read {read / wall / 1e6:,.1f} MB/s over all ranks "
             f"({'features and structure' if r['backend'] == 'gpuio' else 'structure only; page faults not counted'}); "
@@ -309,7 +318,7 @@ def print_report(results: list, say=print, info: dict | None = None) -> None:
     if info is not None:
         for r, name in zip(results, cols):
             if r.get("ranks"):
-                wait, words = regime(r, r["ranks"])
+                wait, words = regime(r, r["ranks"], _find(results, "memory", r.get("structure")))
                 say(f"judged: regime ({name}): {words} (trainers waited {wait:.0%} of the time)")
         for line in judged_lines(results, info):
             say(line)
@@ -345,13 +354,11 @@ def demo_rows(results: list, steps: int, warmup: int = -1) -> list:
         cg = r.get("cgroup")
         if cg and cg.get("peak") is not None:
             cap = f"limit {cg['limit'] / 2**20:,.0f} MiB" if cg.get("limit") else "no limit"
+            most = f"at most {cg['file_max'] / 2**20:,.0f} MiB at a step's end; " if "file_max" in cg else ""
             row.update(cgroup_peak=cg["peak"], cgroup_cache=cg["file"],
-                       cache_note=f"{cap}; the dataset's files evicted from the page cache")
+                       cache_note=f"{most}{cap}; the dataset's files evicted from the page cache")
         rows.append(row)
     return rows
-
-
-CPU_BOUND = 1.3  # compute this many times the in-memory run's while the trainer seldom waited: loading took the CPU
 
 
 def limit_lines(rows: list, cores: int) -> list:
