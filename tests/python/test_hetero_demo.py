@@ -196,6 +196,40 @@ def test_memory_given_floor_tiers_and_what_it_says():
             if working < g.given:  # the tiers fill 80 % of what the headroom and the engine buffers leave
                 assert g.tiers_bytes() == int(0.8 * ((100 << 20) - HEADROOM_BYTES - working))
             else:  # no tiers, and it says so
-                assert g.tiers_bytes() == 0 and "alone exceeds the memory given" in g.describe()
+                assert g.tiers_bytes() == 0
+                assert "working memory alone is 100 MiB over them: no cache tiers" in g.describe()
         finally:
             g.leave()
+
+
+# -- deterministic kernels ------------------------------------------------------------------------------------
+def test_deterministic_kernels_warn_only_catch_the_alerts_and_restore():
+    """On CUDA the job runs torch's deterministic kernels warn-only: an op without one (torch warns "... does not
+    have a deterministic implementation") is kept for the report, from any thread, instead of stopping a run;
+    other warnings still show; stop() puts torch and the warning filters back."""
+    import threading
+    import warnings
+
+    import torch
+
+    from gpuio.gnn.hetero_kernels import DeterministicKernels
+
+    class Cfg:
+        deterministic, device = True, "cuda"
+    assert DeterministicKernels(type("C", (), dict(deterministic=True, device="cpu"))()).verdict() is None
+    before = torch.are_deterministic_algorithms_enabled()
+    k = DeterministicKernels(Cfg())
+    k.start()
+    try:
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        assert k.verdict() == ""  # nothing warned yet: every op so far had a deterministic kernel
+        t = threading.Thread(target=warnings.warn, args=("scatter_x_cuda does not have a deterministic implementation, "
+                                                         "but you set it",))
+        t.start()
+        t.join()
+        with pytest.warns(UserWarning, match="unrelated"):
+            warnings.warn("unrelated")
+    finally:
+        k.stop()
+    assert k.verdict() == "scatter_x_cuda does not have a deterministic implementation, but you set it"
+    assert torch.are_deterministic_algorithms_enabled() == before

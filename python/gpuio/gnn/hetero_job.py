@@ -48,7 +48,7 @@ from gpuio.gnn.config import apply_machine_defaults
 from gpuio.graph.csc_file import STRUCT_CACHE_BYTES_DEFAULT, relation_file_bytes
 from gpuio.gnn.hetero_memory import RunMemory, cgroup_memory, evict_page_cache, gpuio_working_bytes, release_memory
 from gpuio.gnn.hetero_data import prepare_dataset, sample_scores
-from gpuio.gnn.hetero_kernels import deterministic_kernels
+from gpuio.gnn.hetero_kernels import DeterministicKernels
 from gpuio.gnn.hetero_report import (BACKENDS, CAP_LOAD, STRUCTURES, at, cap_for, header, parse_caps, plan_caps,
                                      print_report, print_summary)
 # `gpuio demo --hetero`'s sizes (steps: when given as 0): under a minute on the 2-core dev box, under three on the
@@ -480,19 +480,18 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
     else:
         say(memory.describe())
         cfg.size_tiers(None, ds.feature_bytes())
-    deterministic = det_before = None
-    said_memory = False
+    kernels = DeterministicKernels(cfg)
+    said_memory = memory.mode != "own"
     graphs: dict = {}  # structure stores held whole, shared by the runs (make_graph)
     results = []
     old = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     threads = torch.get_num_threads()
-    if cfg.device == "cpu":  # half the cores compute: the loader, its samplers and the engine's workers need the rest.
-        # With every core in torch's pool its threads spin at barriers while those run (2-core box, loaded: two
-        # warm-up steps took 10 s with 2 threads, 1.3-1.8 s with 1)
+    if cfg.device == "cpu":  # half the cores compute: the loader, its samplers and the engine's workers need the rest
+        # (with all, torch's threads spin at barriers: 2-core box, 2 warm-up steps 10 s on 2 threads, 1.3-1.8 s on 1)
         torch.set_num_threads(max(1, min(threads, (os.cpu_count() or 1) // 2)))
     try:
-        det_before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-        deterministic = deterministic_kernels(cfg, lambda: warm_up(ds, cfg, graphs=graphs))
+        kernels.start()
+        warm_up(ds, cfg, graphs=graphs)  # every kernel loads before anything is timed
         scores = sample_scores(ds) if "gpuio" in cfg.backends and cfg.host_fraction != 0 else None
         first_gpuio = next((i for i, (b, _) in enumerate(pairs) if b == "gpuio"), None)
         caps = parse_caps(cfg.time_cap)
@@ -509,15 +508,12 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             if b != "gpuio":
                 hosts.clear()
             release_memory()  # the last run's stores, pinned buffers included, leave the cgroup first
-            if memory.mode == "own" and memory.lim is None and not memory.version:  # before the first run
-                memory.enter(lambda usage: gpuio_working_bytes(ds, cfg, usage) if "gpuio" in cfg.backends else 0)
-                if memory.lim is not None and all(q != "memory" for q, _ in pairs):  # growth from a warm-up
-                    warm_up(ds, cfg, steady=True, ready=lambda: memory.ready("warm-up"), graphs=graphs)
-                    memory.finished("warm-up")
+            if memory.mode == "own" and not memory.version:  # before the first run; no in-memory run: growth by warm-up
+                memory.enter(lambda usage: gpuio_working_bytes(ds, cfg, usage) if "gpuio" in cfg.backends else 0,
+                             None if any(q == "memory" for q, _ in pairs) else
+                             lambda ready: warm_up(ds, cfg, steady=True, ready=ready, graphs=graphs))
                 cfg.size_tiers(memory.tiers_bytes(), ds.feature_bytes())
-                if memory.mode != "own":  # no group could be made
-                    say(memory.describe())
-            if b != "memory" and memory.lim is not None and not said_memory:
+            if b != "memory" and not said_memory:
                 say(memory.describe())
                 said_memory = True
             planned = plan_caps(nominal[j:], left())
@@ -567,8 +563,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
     finally:
         memory.leave()
         torch.set_num_threads(threads)
-        if det_before is not None and deterministic is not None:  # process-wide: as it was before the job
-            torch.use_deterministic_algorithms(det_before[0], warn_only=det_before[1])
+        kernels.stop()  # process-wide settings: as they were before the job
         if old is not None:
             signal.signal(signal.SIGTERM, old)
     if rank == 0:
@@ -578,6 +573,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
                     num_edges=ds.num_edges, limit=limit or None, struct_cache_mb=cfg.struct_cache_mb,
                     disk_mbs=cfg.disk_mbs,
                     structure_file_bytes=sum(sum(relation_file_bytes(ds.relation_path(et))) for et in ds.edge_types))
+        deterministic = kernels.verdict()
         print_summary(results, cfg, say, larger=memory.times_larger(), deterministic=deterministic,
                       cores=os.cpu_count() or 1)
         if cfg.judge:
@@ -586,6 +582,7 @@ def run(cfg: HeteroConfig, log=print) -> list[dict]:
             with open(cfg.json_out, "w") as f:
                 json.dump(dict(config=asdict(cfg), results=results, memory=dict(
                     mode=memory.mode, given=memory.given, runs=memory.runs, growth=memory.growth,
+                    growth_by=memory.growth_by,
                     working=memory.working, times_larger=memory.times_larger()), deterministic=deterministic),
                     f, indent=1, default=str)
     if stopped:

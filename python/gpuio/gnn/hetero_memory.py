@@ -95,7 +95,7 @@ class RunMemory:
         self.fraction, self.feature_bytes = fraction, feature_bytes
         self.given = max(int(fraction * feature_bytes), 2 * HEADROOM_BYTES)
         self.raised = self.given > fraction * feature_bytes  # a table too small for the headroom
-        self.working, self.growth, self.runs = 0, None, {}
+        self.working, self.growth, self.runs, self.growth_by = 0, None, {}, ""
         self.lim, self.why, self.version, self._start = None, "", 0, 0
         self._follower, self._stop = None, None
         current = MemoryLimit.current()
@@ -109,15 +109,20 @@ class RunMemory:
         else:
             self.mode = "own"
 
-    def enter(self, working_bytes) -> None:
+    def enter(self, working_bytes, warm_up=None) -> None:
         """Into a fresh memory cgroup, no limit yet; working_bytes(usage) -> gpuio's working memory (usage: () ->
-        the group's bytes now). Where no group can be made the runs go on without (mode "none", `why` says so)."""
+        the group's bytes now); warm_up(ready), where no in-memory run will measure `growth`: a warm-up that
+        calls ready() as its steps start, measured instead. Where no group can be made the runs go on without
+        (mode "none", `why` says so)."""
         self.lim = MemoryLimit.enter("gpuio-hetero")
         if self.lim is None:
             self.mode, self.why = "none", f"{MemoryLimit.why}; run as root for one"
             return
         self.version = self.lim.version
         self.working = working_bytes(self.lim.usage_bytes)
+        if warm_up is not None:
+            warm_up(lambda: self.ready("warm-up"))
+            self.finished("warm-up")
 
     def ready(self, backend: str, tiers: int = 0) -> None:
         """A run's steps start (its stores, structure and model are built; `tiers`: bytes of gpuio's host tiers
@@ -180,6 +185,7 @@ class RunMemory:
                        group=os.path.basename(self.lim.path))
         elif self.growth is None:
             self.growth = max((self.lim.peak_bytes() or 0) - self._start, 0)
+            self.growth_by = "warm-up on zero features" if backend == "warm-up" else "in-memory run"
         self.lim.unset()
         return out
 
@@ -211,15 +217,14 @@ class RunMemory:
         mib = (lambda b: f"{b / 2**20:,.0f} MiB")
         feats = f"features {mib(self.feature_bytes)}"
         if self.mode == "own" and self.version:
-            over = (f"; its working memory alone exceeds the memory given, so it runs with no cache tiers and "
-                    f"{mib(self.working - self.given)} more" if self.working > self.given - HEADROOM_BYTES else "")
+            over = (f"; its working memory alone is {mib(self.working - self.given)} over them: no cache tiers"
+                    if self.working > self.given else "")
             return (f"memory given: {mib(self.given)} to the gpuio and mmap runs, {feats} ({self.times_larger():.1f}x "
-                    f"larger{'; raised to twice the headroom' if self.raised else ''}). mmap: its page cache, under a "
-                    f"cgroup v{self.version} memory limit set as its steps start = the memory it holds then "
-                    f"(structure, model, loader) + what the in-memory run's steps added ({mib(self.growth or 0)}) + "
-                    f"those {mib(self.given)}. gpuio: reads with O_DIRECT, past the page cache; its host tiers "
-                    f"({mib(self.tiers_bytes() or 0)}) and working memory ({mib(self.working)}: engine buffers) "
-                    f"count in those {mib(self.given)}{over}; same cgroup, counted, not capped")
+                    f"larger{'; raised to twice the headroom' if self.raised else ''}), a cgroup v{self.version} of "
+                    f"their own. mmap: its page cache (a limit of its own memory, followed as it changes, + those "
+                    f"{mib(self.given)}). gpuio: reads with O_DIRECT, past the page cache; its host tiers "
+                    f"({mib(self.tiers_bytes() or 0)}) and working memory ({mib(self.working)}: engine buffers) count "
+                    f"in those {mib(self.given)}{over}; counted, not capped")
         if self.mode == "outer":
             return (f"memory given: the cgroup this process runs in, limit {self.outer / 2**30:.1f} GiB (anonymous "
                     f"memory and page cache together); {feats}, {self.times_larger():.1f}x the limit")

@@ -434,7 +434,7 @@ def print_summary(results: list, cfg, say=print, larger: float | None = None, de
     """gpuio demo's table (one column per run), the checks (features byte-identical on every step; losses
     identical where the kernels are deterministic: the CPU's, or CUDA's with `deterministic` == ""), what
     limits each run, and the headline. larger: features / the memory given (None: no limit); deterministic:
-    gpuio.gnn.hetero_warmup.deterministic_kernels' answer."""
+    gpuio.gnn.hetero_kernels.DeterministicKernels.verdict()."""
     from gpuio.gnn import demo_report
     rows = demo_rows(results, cfg.steps, cfg.warmup_steps)
     if not rows:
