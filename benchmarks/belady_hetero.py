@@ -69,7 +69,8 @@ def main(argv=None) -> list[dict]:
         a.papers, a.steps, a.batch_size, a.fanouts, a.cache_fraction = 2000, 8, 32, "3,2", 0.02
     a.fanouts = [int(x) for x in a.fanouts.split(",")]
     configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",")]
-    from gpuio.gnn.hetero_job import HeteroConfig, prepare_dataset, sample_scores
+    from gpuio.gnn.hetero_data import prepare_dataset, sample_scores
+    from gpuio.gnn.hetero_job import HeteroConfig
     from gpuio.pyg.hetero import HeteroGraphStore
     t0 = time.perf_counter()
     ds, _ = prepare_dataset(HeteroConfig(root=a.root, papers=a.papers, features=1))

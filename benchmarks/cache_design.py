@@ -100,7 +100,8 @@ def main(argv=None) -> dict:
     if a.tiny:
         a.papers, a.features, a.steps, a.batch_size = 600, 16, 6, 32
     a.fanouts = [int(x) for x in a.fanouts.split(",")]
-    from gpuio.gnn.hetero_job import HeteroConfig, prepare_dataset, sample_scores
+    from gpuio.gnn.hetero_data import prepare_dataset, sample_scores
+    from gpuio.gnn.hetero_job import HeteroConfig
     from gpuio.pyg.hetero import HeteroGraphStore
     t0 = time.perf_counter()
     ds, reused = prepare_dataset(HeteroConfig(root=a.root, papers=a.papers, features=a.features, seed=a.seed))

@@ -67,16 +67,23 @@ host_bench() {
 
 suite demo build "gpuio demo as the README runs it, from an empty directory, bounded (GPUIO_DEMO_TIMEOUT=300, \
 GPUIO_DEMO_ARGS)"
-suite_demo() {
-  local d=/tmp/gpuio-demo-XXXXXX t0 rc
+suite_demo() { demo_run demo "${GPUIO_DEMO_TIMEOUT:-300}" ${GPUIO_DEMO_ARGS:-}; }
+
+suite demo-hetero build "gpuio demo --hetero as the README runs it, from an empty directory, bounded \
+(GPUIO_DEMO_HETERO_TIMEOUT=300, GPUIO_DEMO_HETERO_ARGS)"
+suite_demo_hetero() { demo_run demo-hetero "${GPUIO_DEMO_HETERO_TIMEOUT:-300}" --hetero ${GPUIO_DEMO_HETERO_ARGS:-}; }
+
+# demo_run STEP LIMIT ARGS...: `gpuio demo ARGS` in a fresh empty directory, bounded; its time and headline noted
+demo_run() {
+  local step=$1 limit=$2 d=/tmp/gpuio-demo-XXXXXX t0 rc
+  shift 2
   ((GPU_DRY)) || d=$(mktemp -d /tmp/gpuio-demo-XXXXXX)
   t0=$(date +%s)
-  COLUMNS=160 GPUIO_TAIL=30 indir "$d" bounded demo "${GPUIO_DEMO_TIMEOUT:-300}" "$py" -X faulthandler -m gpuio demo \
-    ${GPUIO_DEMO_ARGS:-}
+  COLUMNS=160 GPUIO_TAIL=50 indir "$d" bounded "$step" "$limit" "$py" -X faulthandler -m gpuio demo "$@"
   rc=$?
   ((GPU_DRY)) && return 0
-  if ((rc)); then note "gpuio demo FAILED (rc=$rc$( ((rc == 124)) && echo ', timed out'), $(( $(date +%s) - t0 )) s)"
-  else note "gpuio demo: ok in $(( $(date +%s) - t0 )) s (empty directory $d): $(demo_headline "$(log_of demo)")"; fi
+  if ((rc)); then note "gpuio demo $* FAILED (rc=$rc$( ((rc == 124)) && echo ', timed out'), $(( $(date +%s) - t0 )) s)"
+  else note "gpuio demo $*: ok in $(( $(date +%s) - t0 )) s (empty directory $d): $(demo_headline "$(log_of "$step")")"; fi
   rm -rf "$d"
   return $rc
 }

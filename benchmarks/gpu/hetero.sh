@@ -13,12 +13,17 @@
 #   "1 2 1 2 1 2"), _OMP (OMP_NUM_THREADS of each rank of a multi-rank run; default the cores / ranks), _RESERVE
 #   (seconds of the call kept for the phases after the cgroup run; default 75 with _HOMO + 45 with _TINY_AT=end +
 #   60 with _FREE_ARGS).
+# Every run passes HETERO_JUDGED first (options given after it, as in _ARGS, win): the judged run's settings, since
+# `gpuio demo --hetero`'s own defaults are the demo's (a smaller epoch, a memory cgroup of its own, deterministic
+# kernels, no judged lines; the demo-hetero suite runs those).
 # Every phase's timeout shrinks to what is left of the call (GPUIO_CALL_S): the cgroup run's to what is left less
 # _RESERVE, generation's keeps 120 s for the run, and the run gets --budget (its timeout less 30 s) so its per-run
 # caps shrink to fit; at its timeout it gets SIGTERM and still prints its report (judged lines of finished runs).
 # Order: tiny CUDA smoke; generation (outside the cgroup, timed; reused when present); the cgroup run (page cache
 # dropped first); the homogeneous Belady run; the free run; the smoke if _TINY_AT=end. The dataset stays on disk for
 # the next call unless _CLEAN=1.
+
+HETERO_JUDGED="--judge --no-deterministic --memory-fraction 0 --steps 100 --batch-size 1024 --eval-nodes 20000 --time-cap 0"
 
 suite hetero build "RGAT on an IGBH-shaped graph, memory-constrained (GPUIO_HETERO_*: see benchmarks/gpu/hetero.sh)"
 suite_hetero() {
@@ -66,7 +71,7 @@ suite_hetero() {
     budget=(); ((call_s > 0)) && budget=(--budget $(( job_to > 90 ? job_to - 30 : job_to * 2 / 3 )))
     note "hetero run ($np GPU): timeout ${job_to} s ${budget[*]}; $(left) s of the call left"
     GPUIO_TAIL=60 BOUNDED_RESERVE=0 BOUNDED_TERM=1 in_cgroup "${GPUIO_HETERO_MEM:-12G}" bounded "run$sfx-$k" "$job_to" "${launch[@]}" \
-      --root "$hroot" $hgen $hargs "${budget[@]}" "${disk[@]}" --json "$OUT/hetero/hetero$sfx-$k.json" || status=1
+      --root "$hroot" $hgen $HETERO_JUDGED $hargs "${budget[@]}" "${disk[@]}" --json "$OUT/hetero/hetero$sfx-$k.json" || status=1
     ((GPU_DRY)) || grep -E "^memory given|^done |capped by|rank\(s\)|^judged|stopped by" "$(log_of "run$sfx-$k")" \
       | sed "s/^/[$np GPU] /" >> "$summary"
     run cp "$OUT/hetero/hetero$sfx-$k.json" "/tmp/hetero-runs/$k-np$np.json"
@@ -85,7 +90,7 @@ suite_hetero() {
   fi
   if [[ -n $free_args ]]; then
     BOUNDED_RESERVE=0 GPUIO_TAIL=25 bounded free "$(within "${GPUIO_HETERO_FREE_TIMEOUT:-300}" $(( tiny_end * 45 )))" \
-      "$py" examples/rgat_igbh.py --root "$hroot" $hgen $free_args --json "$OUT/hetero/hetero_free.json" || status=1
+      "$py" examples/rgat_igbh.py --root "$hroot" $hgen $HETERO_JUDGED $free_args --json "$OUT/hetero/hetero_free.json" || status=1
     ((GPU_DRY)) || grep -E "losses|test accuracy|rank\(s\)|^judged" "$(log_of free)" >> "$summary"
   fi
   if ((tiny_end)); then
@@ -98,7 +103,8 @@ suite_hetero() {
 # hetero_tiny LIMIT: 2 000 papers on CUDA, gpuio vs in-memory features (same losses), Belady's ratio
 hetero_tiny() {
   run mkdir -p /tmp/hetero-tiny
-  BOUNDED_RESERVE=0 bounded tiny "$1" "$py" examples/rgat_igbh.py --root /tmp/hetero-tiny/d --papers 2000 --features 64 \
+  BOUNDED_RESERVE=0 bounded tiny "$1" "$py" examples/rgat_igbh.py --root /tmp/hetero-tiny/d $HETERO_JUDGED --papers 2000 \
+    --features 64 \
     --steps 5 --eval-nodes 256 --backends gpuio,memory --belady ${GPUIO_HETERO_TINY_ARGS:-} \
     || { note "rgat_igbh tiny FAILED"; return 1; }
   ((GPU_DRY)) || grep -E "losses|^judged: (bytes|accuracy)" "$(log_of tiny)" | sed "s/^/[tiny] /" | tee -a "$summary"

@@ -4,6 +4,8 @@ ceph_cluster (session): one throwaway one-node Ceph cluster per test run (gpuio.
 3 BlueStore-on-file OSDs, replicas 2), started on first use (~30 s) and stopped at the end. Skipped, with
 the reason, only where the Ceph packages or gpuio's rbd backend are absent (scripts/setup.sh installs them).
 GPUIO_TEST_CEPH_CONF=<ceph.conf of a running gpuio cluster> reuses that one instead (it is left running).
+
+one_thread: torch computes on one thread for the test (tiny ops: more threads only spin on the shared CI cores).
 """
 from __future__ import annotations
 
@@ -34,3 +36,12 @@ def ceph_cluster():
         yield c
     finally:
         cluster.down(d)
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -271,14 +271,6 @@ def test_belady_min_is_the_optimum():
         min_misses(np.zeros(3, np.int64), -1)
 
 
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny ops: extra threads only spin on the shared CI cores
-    yield
-    torch.set_num_threads(n)
-
-
 def test_rgat_gpuio_matches_memory_and_learns(ds, one_thread):
     from gpuio.gnn.hetero_job import HeteroConfig, run
     cfg = HeteroConfig(root=ds.root, papers=CFG["papers"], features=CFG["features"], seed=CFG["seed"],
@@ -346,7 +338,8 @@ def test_two_rank_gloo_training_ends_with_identical_parameters(ds, tmp_path):
            "--root", ds.root, "--papers", str(CFG["papers"]), "--features", str(CFG["features"]),
            "--seed", str(CFG["seed"]), "--batch-size", "32", "--steps", "10", "--eval-nodes", "64",
            "--backends", "gpuio", "--device", "cpu", "--save-params", params, "--json", str(report),
-           "--struct-cache-mb", "0"]  # no structure cache: each rank's steps read the structure from storage
+           "--struct-cache-mb", "0",  # no structure cache: each rank's steps read the structure from storage
+           "--time-cap", "0"]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     a, b = torch.load(params + ".rank0"), torch.load(params + ".rank1")

@@ -34,3 +34,27 @@ def test_drop_file_cache_without_root_evicts_the_file(tmp_path):
     path = tmp_path / "g.bin"
     path.write_bytes(b"x" * (1 << 20))
     assert drop_file_cache(str(path))  # says what it did, as root or not
+
+
+def test_current_group_usage_peak_reset_and_unset():
+    """What the hetero demo reads of a group: the one the process is in (current), its usage now, its peak since
+    a reset (a run's steps), and a limit removed again (unset)."""
+    lim = MemoryLimit.enter("gpuio-test")
+    if lim is None:
+        pytest.skip(MemoryLimit.why)
+    try:
+        here = MemoryLimit.current()
+        assert here is not None and here.path == lim.path and here.version == lim.version
+        assert here.effective_limit_bytes() is None  # no limit on the group nor above it here
+        buf = np.ones(48 << 20, dtype=np.uint8)  # 48 MiB touched, charged to the group
+        assert lim.usage_bytes() >= 48 << 20 and lim.anon_bytes() >= 40 << 20
+        high = lim.peak_bytes()
+        del buf
+        lim.reset_peak()  # the peak from now on: below the 48 MiB held before
+        assert lim.peak_bytes() < high - (32 << 20)
+        lim.set(lim.usage_bytes() + (64 << 20))
+        assert lim.limit_bytes() is not None and here.effective_limit_bytes() == lim.limit_bytes()
+        lim.unset()
+        assert lim.limit_bytes() is None
+    finally:
+        lim.leave()

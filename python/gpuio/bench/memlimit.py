@@ -19,6 +19,7 @@ import subprocess
 
 V2_ROOT = "/sys/fs/cgroup"
 V1_ROOT = "/sys/fs/cgroup/memory"
+V1_UNLIMITED = 1 << 62  # v1 shows "no limit" as a page-rounded LONG_MAX
 
 
 def _read(path: str) -> str:
@@ -56,6 +57,7 @@ class MemoryLimit:
 
     def __init__(self, version: int, path: str, home: str):
         self.version, self.path, self.home = version, path, home
+        self._peak_fd = None  # v2: memory.peak reset through this descriptor (reset_peak) and read through it
 
     # -- construction -------------------------------------------------------------------------------------
     @classmethod
@@ -85,6 +87,21 @@ class MemoryLimit:
             cls.why = f"no memory cgroup ({e.strerror or e})"
             return None
 
+    @classmethod
+    def current(cls) -> "MemoryLimit | None":
+        """The memory cgroup this process is in now (v2 or v1), to read its figures and limit; None where no
+        memory controller is mounted or the process is in none. Not for `set`/`leave`: it is not ours."""
+        try:
+            if os.path.exists(os.path.join(V2_ROOT, "cgroup.controllers")):
+                version, home = 2, cls._v2_home()
+            elif os.path.isdir(V1_ROOT):
+                version, home = 1, cls._v1_home()
+            else:
+                return None
+        except OSError:
+            return None
+        return cls(version, home, home) if os.path.exists(os.path.join(home, "memory.stat")) else None
+
     @staticmethod
     def _v2_home() -> str:
         for line in _read("/proc/self/cgroup").splitlines():
@@ -107,14 +124,21 @@ class MemoryLimit:
 
     def anon_bytes(self) -> int:
         """Anonymous memory charged to the group (what the run itself allocated since enter)."""
-        s = self._stat()
-        return s["anon"] if self.version == 2 else s.get("rss", 0)
+        s = self._stat()  # v1's "rss" was seen at 60 KiB while its LRU lists held 458 MiB of anonymous pages
+        return s["anon"] if self.version == 2 else s.get("inactive_anon", 0) + s.get("active_anon", 0)
 
     def cache_bytes(self) -> int:
         s = self._stat()
         return s["file"] if self.version == 2 else s.get("cache", 0)
 
+    def usage_bytes(self) -> int:
+        """Memory charged to the group now (anonymous memory and page cache)."""
+        return int(_read(os.path.join(self.path, "memory.current" if self.version == 2 else "memory.usage_in_bytes")))
+
     def peak_bytes(self) -> int | None:
+        """The group's peak usage since it was made, or since reset_peak."""
+        if self._peak_fd is not None:
+            return int(os.pread(self._peak_fd, 64, 0))
         name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
         try:
             return int(_read(os.path.join(self.path, name)))
@@ -124,13 +148,49 @@ class MemoryLimit:
     def limit_bytes(self) -> int | None:
         name = "memory.max" if self.version == 2 else "memory.limit_in_bytes"
         v = _read(os.path.join(self.path, name))
-        return None if v == "max" else int(v)
+        return None if v == "max" or int(v) >= V1_UNLIMITED else int(v)
+
+    def effective_limit_bytes(self) -> int | None:
+        """The smallest limit on this group and the groups above it (what bounds the process); None: none."""
+        if self.version == 1:
+            v = self._stat().get("hierarchical_memory_limit", V1_UNLIMITED)
+            return None if v >= V1_UNLIMITED else v
+        limits, path = [], self.path
+        while len(path) > len(V2_ROOT) and path.startswith(V2_ROOT + "/"):
+            try:
+                v = _read(os.path.join(path, "memory.max"))
+            except OSError:
+                v = "max"
+            if v != "max":
+                limits.append(int(v))
+            path = os.path.dirname(path)
+        return min(limits) if limits else None
 
     # -- control ----------------------------------------------------------------------------------------------
     def set(self, nbytes: int) -> None:
         """Bound the group's memory (anon + page cache) to nbytes."""
         name = "memory.max" if self.version == 2 else "memory.limit_in_bytes"
         _write(os.path.join(self.path, name), str(int(nbytes)))
+
+    def unset(self) -> None:
+        """No limit (the group still counts)."""
+        _write(os.path.join(self.path, "memory.max" if self.version == 2 else "memory.limit_in_bytes"),
+               "max" if self.version == 2 else "-1")
+
+    def reset_peak(self) -> None:
+        """From now on peak_bytes() is the peak since this call. v2 (kernel >= 6.12) resets memory.peak for the
+        descriptor it was written through, which is kept and read from; OSError where the kernel cannot."""
+        if self.version == 1:
+            _write(os.path.join(self.path, "memory.max_usage_in_bytes"), "0")
+            return
+        fd = self._peak_fd if self._peak_fd is not None else os.open(os.path.join(self.path, "memory.peak"), os.O_RDWR)
+        try:
+            os.write(fd, b"reset\n")
+        except OSError:
+            if fd != self._peak_fd:
+                os.close(fd)
+            raise
+        self._peak_fd = fd
 
     def describe(self) -> str:
         lim = self.limit_bytes()
@@ -140,6 +200,9 @@ class MemoryLimit:
     def leave(self) -> None:
         """Back to the group this process came from; the group is removed (its leftover page-cache charges
         go with it)."""
+        if self._peak_fd is not None:
+            os.close(self._peak_fd)
+            self._peak_fd = None
         try:
             _write(os.path.join(self.home, "cgroup.procs"), str(os.getpid()))
         except OSError:

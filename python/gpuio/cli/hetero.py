@@ -1,6 +1,9 @@
 """`gpuio demo --hetero` (and `examples/rgat_igbh.py`): GIDS's RGAT experiment on an IGBH-shaped graph, see
-gpuio.gnn.hetero_job. Runs unchanged under `torchrun --nproc_per_node N` (data parallel). Every option is
-checked here, before the dataset is generated or opened (see _check.py)."""
+gpuio.gnn.hetero_job, told as `gpuio demo` tells its own: in-memory, gpuio and mmap features, the latter two
+out of core (a quarter of the features' size in memory), one table, the checks, what limits each run, one
+headline; `--judge` adds the full report with the judged lines (each point with its goal). Runs under `torchrun
+--nproc_per_node N` (data parallel). Every option is checked here, before the dataset is generated or opened
+(see _check.py)."""
 from __future__ import annotations
 
 import os
@@ -22,20 +25,31 @@ def _dataset_dir(option: str, path: str) -> str:
 
 def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (generated there if absent)"),
                 igbh: str = typer.Option("", help="import a real IGBH `processed` directory into --root"),
-                papers: int = typer.Option(0, help="papers to generate (0: 4000 on CPU, 200000 with CUDA); "
+                papers: int = typer.Option(0, help="papers to generate (0: 86000 on CPU, 200000 with CUDA); "
                                                    "3.13 feature rows and ~55 edges per paper"),
                 features: int = typer.Option(0, help="feature columns (0: 128 on CPU, 1024 with CUDA)"),
                 dtype: str = typer.Option("float32", help="feature dtype: float32 or float16"),
                 edge_scale: float = typer.Option(1.0, help="multiplies every mean degree"),
-                gen_device: str = typer.Option("cpu", help="where feature noise is drawn (cuda: faster)"),
-                backends: str = typer.Option("gpuio,memory", help="feature sources: gpuio, mmap, memory"),
+                gen_device: str = typer.Option("", help="where feature noise is drawn: cpu or cuda (faster; default: "
+                                                        "the training device)"),
+                backends: str = typer.Option("memory,gpuio,mmap", help="feature sources: memory, gpuio, mmap"),
                 structure: str = typer.Option("file", help="file (CSC read through gpuio), memory, or file,memory: "
                                                            "both, same batches, throughput ratio printed"),
-                steps: int = typer.Option(100, help="training steps timed (GIDS: 100)"),
-                batch_size: int = typer.Option(0, help="seed papers per step (0: 256 on CPU, 1024 with CUDA)"),
+                steps: int = typer.Option(0, help="training steps timed, an epoch (0: 20 on CPU, 50 with CUDA; "
+                                                  "GIDS: 100)"),
+                batch_size: int = typer.Option(0, help="seed papers per step (0: 48 on CPU, 512 with CUDA; GIDS: "
+                                                       "1024)"),
                 fanouts: str = typer.Option("10,5", help="neighbours sampled per hop and relation"),
-                gpu_cache_fraction: float = typer.Option(0.1, help="device cache per type, share of its table"),
-                host_fraction: float = typer.Option(0.2, help="constant host buffer, share of each type's rows"),
+                memory_fraction: float = typer.Option(0.25, help="memory given to the gpuio and mmap runs (a memory "
+                                                                 "cgroup, as root) as a share of the features; 0: no "
+                                                                 "limit of its own (one already on the process is "
+                                                                 "kept)"),
+                gpu_cache_fraction: float = typer.Option(-1.0, help="device cache per type, share of its table (-1: "
+                                                                    "0.1 with CUDA; on the CPU, host memory there, "
+                                                                    "half of what the memory given leaves gpuio)"),
+                host_fraction: float = typer.Option(-1.0, help="constant host buffer, share of each type's rows (-1: "
+                                                               "what the memory given leaves gpuio, ~0.2 of the "
+                                                               "rows with CUDA; 0.2 with no limit of its own)"),
                 struct_cache_mb: int = typer.Option(-1, help="structure page cache in all, MiB, shared over the "
                                                              "relation files (pointers whole first, then the "
                                                              "neighbour lists by file size; 0: none; -1: "
@@ -46,14 +60,14 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                                                        "submitted (at most --window minus 3)"),
                 sample_threads: int = typer.Option(0, help="threads sampling the coming batches per rank "
                                                            "(0: gpuio.pyg.hetero_loader's default)"),
-                eval_nodes: int = typer.Option(0, help="test papers evaluated (0: 1000 CPU, 20000 CUDA)"),
+                eval_nodes: int = typer.Option(0, help="test papers evaluated (0: 128 on CPU, 2048 with CUDA)"),
                 inline: bool = typer.Option(False, "--inline", help="load on the training thread (no loader thread)"),
                 belady: bool = typer.Option(False, "--belady", help="record the row trace; bytes read vs MIN"),
                 timing: bool = typer.Option(False, "--timing", help="gpuio: also time loading alone and compute alone"),
-                time_cap: str = typer.Option("", help="seconds a run's steps may take: 0/empty no cap, S every run, "
-                                                      "or per label: gpuio=120,mmap=50,gpuio/memory=40,load=90 "
-                                                      "(load: the --timing pass); a capped run is compared over "
-                                                      "the common steps"),
+                time_cap: str = typer.Option("auto", help="seconds a run's steps may take: auto (8 on CPU, 30 with "
+                                                          "CUDA), 0 no cap, S every run, or per label: gpuio=120,"
+                                                          "mmap=50,gpuio/memory=40,load=90 (load: the --timing "
+                                                          "pass); a capped run's epoch is extrapolated"),
                 runs: str = typer.Option("", help="runs in order as backend/structure, e.g. gpuio/file,gpuio/memory,"
                                                   "mmap/file (overrides --backends and --structure); --timing and "
                                                   "--belady apply to the first gpuio run"),
@@ -65,9 +79,12 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                                                          "iobench): judges a disk-bound run against it"),
                 device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
                 seed: int = typer.Option(0, help="seed for data, sampling and model"),
-                deterministic: bool = typer.Option(False, "--deterministic",
+                deterministic: bool = typer.Option(True, "--deterministic/--no-deterministic",
                                                    help="deterministic CUDA kernels: runs on the same batches give "
-                                                        "bit-equal losses (slower)"),
+                                                        "bit-equal losses (the CPU's are)"),
+                judge: bool = typer.Option(False, "--judge", "--verbose",
+                                           help="also print the full report: per-type hit rates, memory, throughput "
+                                                "and the judged lines (each point with its goal)"),
                 save_params: str = typer.Option("", help="save final parameters here (.rank<r> per rank)"),
                 json_out: str = typer.Option("", "--json", help="write config and results as JSON"),
                 generate_only: bool = typer.Option(False, "--generate-only",
@@ -75,7 +92,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     for option, value in (("--papers", papers), ("--features", features), ("--batch-size", batch_size),
                           ("--eval-nodes", eval_nodes)):
         _check.int_at_least(option, value, 0, " (0: the machine's default)")
-    _check.int_at_least("--steps", steps, 1)
+    _check.int_at_least("--steps", steps, 0, " (0: the machine's default)")
     _check.int_at_least("--seed", seed, 0)
     _check.int_at_least("--struct-cache-mb", struct_cache_mb, -1, " (MiB in all; -1: the default)")
     _check.int_at_least("--window", window, 1)
@@ -86,12 +103,15 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     _check.int_at_least("--sample-threads", sample_threads, 0, " (0: the loader's default)")
     _check.choice("--dtype", dtype, ("float32", "float16"))
     _check.positive_number("--edge-scale", edge_scale)
-    _check.choice("--gen-device", gen_device, ("cpu", "cuda"))
+    if gen_device:
+        _check.choice("--gen-device", gen_device, ("cpu", "cuda"))
     if gen_device == "cuda":
         _check.device("--gen-device", "cuda")
     fan = _check.int_list("--fanouts", fanouts, lambda v: v >= 1 or v == -1, "integers >= 1 (or -1: all)")
-    _check.number_in("--gpu-cache-fraction", gpu_cache_fraction, 0.0, 1.0)
-    _check.number_in("--host-fraction", host_fraction, 0.0, 1.0)
+    for option, value in (("--gpu-cache-fraction", gpu_cache_fraction), ("--host-fraction", host_fraction)):
+        if value != -1:  # -1: sized from the memory given
+            _check.number_in(option, value, 0.0, 1.0)
+    _check.number_in("--memory-fraction", memory_fraction, 0.0, 1.0)
     from gpuio.gnn.hetero_report import BACKENDS as RUN_BACKENDS, STRUCTURES as RUN_STRUCTURES, parse_caps
     items = [x.strip() for x in runs.split(",")] if runs else []
     for item in items:
@@ -102,7 +122,7 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
     if len(set(items)) != len(items):
         _check.fail("--runs", runs, "each run must be named once")
     try:
-        parse_caps(time_cap)
+        parse_caps("" if time_cap == "auto" else time_cap)
     except ValueError as e:
         _check.fail("--time-cap", time_cap, str(e))
     _check.int_at_least("--warmup-steps", warmup_steps, -1, " (-1: a quarter of the steps)")
@@ -133,10 +153,13 @@ def demo_hetero(root: str = typer.Option("gpuio-igbh", help="dataset directory (
                            structure=",".join(structures),
                            steps=steps, batch_size=batch_size, fanouts=fan,
                            gpu_cache_fraction=gpu_cache_fraction, host_fraction=host_fraction,
-                           struct_cache_mb=struct_cache_mb, window=window, lookahead=lookahead, sample_threads=sample_threads, eval_nodes=eval_nodes, background=not inline,
+                           struct_cache_mb=struct_cache_mb, window=window, lookahead=lookahead,
+                           sample_threads=sample_threads, eval_nodes=eval_nodes, background=not inline,
                            belady=belady, timing=timing, time_cap=time_cap, runs=runs,
-                           warmup_steps=warmup_steps, budget=budget, device=device, seed=seed, deterministic=deterministic, disk_mbs=disk_mbs, save_params=save_params,
-                           json_out=json_out, generate_only=generate_only).resolve()
+                           warmup_steps=warmup_steps, budget=budget, device=device, seed=seed,
+                           deterministic=deterministic, disk_mbs=disk_mbs, save_params=save_params,
+                           json_out=json_out, generate_only=generate_only, memory_fraction=memory_fraction,
+                           judge=judge).resolve()
     except ValueError as e:  # a combination the single checks above cannot see
         raise _check.InputError(str(e)) from None
     run(cfg)

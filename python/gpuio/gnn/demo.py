@@ -146,9 +146,13 @@ class Prepared:
                             device=cfg.device)
 
 
+_SAME_SIZE_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def checksum(x: torch.Tensor) -> int:
-    """Exact, order-independent fingerprint of a batch's bytes (integer sum of its 32-bit words)."""
-    return int(x.contiguous().view(torch.int32).sum(dtype=torch.int64))
+    """Exact, order-independent fingerprint of a batch's bytes: the integer sum of its elements read as integers
+    of their own size (float32 as int32, float16 as int16, ...)."""
+    return int(x.contiguous().view(_SAME_SIZE_INT[x.element_size()]).sum(dtype=torch.int64))
 
 
 def train_on_zeros(prep: Prepared, batches: int = 2) -> None:

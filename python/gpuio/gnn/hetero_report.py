@@ -1,10 +1,11 @@
-"""The report of gpuio.gnn.hetero_job: the per-run table, the comparisons, and one `judged:` line per point
-issue 15 judges (figure, goal, met or not, and over which steps it was measured) — plus the helpers the job
-uses to cap each run's time: `parse_caps` (the `--time-cap` spec), `cap_for`, `plan_caps` (caps shrunk to
-a time budget).
+"""The report of gpuio.gnn.hetero_job. By default the summary `gpuio demo` prints for its own job (print_summary:
+its table with one column per run, its checks, what limits each run in words, its headline); with `judge` also the
+full report: the per-run table, the comparisons, and one `judged:` line per judged point (figure, goal, met or not,
+and over which steps it was measured). Also the helpers the job uses to cap each run's time: `parse_caps` (the
+`--time-cap` spec), `cap_for`, `plan_caps` (caps shrunk to a time budget).
 
-Runs stopped by their cap are compared over their common steps (same batches, same order); a 100-step
-figure of a capped run is extrapolated at its pace after `warmup` steps and labelled so.
+Runs stopped by their cap are compared over their common steps (same batches, same order); a full-length figure
+of a capped run is extrapolated at its pace after `warmup` steps and labelled so.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ BACKENDS = ("gpuio", "mmap", "memory")
 STRUCTURES = ("file", "memory")
 CAP_LOAD = "load"  # the --time-cap label of gpuio's loading-alone pass (--timing)
 GOALS = dict(mmap=3.0, bound=1.2, belady=1.2, structure=0.8, disk=0.9)  # issue 15's bars
+CPU_BOUND = 1.3  # compute this many times the in-memory run's while the trainer seldom waited: loading took the CPU
 RUN_OVERHEAD_S = 25.0  # per run, outside its capped steps (stores, host buffer, evaluation): plan_caps
 
 
@@ -163,7 +165,7 @@ def judged_lines(results: list, info: dict) -> list:
         if disk and r["backend"] == "gpuio" and ranks:
             wall, read = all_ranks(ranks)
             mbs = read / max(wall, 1e-9) / 1e6
-            wait, words = regime(r, ranks)
+            wait, words = regime(r, ranks, _find(results, "memory", r.get("structure")))
             storage_bound = wait > 0.5 and "feature reads" in words
             what = f"{len(ranks)} GPU(s) when the disk is the bound"
             if not storage_bound:
@@ -221,8 +223,10 @@ def all_ranks(ranks: list) -> tuple:
     return max(q["run_s"] for q in ranks), sum(q["feature_bytes"] + q["structure_bytes"] for q in ranks)
 
 
-def regime(r: dict, ranks: list) -> tuple:
-    """(trainers' waiting share, words naming the regime) of a run over all its ranks."""
+def regime(r: dict, ranks: list, ref: dict | None = None) -> tuple:
+    """(trainers' waiting share, words naming the regime) of a run over all its ranks. ref: the in-memory run of
+    the same structure: a run whose trainers seldom wait but whose compute per step takes CPU_BOUND x ref's or
+    more is CPU-bound (loading takes the cores training needs), not "loading keeps up"."""
     wait = sum(q["stall_s"] for q in ranks) / max(sum(q["run_s"] for q in ranks), 1e-9)
     sample = sum(q.get("sample_s", 0.0) for q in ranks)
     feature = sum(q.get("feature_s", 0.0) for q in ranks)
@@ -230,7 +234,13 @@ def regime(r: dict, ranks: list) -> tuple:
     # batches); sampling runs where the structures deliver (the job's device)
     bound = ("sampling" if sample > feature else
              "feature reads" if r["backend"] == "gpuio" else "feature page faults")
-    return wait, (f"loading-bound: the trainers wait on {bound}" if wait > 0.5 else "compute-bound: loading keeps up")
+    if wait > 0.5:
+        return wait, f"loading-bound: the trainers wait on {bound}"
+    per_step = (lambda q: q.get("compute_s", 0.0) / max(q.get("steps", 0), 1))
+    if ref is not None and ref is not r and per_step(r) >= CPU_BOUND * max(per_step(ref), 1e-9):
+        return wait, (f"CPU-bound: loading takes the cores training needs (compute {per_step(r) / per_step(ref):.1f}x "
+                      "the in-memory run's per step)")
+    return wait, "compute-bound: loading keeps up"
 
 
 def print_report(results: list, say=print, info: dict | None = None) -> None:
@@ -275,7 +285,7 @@ def print_report(results: list, say=print, info: dict | None = None) -> None:
             continue
         wall, read = all_ranks(ranks)
         seeds = sum(q["steps"] for q in ranks) * r["batch_size"]
-        wait, words = regime(r, ranks)
+        wait, words = regime(r, ranks, _find(results, "memory", r.get("structure")))
         say(f"{name}: {len(ranks)} rank(s): {seeds / wall:,.0f} seeds/s ({seeds:,} seeds in {wall:.2f} s, slowest "
             f"rank); storage read {read / wall / 1e6:,.1f} MB/s over all ranks "
             f"({'features and structure' if r['backend'] == 'gpuio' else 'structure only; page faults not counted'}); "
@@ -308,7 +318,141 @@ def print_report(results: list, say=print, info: dict | None = None) -> None:
     if info is not None:
         for r, name in zip(results, cols):
             if r.get("ranks"):
-                wait, words = regime(r, r["ranks"])
+                wait, words = regime(r, r["ranks"], _find(results, "memory", r.get("structure")))
                 say(f"judged: regime ({name}): {words} (trainers waited {wait:.0%} of the time)")
         for line in judged_lines(results, info):
             say(line)
+
+
+def header(cfg, ds, reused: bool, world: int) -> str:
+    """The job's first line: the graph, its features, an epoch, the device."""
+    n_train = int(ds.train_idx.numel())
+    epoch = min(cfg.steps * cfg.batch_size * world, n_train)
+    return (f"gpuio demo --hetero: RGAT on an IGBH-shaped graph in {cfg.root} "
+            f"({'reused' if reused else 'written'}): {sum(ds.num_nodes.values()):,} nodes of 4 types "
+            f"({', '.join(f'{n:,} {t}' for t, n in ds.num_nodes.items())}), {ds.num_edges:,} edges, "
+            f"{ds.feature_bytes() / 2**20:,.0f} MiB of features ({ds.feature_shape('paper')[1]} per node); "
+            f"an epoch: {cfg.steps} steps of {cfg.batch_size} seed papers ({epoch:,} of the {n_train:,} training "
+            f"papers), fan-outs {tuple(cfg.fanouts)}, structure {cfg.structure}, device {cfg.device}, {world} rank(s)")
+
+
+# -- the summary (`gpuio demo --hetero` by default): gpuio demo's table, checks and headline --------------------
+def demo_rows(results: list, steps: int, warmup: int = -1) -> list:
+    """The runs as gpuio.gnn.demo_report's rows. An epoch is the configured `steps`: a capped run's epoch is
+    projected (its steps, then the rest at its pace after the warm-up steps: `projected`) and its parts are
+    scaled alike. storage_mbs: what the run read from storage through gpuio (features and structure) per second."""
+    rows = []
+    for r in results:
+        epoch = projected(r, steps, warmup)[0] if r["steps"] else r["run_s"]
+        k = epoch / max(r["run_s"], 1e-9)
+        row = dict(backend=r.get("label", r["backend"]), kind=r["backend"], structure=r.get("structure"),
+                   epoch_s=epoch, losses=r["losses"], sums=r.get("sums", []), capped=bool(r.get("capped")),
+                   batches_run=r["steps"], batches_per_epoch=steps, test_acc=r.get("test_acc", float("nan")),
+                   storage_mbs=(r.get("feature_bytes", 0) + r.get("structure_bytes", 0)) / max(r["run_s"], 1e-9) / 1e6,
+                   **{key: r.get(key, 0.0) * k for key in ("feature_s", "stall_s", "compute_s", "sample_s")})
+        row.update({key: r[key] for key in ("host_hit_rate", "gpu_hit_rate", "device_rate", "data_path") if key in r})
+        cg = r.get("cgroup")
+        if cg and cg.get("peak") is not None:
+            cap = f"limit {cg['limit'] / 2**20:,.0f} MiB" if cg.get("limit") else "no limit"
+            most = f"at most {cg['file_max'] / 2**20:,.0f} MiB at a step's end; " if "file_max" in cg else ""
+            row.update(cgroup_peak=cg["peak"], cgroup_cache=cg["file"],
+                       cache_note=f"{most}{cap}; the dataset's files evicted from the page cache")
+        rows.append(row)
+    return rows
+
+
+def limit_lines(rows: list, cores: int) -> list:
+    """What limits each run, in words: waiting for its batches (and for what), loading taking the CPU from
+    training (the trainer seldom waited but its compute took CPU_BOUND x the in-memory run's or more), or the
+    model's compute (loading keeps up)."""
+    ref = next((r for r in rows if r["kind"] == "memory"), None)
+    out = []
+    for r in rows:
+        wait = r["stall_s"] / max(r["epoch_s"], 1e-9)
+        slower = r["compute_s"] / max(ref["compute_s"], 1e-9) if ref is not None and r is not ref else None
+        if wait >= 0.5:
+            if r["sample_s"] > r["feature_s"]:
+                what = "sampling neighbours (the graph structure), more than for features"
+            elif r["kind"] == "gpuio":
+                what = (f"features read from storage: the disk sets the pace ({r['storage_mbs']:,.0f} MB/s read, "
+                        f"{r.get('device_rate', 0):.0%} of the rows from storage, the rest from its caches)")
+            elif r["kind"] == "mmap":
+                what = ("page faults: each row missing from the page cache is a synchronous 4 KiB read from the disk, "
+                        "one after the other")
+            else:
+                what = "its features"
+            out.append(f"{r['backend']}: waiting for data: the trainer waited {wait:.0%} of the epoch for {what}")
+        elif slower is not None and slower >= CPU_BOUND:
+            out.append(f"{r['backend']}: the CPU: the trainer waited only {wait:.0%} of the epoch, but its compute "
+                       f"took {slower:.1f}x as long as with in-memory features: loading and training share the "
+                       f"machine's {cores} CPU cores")
+        else:
+            tail = "" if slower is None else f"; compute {slower:.2f}x the in-memory run's"
+            out.append(f"{r['backend']}: the model's compute: loading keeps up (the trainer waited {wait:.0%} of the "
+                       f"epoch{tail})")
+    return out
+
+
+def meaning(rows: list, larger: float | None, cores: int) -> str:
+    """One line: what the gpuio run's limit means for a user."""
+    g, m = (next((r for r in rows if r["kind"] == k), None) for k in ("gpuio", "memory"))
+    if g is None:
+        return ""
+    vs = f" ({g['epoch_s'] / max(m['epoch_s'], 1e-9):.1f}x the in-memory epoch)" if m is not None else ""
+    mem = f"with features {larger:.0f}x larger than its memory" if larger else "with no memory limit"
+    line = limit_lines([r for r in (m, g) if r is not None], cores)[-1]
+    if ": waiting for data:" in line and g["sample_s"] <= g["feature_s"]:
+        return (f"so: gpuio trains {mem}{vs}, as fast as the disk delivers the rows its caches miss; more memory for "
+                f"its caches (--memory-fraction) or a faster disk shortens the epoch")
+    if ": the CPU:" in line:
+        return (f"so: gpuio trains {mem}{vs}; on {cores} cores its loading takes CPU time from training: with more "
+                f"cores (or a GPU for the model) loading overlaps training")
+    return f"so: gpuio trains {mem}{vs} and keeps the model busy: loading is not what limits it"
+
+
+class _Lines:
+    """A rich console (print of strings and tables) whose output goes, as text, to `say` (the job's log: rank 0
+    only, captured by tests)."""
+
+    def __init__(self, say):
+        self.say = say
+
+    def print(self, obj="") -> None:
+        import io
+        import shutil
+        import sys
+
+        from rich.console import Console
+        c = Console(file=io.StringIO(), width=max(100, shutil.get_terminal_size().columns), highlight=False,
+                    force_terminal=sys.stdout.isatty())
+        c.print(obj, soft_wrap=isinstance(obj, str))  # a line stays one line; a table fits the width
+        self.say(c.file.getvalue().rstrip("\n"))
+
+
+def print_summary(results: list, cfg, say=print, larger: float | None = None, deterministic: str | None = None,
+                  cores: int = 1) -> None:
+    """gpuio demo's table (one column per run), the checks (features byte-identical on every step; losses
+    identical where the kernels are deterministic: the CPU's, or CUDA's with `deterministic` == ""), what
+    limits each run, and the headline. larger: features / the memory given (None: no limit); deterministic:
+    gpuio.gnn.hetero_kernels.DeterministicKernels.verdict()."""
+    from gpuio.gnn import demo_report
+    rows = demo_rows(results, cfg.steps, cfg.warmup_steps)
+    if not rows:
+        return
+    out = _Lines(say)
+    demo_report.print_table(rows, out)
+    cuda = cfg.device.startswith("cuda")
+    exact = not cuda or deterministic == ""
+    why = ("GPU atomics: torch's fast CUDA kernels add in a different order each run; --deterministic makes them "
+           "identical" if deterministic is None else f"rounding: not every op has a deterministic CUDA kernel: "
+           f"{deterministic}")
+    demo_report.print_checks(rows, cfg, out, exact_losses=exact, rounding=why,
+                             kernels="deterministic CUDA kernels" if cuda and deterministic == "" else "")
+    out.print("what limits each run:")
+    for line in limit_lines(rows, cores):
+        out.print("  " + line)
+    text = meaning(rows, larger, cores)
+    if text:
+        out.print("  " + text)
+    first = [dict(r, backend=r["kind"]) for r in rows if r["structure"] == rows[0]["structure"]]
+    demo_report.print_headline(first, cfg, out, larger=larger or 0.0)

@@ -75,13 +75,14 @@ def train_steps(model, loader, optimizer, on_step=None, sync=None, deadline: flo
     """One pass over `loader` (its max_batches bound the steps; past `deadline`, a time.perf_counter, the
     run stops after the step in hand): gpuio.gnn.train.train_epoch on the heterogeneous inputs; losses per
     step, wall (run_s) and compute seconds, steps, loader timings, and step_end_s (seconds from the start
-    to the end of each step: runs cut at different steps compare over their common prefix)."""
+    to the end of each step: runs cut at different steps compare over their common prefix). on_step(batch) runs
+    after each step."""
     t0, ends = time.perf_counter(), []
 
-    def after(_batch):
+    def after(batch):
         ends.append(time.perf_counter() - t0)
         if on_step is not None:
-            on_step()
+            on_step(batch)
     r = train_epoch(model, loader, optimizer, on_batch=after, inputs=_inputs, sync=sync, deadline=deadline)
     r["run_s"], r["steps"], r["step_end_s"] = r.pop("epoch_s"), r.pop("batches"), ends
     return r
