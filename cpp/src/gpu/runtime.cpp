@@ -18,7 +18,7 @@ void GpuRuntime::Impl::start() {
                "queues=" + std::to_string(opts.queues) + " must lie in [1, " +
                    std::to_string(gpu_limits::queues_max) + "]");
   // No host-function wait: CUDA forbids a host function waiting on work not ordered before it (the engine's
-  // staging->GPU copies run on other streams), and such a wait deadlocked on the H200 (issue 3).
+  // staging->GPU copies run on other streams), and such a wait deadlocked on the H200 (docs/decisions/0001).
   GPUIO_EXPECT(opts.stream_wait == "kernel" || opts.stream_wait == "wait_value",
                "stream_wait='" + opts.stream_wait + "' is not one of kernel, wait_value" +
                    (opts.stream_wait == "hostfn" ? " (hostfn was removed: a host function may not wait on the "
