@@ -86,6 +86,7 @@ def test_api_reference_is_in_the_site(site):
     volumes = (api / "gpuio" / "volumes.html").read_text()
     assert "lock_owners" in volumes and "create_tensor" in volumes
     assert (api / "index.html").is_file() and (api / "gpuio" / "tensor.html").is_file()
+    assert "load_file" in (api / "gpuio" / "safetensors.html").read_text()
     assert not (api / "gpuio" / "cli.html").exists()  # applications are not the library's API
 
 
