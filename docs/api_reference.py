@@ -5,7 +5,7 @@ read, an __all__ name that does not resolve): fix the docstring or annotation it
     python docs/api_reference.py [OUT_DIR]      # default build/api-docs; pdoc comes with the docs (or test) extra
 
 For the documentation build: `build(out_dir)` from Python, or this file as a mkdocs hook (`hooks:
-[docs/api_reference.py]` in mkdocs.yml): `on_post_build` writes the reference under the site's `api/`.
+[docs/api_reference.py]` in mkdocs.yml): `on_files` adds the reference to the site under `api/`.
 """
 from __future__ import annotations
 
@@ -36,9 +36,34 @@ def build(out_dir: str | Path, python: str = sys.executable) -> Path:
     return out / "index.html"
 
 
-def on_post_build(config, **kwargs) -> None:
-    """mkdocs hook: the API reference under the built site's api/."""
-    build(Path(config["site_dir"]) / "api")
+_pages: list = []  # the mkdocs hook's temporary folders, removed when the build ends
+
+
+def on_files(files, config, **kwargs):
+    """mkdocs hook: the reference joins the site's files under api/ (built into a temporary folder first), so
+    the navigation and the pages' links to api/... are checked against the real pages."""
+    import tempfile
+
+    from mkdocs.structure.files import File
+    tmp = Path(tempfile.mkdtemp(prefix="gpuio-api-"))
+    _pages.append(tmp)
+    build(tmp / "api")
+    for page in sorted((tmp / "api").rglob("*")):
+        if page.is_file():
+            files.append(File(page.relative_to(tmp).as_posix(), str(tmp), config["site_dir"],
+                              config["use_directory_urls"]))
+    return files
+
+
+def _remove_pages(**kwargs) -> None:
+    """mkdocs hook (the build's end, or its failure): the temporary folders of on_files go."""
+    import shutil
+
+    while _pages:
+        shutil.rmtree(_pages.pop(), ignore_errors=True)
+
+
+on_post_build = on_build_error = _remove_pages
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ host on the caller's side: a kernel copies them into host-mapped memory and publ
 ring the engine's control plane polls. Either way the engine reads into the pinned bounce slot (host
 memory), the stream waits for the chunk's completion word (stream_wait="kernel": a one-thread kernel polls
 it; "wait_value": cuStreamWaitValue32, no SM), then copies the slot to the destination by copy engine, in
-stream order. The rule behind this (issue 10): no GPU-side wait may depend on a CUDA call a host thread has
+stream order. The rule behind this (docs/decisions/0001): no GPU-side wait may depend on a CUDA call a host thread has
 yet to make, since a thread in a context-synchronising call (cudaFree, cuBLAS or module loading) blocks
 every other thread's CUDA calls while it waits for the device: at 1cf507e a background loader beside a
 training loop deadlocked that way. Host-side waits are bounded: StreamHandle.wait raises OSError(ETIMEDOUT)

@@ -600,7 +600,8 @@ class TensorFile(ForkAware):
         flat = (pos[:, None] + torch.arange(self.row_elems)).flatten()
         ids_np = (blocks + self._engine_base).numpy()
         # Read-modify-write under the blocks' stripe locks: a scatter to other rows of the same block
-        # cannot slip between our read of it and our write of it (that lost writes: issue 16).
+        # cannot slip between our read of it and our write of it (without them writes were lost:
+        # docs/decisions/0004).
         with self._locks.writing(self._locks.stripes_of(blocks.numpy())):
             if bool(partial.any()):  # read-modify-write only the blocks the rows do not cover whole
                 old = _aligned_bytes(int(partial.sum()) * self.block_size, pin=False)

@@ -1,6 +1,7 @@
-"""The public API reference (docs/api_reference.py): the pdoc page builds without a warning, mypy accepts the public
-modules (engine, gpu, tensor, rows, streams, cache; configured in pyproject.toml), and every public class, function
-and method of the documented modules has a docstring. pdoc and mypy come with the test extra."""
+"""The public API reference (docs/api_reference.py; its pages are built with the documentation site and checked by
+tests/python/test_docs.py): mypy accepts the public modules (engine, gpu, tensor, rows, streams, cache; configured in
+pyproject.toml), and every public class, function and method of the documented modules has a docstring. pdoc and mypy
+come with the test extra."""
 from __future__ import annotations
 
 import importlib
@@ -18,17 +19,11 @@ DOCUMENTED = ["gpuio.engine", "gpuio.gpu", "gpuio.tensor", "gpuio.device_array",
               "gpuio.pyg.hetero_loader", "gpuio.pyg.hetero_ops"]
 
 
-def test_api_page_builds_without_warnings(tmp_path):
-    pytest.importorskip("pdoc")
-    r = subprocess.run([sys.executable, "docs/api_reference.py", str(tmp_path / "api")], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip() == f"api-reference: {tmp_path / 'api' / 'index.html'}"
-    page = (tmp_path / "api" / "gpuio" / "engine.html").read_text()
-    assert "aligned_empty" in page and "attach_gpu" in page
-    assert (tmp_path / "api" / "gpuio" / "rows.html").is_file() and (tmp_path / "api" / "index.html").is_file()
-    volumes = (tmp_path / "api" / "gpuio" / "volumes.html").read_text()
-    assert "lock_owners" in volumes and "create_tensor" in volumes
+def test_api_reference_script_refuses_bad_arguments():
+    """The pages themselves are built, with the site, by tests/python/test_docs.py (once: pdoc takes a while)."""
+    r = subprocess.run([sys.executable, "docs/api_reference.py", "a", "b"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("usage: python docs/api_reference.py")
 
 
 def test_mypy_accepts_the_public_modules(tmp_path):

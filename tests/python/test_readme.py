@@ -1,4 +1,4 @@
-"""The README's Python code runs as written (issue 10: its snippet used an undefined name). Every
+"""The README's Python code runs as written (a snippet with an undefined name once reached users). Every
 ```python block of README.md runs in a fresh empty directory, in its own interpreter; a block is skipped
 only when the line right above its opening fence is `<!-- readme-test: skip (reason) -->`."""
 from __future__ import annotations
@@ -12,18 +12,19 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-SKIP = re.compile(r"<!--\s*readme-test:\s*skip\b(.*?)-->")
+# `readme-test` here, `docs-test` in docs/ (tests/python/test_docs.py runs those pages' blocks with this parser)
+SKIP = re.compile(r"<!--\s*(?:readme|docs)-test:\s*skip\b(.*?)-->")
 
 
-def python_blocks(text: str) -> list[tuple[int, str, str | None]]:
-    """(line number, code, skip reason or None) of each ```python block."""
+def python_blocks(text: str, name: str = "README.md") -> list[tuple[int, str, str | None]]:
+    """(line number, code, skip reason or None) of each ```python block of `text` (the file `name`)."""
     lines = text.splitlines()
     blocks, i = [], 0
     while i < len(lines):
         if lines[i].strip() == "```python":
             start = i + 1
             end = next((j for j in range(start, len(lines)) if lines[j].strip() == "```"), None)
-            assert end is not None, f"README.md:{i + 1}: ```python block never closed"
+            assert end is not None, f"{name}:{i + 1}: ```python block never closed"
             m = SKIP.search(lines[i - 1]) if i else None
             blocks.append((i + 1, "\n".join(lines[start:end]) + "\n",
                            (m.group(1).strip(" ()") or "marked") if m else None))

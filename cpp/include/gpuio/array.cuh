@@ -19,7 +19,7 @@
 //     coalesced request (one per 16 block ids: the ring's inline limit, so the control plane makes no CUDA
 //     call) — the engine moves data with the CPU into host memory (MemKind::host), so a kernel waiting here
 //     never depends on a CUDA API call of another host thread (which a context-synchronising call such as
-//     cudaFree would block: issue 10). The warp then copies the pages from mapped memory into the cache;
+//     cudaFree would block: docs/decisions/0001). The warp then copies the pages from mapped memory into the cache;
 //  4. the group's lanes read (or write) their element while the leader holds the lock, then it unlocks.
 // Loads of tags and page data bypass L1 (volatile / ld.cg): other SMs write them. Requires sm_70+
 // (independent thread scheduling: a warp spinning on a try-lock does not starve the holder).

@@ -1,4 +1,4 @@
-// BaM-style device arrays (issue 12): the page-cache algorithm, written once for the host and the GPU.
+// BaM-style device arrays (docs/decisions/0005): the page-cache algorithm, written once for the host and the GPU.
 //
 // An array of n elements (elem_bytes each) lives on a store from block `base_block` on, packed back to back.
 // It is cut into pages of page_bytes (a power of two, 1..16 blocks). A set-associative cache holds

@@ -7,7 +7,7 @@
 //    and CPU->GPU completion sequence words (GpuQueueShared), used by device code through device.cuh;
 //  - the stream-ordered path: a request waited for in stream order, its data moved in stream order.
 //
-// The stream-ordered path's rule (issue 10): no GPU-side wait may depend on a CUDA call that a host thread
+// The stream-ordered path's rule (docs/decisions/0001): no GPU-side wait may depend on a CUDA call that a host thread
 // has yet to make. A thread making a context-synchronising call (cudaFree, module or library loading,
 // cuBLAS handle creation) holds the driver's context lock while it waits for the device to go idle; every
 // other thread's CUDA call blocks on that lock. If the device is then holding a stream wait whose release
@@ -43,12 +43,12 @@ constexpr uint32_t stream_group_chunks = bounce_slots / 2;  // chunks of one req
                                                      // waits for the first (the rest of the slots serve others)
 constexpr uint64_t bounce_bytes_min = 1u << 20;
 constexpr uint32_t stream_kernel_copy_max = 64u << 10;  // stream_copy=kernel: larger chunks use the copy engine
-// Device API, device_read=auto (issue 14's latency path): a block-wide prefetch of at most landing_slot_bytes,
-// made while its DeviceQueue has nothing else pending, is read into one of the queue's landing slots (pinned
-// host-mapped memory) and the requesting block copies it to dst itself: no staging->GPU copy, no copy event for
-// the worker to poll. A slot is claimed with one atomicCAS in device memory; a request that finds its slot
-// (its thread block's linear index % landing_slots) busy takes the engine's copy instead, so no block ever waits
-// for another's slot.
+// Device API, device_read=auto (the one-block latency path, docs/decisions/0003): a block-wide prefetch of at most
+// landing_slot_bytes, made while its DeviceQueue has nothing else pending, is read into one of the queue's landing
+// slots (pinned host-mapped memory) and the requesting block copies it to dst itself: no staging->GPU copy, no copy
+// event for the worker to poll. A slot is claimed with one atomicCAS in device memory; a request that finds its slot
+// (its thread block's linear index % landing_slots) busy takes the engine's copy instead, so no block ever waits for
+// another's slot.
 constexpr uint32_t landing_slot_bytes = 16u << 10;
 constexpr uint32_t landing_slots = 8;                // per device-API queue
 static_assert((queue_ring_slots & (queue_ring_slots - 1)) == 0);
@@ -115,9 +115,10 @@ struct GpuOptions {
                                         // per chunk on the caller's stream); >= bounce_bytes_min
   uint32_t bounce_wait_ms = 60000;   // a submit waits at most this long for bounce space, then ETIMEDOUT
   // stream path, bounce -> GPU memory for reads: engine (cudaMemcpyAsync on the caller's stream: copy engine,
-  // 0 SMs) | kernel (opt-in, issue 14's latency path: chunks of at most gpu_limits::stream_kernel_copy_max
-  // bytes are copied by one warp reading the host-mapped bounce slot; in stream_wait=kernel that warp is the
-  // wait kernel itself, so a one-block read enqueues one kernel instead of a wait kernel and a copy)
+  // 0 SMs) | kernel (opt-in, the latency path of docs/decisions/0003: chunks of at most
+  // gpu_limits::stream_kernel_copy_max bytes are copied by one warp reading the host-mapped bounce slot; in
+  // stream_wait=kernel that warp is the wait kernel itself, so a one-block read enqueues one kernel instead of a wait
+  // kernel and a copy)
   std::string stream_copy = "engine";
   // Device-API reads (DeviceQueue::prefetch): auto (a read of at most gpu_limits::landing_slot_bytes with nothing
   // else pending on its DeviceQueue lands in a host-mapped slot and the requesting block copies it itself: the

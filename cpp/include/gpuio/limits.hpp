@@ -61,8 +61,8 @@ constexpr uint32_t low_latency_spare_cpus = 2;    // low_latency=auto polls only
 // CPUs, and its controller (engine/controller.hpp) moves how many of them get work by their measured rates,
 // starting from CAM's ceil(N/2). The ceiling: the CPUs up to auto_workers_cap, or CAM's ceil(N/2) where that is more
 // and the CPUs allow it (more threads than CPUs only adds switches: 6 threads for 12 devices on 2 cores ran slower).
-// CAM's own N/2 was too low on the H100 (issue 14, 16 CPUs): the best hand-picked count for 1 null device was 4,
-// for 4 paced devices 6, for 1 /dev/shm file through uring 8 (an emulated device or a uring submit/reap costs
+// CAM's own N/2 was too low on the H100 (16 CPUs; docs/decisions/0002): the best hand-picked count for 1 null device
+// was 4, for 4 paced devices 6, for 1 /dev/shm file through uring 8 (an emulated device or a uring submit/reap costs
 // worker CPU). The cap: every thread owns a slice of the staging pool, so idle threads take slots from busy ones.
 constexpr uint32_t auto_workers_cap = 8;
 constexpr uint32_t auto_worker_threads(uint32_t devices, uint32_t cpus) {
@@ -79,7 +79,7 @@ constexpr uint32_t auto_workers_start(uint32_t devices, uint32_t threads) {
 // is CAM's ceil(N/2) = 1, but one queue does not reach a single disk's 4 KiB random-read rate on the GPU
 // machine: iobench 1 thread x QD128 173 K vs 2 threads 248 K IOPS; engine 1 worker 137-143 K vs 2 workers
 // 170-180 K (benchmarks/RESULTS.md, "Gather rate"), and 4 KiB reads into the GPU reached 0.95 of the raw
-// device with 4 workers against 0.83 with 2 (issue 3). So 4 workers where the machine has cores for them,
+// device with 4 workers against 0.83 with 2 (docs/decisions/0002). So 4 workers where the machine has cores for them,
 // 2 elsewhere (the 2-core CI box: more workers than cores only add switches). `cpus`: the machine's online
 // CPUs (sysconf(_SC_NPROCESSORS_ONLN), what Python's os.cpu_count() reports), not the process's affinity.
 constexpr uint32_t table_workers_few_cpus = 2;

@@ -1,6 +1,6 @@
 // CAM's dynamic core count, from measured rates. The engine starts `threads` workers (workers=0: at least CAM's
 // ceil(N/2) for N devices, up to the CPUs the process may use: limits::auto_worker_threads) and the controller
-// moves how many of them get work. CAM's N/4..N/2 rule only seeds the search: on the H100 (issue 14) the best
+// moves how many of them get work. CAM's N/4..N/2 rule only seeds the search: on the H100 the best
 // hand-picked count was often above N/2 (an emulated device or an io_uring submit/reap costs worker CPU), so the
 // controller measures the rate (blocks per second of wall time) each count delivers and hill-climbs on it.
 //
@@ -49,8 +49,9 @@ inline uint32_t spread_worker(uint32_t device, uint32_t devices, uint32_t active
 // Settled, it compares each window with the settled rate (which follows slow changes) and searches again when
 // drift_windows windows running are all more than `drift` off it on the same side (the workload changed: noise, and a
 // lone stalled window, are not on one side four times running), or after forget_windows settled windows.
-// H100 at 672b55b (issue 14): the old search (mean of up to 4 windows, confirmed twice, the fewest within 5 %)
-// settled sim N=16 at 7 workers (grid 0.75 of W=8) and shm-uring N=4 at 7 (0.84): one low first window at 8.
+// Why medians and resolved comparisons: a simpler search (the mean of up to 4 windows, confirmed twice, the fewest
+// workers within 5 %) settled sim N=16 at 7 workers (grid 0.75 of W=8) and shm-uring N=4 at 7 (0.84) on the H100,
+// misled by one low first window at 8 (docs/decisions/0002).
 class RateClimb {
  public:
   RateClimb(uint32_t lo, uint32_t hi, uint32_t start, double gain);

@@ -14,7 +14,10 @@ namespace gpuio {
 
 
 void GpuRuntime::Impl::start() {
-  validate(opts);  // the knob table's ranges and choices
+  // The knob table's ranges and choices. stream_wait has no host-function mode: CUDA forbids a host function
+  // waiting on work not ordered before it (the engine's staging->GPU copies run on other streams), and such a wait
+  // deadlocked on the H200 (docs/decisions/0001).
+  validate(opts);
   if (opts.stream_wait == "wait_value") {
     wait_value_fn = detail::driver_entry_point("cuStreamWaitValue32");
     if (!wait_value_fn) throw std::runtime_error("stream_wait='wait_value' but the driver has no cuStreamWaitValue32");

@@ -6,7 +6,8 @@ B is contiguous. Step (i, j) reads B's block column j, and A's block row i when 
 computes C(i, j) = sum_k A(i, k) @ B(k, j) with one torch.matmul (fp32 accumulation for bf16 inside matmul),
 and writes C(i, j) back. A's block row stays in device memory for the row's other steps, as an out-of-core
 GEMM keeps its panel: reading it again for every j made gpuio (O_DIRECT) read it nt times from the disk
-while the pread baseline got nt - 1 of those reads from the page cache (the H200's 0.65x, issue 12). Steps run double-buffered (gpuio.apps.pipeline): the next step's tiles stream in
+while the pread baseline got nt - 1 of those reads from the page cache (0.65x on the H200; docs/decisions/0006).
+Steps run double-buffered (gpuio.apps.pipeline): the next step's tiles stream in
 while torch.matmul runs. Baselines: the same steps over pread + copy (gpuio.apps.store.PosixStore), and over
 KvikIO's CuFile pread/pwrite into the tiles (gpuio.apps.kvikio_store, compat mode) where kvikio can run; where it
 cannot, one line says why and the row carries kvikio_skipped.

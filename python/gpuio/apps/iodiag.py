@@ -1,4 +1,4 @@
-"""What the applications' I/O did in one timed pass, in one line per store (issue 12's GPU runs name their bound).
+"""What the applications' I/O did in one timed pass, in one line per store (so a GPU run names its bound).
 
     io = IoCounters()                     # every store has one: store.io
     io.submitted("read", nbytes, handle, "host")

@@ -1,5 +1,5 @@
-"""The KvikIO baseline (issue 12: "KvikIO tiles on the GPU machine"): the same extents as Store and PosixStore,
-over the same files and the same RAID-0 map (store._Base), read and written by `kvikio.CuFile(path, "r+")`
+"""The KvikIO baseline of the applications (docs/decisions/0006): the same extents as Store and PosixStore, over
+the same files and the same RAID-0 map (store._Base), read and written by `kvikio.CuFile(path, "r+")`
 .pread/.pwrite straight into the destination tensor (CUDA tensors through __cuda_array_interface__, host
 tensors as numpy arrays). KvikIO runs each request as tasks on its own thread pool (KVIKIO_NTHREADS,
 KVIKIO_TASK_SIZE: its defaults unless set); the handle's wait() joins the futures.

@@ -1,4 +1,5 @@
-"""The engine's ceiling (issue 14): N emulated devices, 4 KiB random reads into host or GPU memory, workers 1..8.
+"""The engine's ceiling (the bars: docs/decisions/0007): N emulated devices, 4 KiB random reads into host or GPU
+memory, workers 1..8.
 
 Device kinds (--kinds):
   null       the sim backend's zero-latency null device (no flash model, no data moved): the engine alone
@@ -463,7 +464,8 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
         finally:
             e.close()
     # The device API, per read path, in rounds interleaved with pread O_DIRECT, each with its per-hop medians
-    # (ceiling_device_api.py). Before issue 14's fix the engine's staging->GPU copy was 16.9 of 53.2 us (H100).
+    # (ceiling_device_api.py). Before the latency path the engine's staging->GPU copy was 16.9 of 53.2 us (H100;
+    # docs/decisions/0003).
     rows, st, md, pread = device_api_rows(path, nblocks, max(1, reads // 3), 3, rng, waits[0], pread_ns, _stage_us,
                                           _delta)
     out.update(rows)
@@ -495,7 +497,8 @@ def summary(rows: list[dict], ctl: list[dict], log) -> None:
 
 
 def judged(rows: list[dict], log, n: int = 12, w_max: int = 6, target: float = 5.0e6) -> list[dict]:
-    """Issue 14's first point: n devices, 4 KiB random reads, <= w_max workers: IOPS against the target."""
+    """The ceiling bar (docs/decisions/0007): n devices, 4 KiB random reads, <= w_max workers: IOPS against the
+    target."""
     out = []
     for kind, dest in dict.fromkeys((r["kind"], _dest(r)) for r in rows):
         rs = [r for r in rows if (r["kind"], _dest(r), r["devices"]) == (kind, dest, n) and r["workers"] <= w_max]

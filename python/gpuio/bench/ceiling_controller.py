@@ -1,4 +1,4 @@
-"""The controller section of the ceiling benchmark (issue 14, point 4): the engine's own worker count (workers=0,
+"""The controller section of the ceiling benchmark (docs/decisions/0002): the engine's own worker count (workers=0,
 engine/controller.hpp) measured once its controller settled, next to the best hand-picked count for each N.
 
 Judged on re-measurements, not on the grid: two measurements of one configuration 0.3 s each differed by about the
@@ -68,9 +68,9 @@ def controller_result(c: dict, hand: list[dict], again: list[dict], kind: str, d
 
 
 def controller_table(ctl: list[dict], log) -> None:
-    """Issue 14's controller bar, per kind/destination/N: the chosen count and the re-measured hand-picked rate there
-    next to the best re-measured hand-picked count (judged: choice ratio >= 0.9 for every N), and the controller's
-    own settled rate."""
+    """The controller bar (docs/decisions/0007), per kind/destination/N: the chosen count and the re-measured
+    hand-picked rate there next to the best re-measured hand-picked count (judged: choice ratio >= 0.9 for every
+    N), and the controller's own settled rate."""
     log("\n| kind | dest | N | chosen W | hand-picked at chosen, M IOPS | best hand-picked W | its M IOPS | "
         "choice ratio | controller's M IOPS | controller ratio | grid (short) at chosen | measured while |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|")

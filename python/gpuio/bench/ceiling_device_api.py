@@ -1,4 +1,4 @@
-"""The engine ceiling's GPU-initiated one-block latency rows (issue 14 item 3): the device API (DeviceQueue
+"""The engine ceiling's GPU-initiated one-block latency rows (docs/decisions/0003): the device API (DeviceQueue
 prefetch + prefetch_synchronize in a CUDA kernel) per read path, in interleaved rounds with pread O_DIRECT on the
 same file, each with its per-hop breakdown (medians):
 

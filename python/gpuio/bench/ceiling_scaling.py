@@ -1,4 +1,5 @@
-"""Scaling over N devices with a rate of their own (issue 14's efficiency bar): the devices' rated figures, the
+"""Scaling over N devices with a rate of their own (the efficiency bar, docs/decisions/0007): the devices' rated
+figures, the
 bounds that only such devices have (their own rate; depth by Little's law) and the judged scaling line.
 
 The paced null device (ceiling kind `paced-null`: sim backend with null_paced=1, io/link_clock.hpp) has a latency
@@ -12,7 +13,7 @@ import re
 import time
 
 BS = 4096
-EFFICIENCY_BAR = 0.9   # issue 14: IOPS(N) >= 0.9 x N x one device
+EFFICIENCY_BAR = 0.9   # IOPS(N) >= 0.9 x N x one device (docs/decisions/0007)
 DEVICE_SATURATED = 0.97  # a run at >= this fraction of N x the rated rate is bounded by the devices themselves;
 DEVICE_NEAR = 0.9        # at >= this one too, unless a host resource is named first (workers, caller, copies)
 DEPTH_MARGIN = 2.0     # outstanding reads below this many times Little's law's need: named as the depth bound

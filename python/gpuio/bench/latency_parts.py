@@ -1,4 +1,5 @@
-"""What the Python around a stream-ordered one-block read costs, piece by piece (issue 14's 2 x pread bar).
+"""What the Python around a stream-ordered one-block read costs, piece by piece (the 2 x pread bar:
+docs/decisions/0003, 0007).
 
 Each piece is timed alone with timeit (best of 5 repeats, microseconds per call), the way it ran before
 (`old`) and the way gpuio.engine / gpuio.gpu run it now (`new`):

@@ -14,7 +14,7 @@ import numpy as np
 BACKENDS = ("gpuio", "mmap", "memory")
 STRUCTURES = ("file", "memory")
 CAP_LOAD = "load"  # the --time-cap label of gpuio's loading-alone pass (--timing)
-GOALS = dict(mmap=3.0, bound=1.2, belady=1.2, structure=0.8, disk=0.9)  # issue 15's bars
+GOALS = dict(mmap=3.0, bound=1.2, belady=1.2, structure=0.8, disk=0.9)  # the bars: docs/decisions/0007
 CPU_BOUND = 1.3  # compute this many times the in-memory run's while the trainer seldom waited: loading took the CPU
 RUN_OVERHEAD_S = 25.0  # per run, outside its capped steps (stores, host buffer, evaluation): plan_caps
 
@@ -123,10 +123,10 @@ def _verdict(ok: bool) -> str:
 
 # -- judged lines ----------------------------------------------------------------------------------
 def judged_lines(results: list, info: dict) -> list:
-    """One line per judged point that the runs allow (issue 15), each `judged: <point>: <figure> (goal ...):
-    MET | NOT MET [how measured]`. info: steps (the configured steps), warmup, feature_bytes, num_edges,
-    limit (cgroup bytes or None), struct_cache_mb (in all), structure_file_bytes, disk_mbs (the raw
-    device's 4 KiB random-read rate, MB/s, measured outside the job; 0: not given)."""
+    """One line per judged point that the runs allow (the bars: docs/decisions/0007), each `judged: <point>: <figure>
+    (goal ...): MET | NOT MET [how measured]`. info: steps (the configured steps), warmup, feature_bytes, num_edges,
+    limit (cgroup bytes or None), struct_cache_mb (in all), structure_file_bytes, disk_mbs (the raw device's 4 KiB
+    random-read rate, MB/s, measured outside the job; 0: not given)."""
     out = []
     steps, warmup = info["steps"], info.get("warmup", -1)
     fb, ne, limit = info.get("feature_bytes", 0), info.get("num_edges", 0), info.get("limit")

@@ -235,8 +235,8 @@ class NeighborSampler(BaseSampler):
 
     def sample_from_edges(self, index, neg_sampling=None):
         """Not supported: NotImplementedError (link-prediction sampling)."""
-        raise NotImplementedError("gpuio.pyg.NeighborSampler samples from nodes only (link prediction "
-                                  "sampling is not part of issue 4)")
+        raise NotImplementedError("gpuio.pyg.NeighborSampler samples from nodes only (link-prediction "
+                                  "sampling from edges is not implemented)")
 
     @property
     def edge_permutation(self):

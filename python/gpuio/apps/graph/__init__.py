@@ -1,5 +1,5 @@
-"""BFS, CC and SSSP on an out-of-core CSR graph (issue 12 item 2): the edges and weights live on storage and are
-read through BaM-style device arrays (gpuio.DeviceArray) on the GPU, through TensorFile gathers of the
+"""BFS, CC and SSSP on an out-of-core CSR graph (docs/decisions/0005, 0006): the edges and weights live on storage
+and are read through BaM-style device arrays (gpuio.DeviceArray) on the GPU, through TensorFile gathers of the
 frontier's adjacency ranges on the CPU, or through the baselines (pread + copy, np.memmap + copy).
 
     g = generate_kronecker("g/", scale=20, device="cuda")          # Graph500 Kronecker, or load_edges(...)
