@@ -51,8 +51,9 @@ class Identity:
     def client(self):
         """A connected librados client (gpuio._core.RbdClient). Raises PermissionError/OSError, and
         FileNotFoundError naming the places tried when there is no ceph.conf (conf_file)."""
+        core = _usable_core()  # why volumes cannot work at all comes before which conf is missing
         conf_file(self.conf)
-        return _usable_core().RbdClient(self.conf, self.user, self.keyring, self.timeout_s)
+        return core.RbdClient(self.conf, self.user, self.keyring, self.timeout_s)
 
     def rbd_options(self, **extra) -> dict:
         """The engine's `rbd=` options (conf, user, keyring, timeout_s) of this identity, plus `extra`."""
