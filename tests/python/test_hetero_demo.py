@@ -233,3 +233,20 @@ def test_deterministic_kernels_warn_only_catch_the_alerts_and_restore():
         k.stop()
     assert k.verdict() == "scatter_x_cuda does not have a deterministic implementation, but you set it"
     assert torch.are_deterministic_algorithms_enabled() == before
+
+
+def test_a_limit_the_process_was_started_under_counts_only_where_it_keeps_features_out_of_core(monkeypatch):
+    from gpuio.gnn import hetero_memory
+
+    class Outer:
+        def __init__(self, limit):
+            self.limit = limit
+
+        def effective_limit_bytes(self):
+            return self.limit
+
+    monkeypatch.setattr(hetero_memory.MemoryLimit, "current", staticmethod(lambda: Outer(128 << 30)))
+    assert RunMemory(0.25, 2 << 30).mode == "own"  # the machine's own 128 GiB group: not a limit on 2 GiB
+    monkeypatch.setattr(hetero_memory.MemoryLimit, "current", staticmethod(lambda: Outer(512 << 20)))
+    kept = RunMemory(0.25, 2 << 30)
+    assert kept.mode == "outer" and kept.outer == 512 << 20

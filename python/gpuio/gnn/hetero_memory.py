@@ -100,6 +100,10 @@ class RunMemory:
         self._follower, self._stop = None, None
         current = MemoryLimit.current()
         self.outer = current.effective_limit_bytes() if current is not None else None
+        # A limit the process was started under counts only where it keeps the features out of core: a machine's
+        # own group (the GPU machine's 128 GiB) or a generous one leaves the job to make its own.
+        if self.outer is not None and self.outer >= feature_bytes:
+            self.outer = None
         if self.outer is not None:
             self.mode = "outer"
         elif fraction <= 0:
