@@ -3,7 +3,7 @@
     tf = gpuio.TensorFile.create("feat.npy", (n, 128), "float32")
     tf.scatter(idx, rows)                 # write rows (read-modify-write of the blocks they touch)
     x = tf.gather(idx)                    # rows, on idx.device
-    h = tf.prefetch(idx); ...; x = h.wait()
+    f = tf.prefetch(idx); ...; x = f.wait()  # gpuio.Future
     np.load("feat.npy", mmap_mode="r")    # still a valid .npy
 
 Layout: the .npy header is padded so the data starts at `max(4096, block_size)`; rows are packed back to
@@ -42,6 +42,7 @@ from gpuio.defaults import defaults_of
 from gpuio import _rowplan
 from gpuio._index import check_ids, row_ids
 from gpuio._npy import format_header, read_header as read_npy_header
+from gpuio.future import Future, deprecated_alias
 
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
 
@@ -72,24 +73,10 @@ def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
     return raw[skip:skip + nbytes]
 
 
-class Prefetch:
-    """An in-flight gather: `wait()` returns the rows on the requested device; `done()` polls."""
-
-    def __init__(self, finish, handles):
-        self._finish, self._handles, self._result = finish, handles, None
-
-    def done(self) -> bool:
-        """True once every read of the gather has completed."""
-        return self._result is not None or all(h.done() for h in self._handles)
-
-    def wait(self) -> torch.Tensor:
-        """Block until the rows are read; returns them on the requested device."""
-        if self._result is None:
-            for h in self._handles:
-                h.wait()
-            self._result = self._finish()
-            self._handles = []
-        return self._result
+def __getattr__(name: str):
+    if name == "Prefetch":  # the old name of what prefetch returns, kept for one release
+        return deprecated_alias("gpuio.tensor.Prefetch")
+    raise AttributeError(f"module 'gpuio.tensor' has no attribute {name!r}")
 
 
 def file_bytes(shape: tuple, dtype, block_size: int) -> int:
@@ -478,8 +465,8 @@ class TensorFile(ForkAware):
         self._count(blocks_read=ids.size)
         return handles
 
-    def prefetch(self, idx) -> Prefetch:
-        """Start reading rows `idx`; the handle's wait() returns them on idx.device."""
+    def prefetch(self, idx) -> Future:
+        """Start reading rows `idx`; the future's wait() returns them on idx.device."""
         self._this_process()
         device = idx.device if isinstance(idx, torch.Tensor) else torch.device("cpu")
         rows = self._index(idx)
@@ -487,10 +474,10 @@ class TensorFile(ForkAware):
         return self._prefetch_rows(rows, device)
 
     def _consistent(self, blocks: torch.Tensor, start, finish):
-        """Run start() (which submits reads of data-relative `blocks`) and return a Prefetch whose wait()
+        """Run start() (which submits reads of data-relative `blocks`) and return a Future whose wait()
         gives finish(); on a writable file, a read that a scatter overlapped is done again (seqlock)."""
         if not self.writable:
-            return Prefetch(finish, start())
+            return Future.all_of(start(), finish)
         stripes = self._locks.stripes_of(blocks.numpy())
         before = self._locks.snapshot(stripes)  # before the reads start: a write in between is then seen
         handles = start()
@@ -507,12 +494,12 @@ class TensorFile(ForkAware):
                     h.wait()
                 tries += 1
             return finish()
-        return Prefetch(checked, handles)
+        return Future.all_of(handles, checked)
 
-    def _prefetch_rows(self, rows: torch.Tensor, device) -> Prefetch:
+    def _prefetch_rows(self, rows: torch.Tensor, device) -> Future:
         if rows.numel() == 0 or self.row_bytes == 0:
-            empty = torch.zeros((rows.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
-            return Prefetch(lambda: empty, [])
+            return Future.completed(torch.zeros((rows.numel(), *self.shape[1:]), dtype=self.torch_dtype,
+                                                device=device))
         rows = rows.cpu()
         if self.row_bytes % self.block_size == 0:
             k = self.row_bytes // self.block_size
