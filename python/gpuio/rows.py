@@ -159,12 +159,13 @@ def missing(obj: Any, protocol: type) -> list[str]:
     return [n for n in _members(protocol) if not hasattr(obj, n)]
 
 
-def require(obj: Any, protocol: type, what: str) -> Any:
-    """obj, or TypeError in one line naming `what`, the protocol and the members obj lacks."""
+def require(obj: Any, protocol: type, what: str, hint: str = "") -> Any:
+    """obj, or TypeError in one line naming `what`, the protocol, obj's type and the members it lacks (then hint)."""
     lacks = missing(obj, protocol)
     if lacks:
-        raise TypeError(f"{what} must be a gpuio.rows.{protocol.__name__} ({', '.join(_members(protocol))}); "
-                        f"{type(obj).__name__} has no {', '.join(lacks)}")
+        kind = type(obj)
+        raise TypeError(f"{what} must be a row table (gpuio.rows.{protocol.__name__}: {', '.join(_members(protocol))}); "
+                        f"got a {kind.__module__}.{kind.__qualname__} without {', '.join(lacks)}{hint}")
     return obj
 
 
