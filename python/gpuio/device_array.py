@@ -117,9 +117,9 @@ class DeviceArray(ForkAware):
             with torch.cuda.device(self.device):
                 path = eng.gpu
                 queues = [list(path.queue(i)) for i in range(path.options["queues"])]
-                self._c = _core().GpuArrayCache(eng._core, queues, self.geometry, self.staging_groups)
+                self._c = _core().GpuArrayCache(eng.core, queues, self.geometry, self.staging_groups)
         else:
-            self._c = _core().HostArrayCache(eng._core, self.geometry)
+            self._c = _core().HostArrayCache(eng.core, self.geometry)
         self._opened_here()
 
     def _after_fork(self) -> None:

@@ -55,7 +55,7 @@ def _table_policy() -> dict:
     return defaults_of("table")
 
 
-def _header(dtype, shape: tuple, data_offset: int) -> bytes:
+def npy_header(dtype, shape: tuple, data_offset: int) -> bytes:
     """The .npy header of a TensorFile of `dtype` (anything element_type takes; bfloat16 marked as such)."""
     et = element_type(dtype)
     return format_header(et.numpy, shape, data_offset, et.element)
@@ -120,7 +120,9 @@ class TensorFile(ForkAware):
                         "an existing file or TensorFile.create(path, shape, dtype) for a new one")
 
     @classmethod
-    def _new(cls, *args) -> "TensorFile":
+    def from_layout(cls, *args) -> "TensorFile":
+        """A TensorFile over a header already read or written: (path, shape, dtype, data_offset, block_size,
+        writable, engine_options), as create/open and the volume layer (gpuio.volumes) make them."""
         tf = cls.__new__(cls)
         tf._init(*args)
         return tf
@@ -173,13 +175,13 @@ class TensorFile(ForkAware):
         et = element_type(dtype)
         offset = max(DATA_ALIGN_BYTES, block_size)
         size = file_bytes(shape, et, block_size)
-        header = _header(et, shape, offset)
+        header = npy_header(et, shape, offset)
         with _files.atomic_output(path, overwrite=overwrite, need_bytes=size) as tmp:
             with open(tmp, "r+b") as f:
                 f.write(header)
                 f.truncate(size)
         try:
-            return cls._new(path, tuple(int(s) for s in shape), et, offset, block_size, True, engine_options)
+            return cls.from_layout(path, tuple(int(s) for s in shape), et, offset, block_size, True, engine_options)
         except BaseException:
             os.unlink(os.path.realpath(path))  # the file this call made: an engine that cannot open it leaves nothing
             raise
@@ -206,7 +208,7 @@ class TensorFile(ForkAware):
                                  f"{shape} needs {need} (padded to whole blocks); open with mode='r+'")
             os.truncate(path, need)
         engine_options.setdefault("writable", mode == "r+")
-        return cls._new(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
+        return cls.from_layout(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
 
     def _open_engine(self) -> None:
         """Open this file on an engine: by default as a target of the process engine (gpuio.default_engine(): its
