@@ -148,7 +148,7 @@ class Future:
             return
         try:
             work.block(timeout)
-        except BaseException as e:
+        except Exception as e:
             if not self._state and work.poll():  # the work failed (a wait that ran out leaves it pending)
                 self._fail(e)
             raise

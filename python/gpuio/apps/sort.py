@@ -75,7 +75,7 @@ def checksums(k: torch.Tensor) -> torch.Tensor:
 
 
 class ThreadedStore(PosixStore):
-    """The hand-written async baseline: pread/pwrite + copy on a thread pool, handles are futures."""
+    """The hand-written async baseline: pread/pwrite + copy on a thread pool (gpuio.Futures over the pool's)."""
     kind = "threads"
 
     def __init__(self, store, capacity_bytes: int, threads: int = 4, **kw):

@@ -259,7 +259,7 @@ class Store(_Base):
 
     def read_async(self, ext: Extent, offset: int, out: torch.Tensor):
         """Start reading out's size from `ext` at byte `offset`. CUDA `out`: stream-ordered on the current
-        stream (the handle's .event lets other streams wait); see the class docstring for cuda_ids."""
+        stream (the future's .event lets other streams wait); see the class docstring for cuda_ids."""
         ids = self._ids(ext, offset, _nbytes(out, self.block_size, "out"))
         where = "host"
         if out.is_cuda and ids.size and (self.cuda_ids == "device" or

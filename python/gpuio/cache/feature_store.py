@@ -74,6 +74,9 @@ class _Request:
             raise self.error
 
     def take(self) -> torch.Tensor:
+        if self.result is None:  # only when the one-thread contract is broken: never a silent None
+            raise RuntimeError("a FeatureStore request was taken by a flush that did not serve it (the store is "
+                               "not thread-safe: one thread calls in)")
         return self.result
 
 
@@ -176,7 +179,8 @@ class FeatureStore:
 
     def submit(self, idx, force: bool = False) -> Future:
         """Queue rows idx and return their gpuio.Future; the misses of queued requests are read together once
-        inflight_pages_min pages are missing (force=True: serve now), or when a wait() needs them."""
+        inflight_pages_min pages are missing (force=True: serve now), or when a wait() needs them (that wait
+        serves the group in its own thread, each read bounded by the engine's io_timeout_ms)."""
         self._check_process()
         rows = check_row_ids(idx, self.num_rows).to(self.device)
         request = _Request(self, rows)
