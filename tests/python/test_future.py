@@ -74,6 +74,22 @@ def test_an_error_is_settled_once_and_raised_as_the_same_exception():
     assert repr(f) == "<gpuio.Future failed: OSError>"
 
 
+def test_an_interrupted_wait_is_not_the_calls_error():
+    class Interrupted(Gate):
+        def block(self, timeout):
+            if not self.blocks:
+                self.blocks.append(timeout)
+                raise KeyboardInterrupt  # Ctrl-C in the waiting thread, the work itself fine
+            super().block(timeout)
+
+    work = Interrupted()
+    work.open()
+    f = Future(work, result=7)
+    with pytest.raises(KeyboardInterrupt):
+        f.wait()
+    assert f.wait() == 7 and f.exception() is None
+
+
 def test_a_failing_finish_is_the_futures_error():
     def finish():
         raise ValueError("cut failed")
