@@ -157,10 +157,6 @@ def _close_open_engines() -> None:
             print(f"gpuio: closing {eng!r} at exit failed: {e}", file=sys.stderr)
 
 
-def _core():
-    return _core_module
-
-
 def __getattr__(name: str):
     if name == "Handle":  # the old name of what read_async/write_async return, kept for one release
         return deprecated_alias("gpuio.engine.Handle")
@@ -239,9 +235,13 @@ class Engine:
 
     @property
     def core(self):
-        """The C++ engine (gpuio._core.EngineCore), for gpuio's own layers (the GPU path, device arrays) and for
-        benchmarks that time its calls directly. Not a user API: its calls take engine-wide block ids."""
+        """The C++ engine (gpuio._core.EngineCore): for gpuio's GPU path, device arrays and benchmarks."""
         return self._core
+
+    @property
+    def inherited(self) -> bool:
+        """True in a forked child for an engine made by the parent (none of its threads run here)."""
+        return self._gen != _fork_generation
 
     @property
     def gpu_attached(self) -> bool:
@@ -430,7 +430,7 @@ class Engine:
         """Create (or extend) a file of nbytes to use as a device."""
         if not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError(f"nbytes must be a positive int, got {nbytes!r}")
-        _core().EngineCore.create_file(os.fspath(path), nbytes)
+        _core_module.EngineCore.create_file(os.fspath(path), nbytes)
 
 
 Engine.__doc__ = (Engine.__doc__ or "") + _defaults.keyword_doc("engine") + "\n"
