@@ -111,8 +111,8 @@ class DeviceArray(ForkAware):
 
     def _make_cache(self) -> None:
         """An empty cache over the file as this process's engine holds it."""
+        self.geometry["base_block"] = self.file.engine_block_base  # first: after a fork it reopens the file here
         eng = self.file.engine
-        self.geometry["base_block"] = self.file.engine_block_base
         if self.device.type == "cuda":
             with torch.cuda.device(self.device):
                 path = eng.gpu
@@ -123,8 +123,7 @@ class DeviceArray(ForkAware):
         self._opened_here()
 
     def _after_fork(self) -> None:
-        self.file._this_process()  # the file on this process's engine, then a cache of this process's own
-        self._make_cache()
+        self._make_cache()  # the file on this process's engine (engine_block_base reopens it), a cache of our own
 
     def _here(self) -> None:
         """ValueError once closed; BAD_FORK at once for a CUDA cache in a forked child; else, after a fork, this

@@ -356,6 +356,7 @@ class TensorFile(ForkAware):
         """The engine's id of this file's first data block: data block k (bytes [k * block_size, ...) after the
         header) is engine block engine_block_base + k, for requests made on self.engine directly (CUDA block ids, a
         raw reference beside the table). self.target takes the file's own block ids instead."""
+        self._this_process()  # in a forked child: the ids of the child's own engine
         return self._engine_base
 
     @property
