@@ -217,9 +217,10 @@ class MemmapRows:
         self.array = np.load(path, mmap_mode="r")
         if self.array.ndim < 1:
             raise ValueError(f"{path}: a row table needs at least 1 dimension, got shape {self.array.shape}")
-        self.random_access = bool(random_access and hasattr(mmap, "MADV_RANDOM"))
+        mapping = self.array.base  # np.memmap's buffer: the mmap.mmap of the file
+        self.random_access = bool(random_access and hasattr(mmap, "MADV_RANDOM") and isinstance(mapping, mmap.mmap))
         if self.random_access:
-            self.array._mmap.madvise(mmap.MADV_RANDOM)
+            mapping.madvise(mmap.MADV_RANDOM)
         self.block_size = block_size
         self.torch_dtype = torch.from_numpy(np.empty(0, dtype=self.array.dtype)).dtype
 
