@@ -446,11 +446,11 @@ class StreamStore(ForkAware, travel.Travelling):
 
     def __repr__(self) -> str:
         with self._lock:
-            if self._engine.closed:
+            if self._state.engine.closed:
                 return f"gpuio.streams.StreamStore({self.paths!r}, closed)"
-            return (f"gpuio.streams.StreamStore({self.paths!r}, streams={len(self._table.live_ids())}, "
-                    f"writers_open={len(self._writers)}, readers_open={sum(self._readers.values())}, "
-                    f"free_blocks={self._pool.free_blocks}/{self._sb.total_blocks}, "
+            return (f"gpuio.streams.StreamStore({self.paths!r}, streams={len(self._state.table.live_ids())}, "
+                    f"writers_open={len(self._state.writers)}, readers_open={sum(self._readers.values())}, "
+                    f"free_blocks={self._state.pool.free_blocks}/{self._state.sb.total_blocks}, "
                     f"sblock_bytes={self.sblock_bytes}, block_size={self.block_size})")
 
     def stats(self) -> dict:
