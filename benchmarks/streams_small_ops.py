@@ -3,8 +3,8 @@
     python benchmarks/streams_small_ops.py --streams 3000 --dir /tmp
 
 The memory test's workload: 512 B blocks, durable=False, two engine calls per stream (the sblock write
-and the table page write). Engine.read_async/write_async and gpuio.Future.wait are wrapped with timers, so the table splits
-the time into engine submit, engine wait and the store's own Python code. Absolute times: dev-box
+and the table page write). Engine.read_async/write_async and gpuio.Future.wait are wrapped with timers, so the
+table splits the time into engine submit, engine wait and the store's own Python code. Absolute times: dev-box
 figures only (BENCHMARKS.md); compare versions side by side in one run.
 """
 from __future__ import annotations

@@ -316,8 +316,8 @@ class Engine:
         return self._submit(READ, blocks, out)
 
     def write_async(self, blocks: Any, src: Any) -> Future:
-        """Start writing src (len(blocks) * block_size bytes) to blocks (the future's wait() returns None). src: as read_async's out, read-only
-        memory (bytes, a read-only array) included."""
+        """Start writing src (len(blocks) * block_size bytes) to blocks (the future's wait() returns None). src:
+        as read_async's out, read-only memory (bytes, a read-only array) included."""
         return self._submit(WRITE, blocks, src)
 
     def wait_any(self, futures: Any, timeout: float | None = None) -> int:

@@ -164,7 +164,8 @@ def require(obj: Any, protocol: type, what: str, hint: str = "") -> Any:
     lacks = missing(obj, protocol)
     if lacks:
         kind = type(obj)
-        raise TypeError(f"{what} must be a row table (gpuio.rows.{protocol.__name__}: {', '.join(_members(protocol))}); "
+        members = ", ".join(_members(protocol))
+        raise TypeError(f"{what} must be a row table (gpuio.rows.{protocol.__name__}: {members}); "
                         f"got a {kind.__module__}.{kind.__qualname__} without {', '.join(lacks)}{hint}")
     return obj
 

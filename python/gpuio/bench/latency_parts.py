@@ -69,8 +69,8 @@ def pieces(number: int = 20000, engine=None) -> list[dict]:
         req = StreamRequest(None, None, ids, 0, 1, 7, 0)
         return Future(req, t, None, req.event)
 
-    row("handle: tuple-built vs the request's Future", lambda: _OldHandle(None, None, 0, t, (ids, t), (0, len(ids), 1, 7)),
-        future)
+    row("handle: tuple-built vs the request's Future",
+        lambda: _OldHandle(None, None, 0, t, (ids, t), (0, len(ids), 1, 7)), future)
     if gpu:
         g = engine.gpu
         dev = t.get_device()
