@@ -62,12 +62,12 @@ class Future:
         """work: what to wait on. result: what wait() returns once it is complete, or finish: called once then
         (under the future's lock) to make the result; an error it raises is the future's. event: makes the
         torch.cuda.Event of stream-ordered work (called on first use of .event)."""
-        self._work = work
+        self._work: Work | None = work
         self._state = _PENDING
-        self._value = result
-        self._finish = finish
-        self._lock = None if finish is None else threading.Lock()
-        self._event = event
+        self._value: Any = result
+        self._finish: Callable[[], Any] | None = finish
+        self._lock: threading.Lock | None = None if finish is None else threading.Lock()
+        self._event: Callable[[], Any] | None = event
 
     @classmethod
     def completed(cls, result: Any = None) -> "Future":
@@ -156,7 +156,7 @@ class Future:
             self._state = _DONE
             return
         with self._lock:
-            if self._state:
+            if self._state or self._finish is None:
                 return
             try:
                 value = self._finish()

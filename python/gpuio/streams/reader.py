@@ -61,7 +61,7 @@ class StreamReader:
         self._issue_at: tuple[int, int] | None = None  # (start, nblocks) of the next read to issue; None: wait
         self._cur: tuple[_Fetch, int] | None = None  # (_Fetch, used_blocks) being consumed
         self._at: tuple[int, int, int] | None = None  # (start, eff, index) of the current sblock
-        self._view = None                      # payload of the current sblock
+        self._view: np.ndarray | None = None   # payload of the current sblock
         self._off = 0
         self.speculation_misses = 0
         if self._expect is not None:

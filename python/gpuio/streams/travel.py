@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import Any, Protocol, cast
 
 from .reader import StreamReader
+from .state import StoreState
 
 
 class Inherited:
@@ -40,6 +42,30 @@ class Inherited:
         """Nothing to undo here: the stream is the parent's."""
 
 
+class _Store(Protocol):
+    """What Travelling's methods use of the StreamStore they are mixed into (its self type)."""
+    paths: list
+    writable: bool
+    _settings: dict
+    _engine_options: dict
+    _closed: bool
+    _pid: int
+    _state: StoreState
+    _reader_handles: Any
+    _lock: Any
+
+    def _open(self, paths: list, writable: bool, fresh: bool = False, streams_max: int = 0,
+              lock_wait_ms: int | None = None, read_only_why: str = ...) -> None: ...
+
+    def _open_reader(self, stream_id: int, at: Any = None) -> Any: ...
+
+    def _open_received(self, paths: list, writable: bool) -> None: ...
+
+    def _this_process(self) -> None: ...
+
+    def _reader_at(self, stream_id: int, position: Any) -> Any: ...
+
+
 class Travelling:
     """StreamStore's half that crosses processes, by the module's rule: a mixin of StreamStore, so these methods
     work on the store's own fields as its other methods do."""
@@ -47,12 +73,12 @@ class Travelling:
     @classmethod
     def _arrive(cls, paths: list, settings: dict, engine_options: dict, writable: bool):
         """Unpickle a StreamStore: reopen it here by the module's rule."""
-        store = cls.__new__(cls)
+        store = cast(_Store, cls.__new__(cls))
         store._settings, store._engine_options = dict(settings), dict(engine_options)
         store._open_received(list(paths), writable)
         return store
 
-    def _open_received(self, paths: list, writable: bool) -> None:
+    def _open_received(self: _Store, paths: list, writable: bool) -> None:
         """Open this store (settings and engine options already set) in this process by the module's rule."""
         if writable and self._engine_options.get("lock", True):
             try:
@@ -68,7 +94,7 @@ class Travelling:
             why = "it was opened with mode='r'"
         self._open(paths, writable=False, read_only_why=why)
 
-    def _reopen_in_child(self) -> None:
+    def _reopen_in_child(self: _Store) -> None:
         """A forked child's first call on an inherited store: reopen it, carry inherited readers over at their
         positions, leave inherited writers and consuming readers refusing."""
         if self._closed:
@@ -88,7 +114,7 @@ class Travelling:
             else:
                 sd.io = Inherited("consumed (read_and_destroy_stream) by a reader", parent)
 
-    def _reduce_reader(self, sd):
+    def _reduce_reader(self: _Store, sd) -> tuple:
         """OpenStream.__reduce__: a reader as this store's _reader_at(stream id, position)."""
         self._this_process()
         with self._lock:
@@ -101,7 +127,7 @@ class Travelling:
                                 f"first (a closed stream opens for reading anywhere)")
             return (self._reader_at, (sd.stream_id, io.position()))
 
-    def _reader_at(self, stream_id: int, position):
+    def _reader_at(self: _Store, stream_id: int, position):
         """Unpickle an OpenStream reader: a reader of this process's store at the sender's position."""
         self._this_process()
         with self._lock:
