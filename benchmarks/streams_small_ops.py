@@ -3,8 +3,8 @@
     python benchmarks/streams_small_ops.py --streams 3000 --dir /tmp
 
 The memory test's workload: 512 B blocks, durable=False, two engine calls per stream (the sblock write
-and the table page write). Engine.read_async/write_async and Handle.wait are wrapped with timers, so the table splits
-the time into engine submit, engine wait and the store's own Python code. Absolute times: dev-box
+and the table page write). Engine.read_async/write_async and gpuio.Future.wait are wrapped with timers, so the
+table splits the time into engine submit, engine wait and the store's own Python code. Absolute times: dev-box
 figures only (BENCHMARKS.md); compare versions side by side in one run.
 """
 from __future__ import annotations
@@ -16,10 +16,11 @@ import time
 
 def run(streams: int, directory: str, rounds: int) -> list[dict]:
     import gpuio.engine as ge
+    from gpuio.future import Future
     from gpuio.streams import StreamStore
 
     acc = {"submit": 0.0, "wait": 0.0}
-    read_async, write_async, wait = ge.Engine.read_async, ge.Engine.write_async, ge.Handle.wait
+    read_async, write_async, wait = ge.Engine.read_async, ge.Engine.write_async, Future.wait
 
     def timed(submit):
         def timed_submit(self, *a):
@@ -41,7 +42,7 @@ def run(streams: int, directory: str, rounds: int) -> list[dict]:
     if os.path.exists(path):
         os.unlink(path)
     ge.Engine.read_async, ge.Engine.write_async = timed(read_async), timed(write_async)
-    ge.Handle.wait = timed_wait
+    Future.wait = timed_wait
     out = []
     try:
         st = StreamStore(path, sblock_bytes=8192, buffer_pool_bytes=1 << 20, block_size=512,
@@ -65,7 +66,7 @@ def run(streams: int, directory: str, rounds: int) -> list[dict]:
         finally:
             st.close()
     finally:
-        ge.Engine.read_async, ge.Engine.write_async, ge.Handle.wait = read_async, write_async, wait
+        ge.Engine.read_async, ge.Engine.write_async, Future.wait = read_async, write_async, wait
         if os.path.exists(path):
             os.unlink(path)
     return out

@@ -4,8 +4,9 @@ Layers (see DESIGN.md): io backends and the engine live in the C++ core (``gpuio
 adds the Python API. Heavy submodules (torch, PyG) load on first use. Modules import downward only
 (tests/python/test_layers.py), bottom first:
 
-- engine: ``defaults`` (every knob: default, range, environment variable, doc), ``engine`` (Engine, aligned_empty),
-  ``gpu`` (the engine's GPU path), ``sim`` (flash simulator)
+- engine: ``defaults`` (every knob: default, range, environment variable, doc), ``future`` (Future: what every
+  asynchronous call returns), ``engine`` (Engine, aligned_empty), ``gpu`` (the engine's GPU path), ``sim`` (flash
+  simulator)
 - tensor: ``tensor`` (TensorFile), ``device_array`` (DeviceArray); beside them ``streams`` (StreamStore) and
   ``safetensors`` (model weights: safetensors files into GPU memory, page-cache aware)
 - rows: ``rows`` (the Rows protocol, in-memory and mmap row tables); beside it ``volumes`` (Ceph volumes)
@@ -25,7 +26,8 @@ _LAZY = {
     "Engine": "gpuio.engine",
     "Target": "gpuio.engine",
     "default_engine": "gpuio.engine",
-    "Handle": "gpuio.engine",
+    "Future": "gpuio.future",
+    "Handle": "gpuio.engine",  # deprecated: gpuio.Future
     "aligned_empty": "gpuio.engine",
     "empty": "gpuio.gpu",
     "TensorFile": "gpuio.tensor",

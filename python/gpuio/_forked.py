@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 
-from gpuio.engine import fork_generation
+from gpuio.engine import Engine, fork_generation
 
 # Re-entrant: reopening an object may reopen the objects it holds (a table cache's TensorFile).
 _reopen_lock = threading.RLock()
@@ -53,6 +53,6 @@ def options_here(options: dict) -> dict:
     """`options` without an `engine` that belongs to another process (an Engine inherited through fork has none of
     its threads here): the file then opens on this process's engine, as a pickled object's does."""
     eng = options.get("engine")
-    if eng is not None and getattr(eng, "_gen", fork_generation()) != fork_generation():
+    if isinstance(eng, Engine) and eng.inherited:
         options = {k: v for k, v in options.items() if k != "engine"}
     return options

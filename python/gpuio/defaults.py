@@ -107,8 +107,9 @@ _PYTHON_KNOBS: list[tuple[str, str, Any, str, dict]] = [
     ("gpu", "stream_wait", "auto", "stream-ordered wait: auto (wait_value where the start-up self-test saw "
      "cuStreamWaitValue32 release, else kernel) | kernel (a 1-thread poll kernel) | wait_value (no SM)",
      dict(choices=("auto", "kernel", "wait_value"))),
-    ("gpu", "wait_timeout_s", 90.0, "StreamHandle.wait() bound in seconds (above the engine's io_timeout_ms, so an "
-     "I/O failure reports itself first), then OSError(ETIMEDOUT) naming the request", dict(min=0.001)),
+    ("gpu", "wait_timeout_s", 90.0, "bound in seconds of a stream-ordered request's Future.wait() (above the "
+     "engine's io_timeout_ms, so an I/O failure reports itself first), then OSError(ETIMEDOUT) naming the request",
+     dict(min=0.001)),
     ("array", "page_bytes", None, "cache page size: None: the store's block size, else a power of two of 1..16 "
      "blocks", {}),
     ("streams", "sblock_bytes", 4 * _MiB, "one sblock: the unit of chaining, allocation and read-ahead", {}),

@@ -111,20 +111,19 @@ class DeviceArray(ForkAware):
 
     def _make_cache(self) -> None:
         """An empty cache over the file as this process's engine holds it."""
+        self.geometry["base_block"] = self.file.engine_block_base  # first: after a fork it reopens the file here
         eng = self.file.engine
-        self.geometry["base_block"] = self.file.engine_block_base
         if self.device.type == "cuda":
             with torch.cuda.device(self.device):
                 path = eng.gpu
                 queues = [list(path.queue(i)) for i in range(path.options["queues"])]
-                self._c = _core().GpuArrayCache(eng._core, queues, self.geometry, self.staging_groups)
+                self._c = _core().GpuArrayCache(eng.core, queues, self.geometry, self.staging_groups)
         else:
-            self._c = _core().HostArrayCache(eng._core, self.geometry)
+            self._c = _core().HostArrayCache(eng.core, self.geometry)
         self._opened_here()
 
     def _after_fork(self) -> None:
-        self.file._this_process()  # the file on this process's engine, then a cache of this process's own
-        self._make_cache()
+        self._make_cache()  # the file on this process's engine (engine_block_base reopens it), a cache of our own
 
     def _here(self) -> None:
         """ValueError once closed; BAD_FORK at once for a CUDA cache in a forked child; else, after a fork, this

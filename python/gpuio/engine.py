@@ -24,6 +24,7 @@ import numpy as np
 
 from . import defaults as _defaults
 from ._buffers import block_ids, cuda_device, data_array
+from .future import Future, deprecated_alias
 
 if TYPE_CHECKING:
     from .gpu import GpuPath
@@ -156,32 +157,10 @@ def _close_open_engines() -> None:
             print(f"gpuio: closing {eng!r} at exit failed: {e}", file=sys.stderr)
 
 
-def _core():
-    return _core_module
-
-
-class Handle:
-    """A submitted batch. wait() raises the batch's error; done() polls. The C++ handle holds the batch's
-    arrays (keep-alive) until it is dropped."""
-
-    __slots__ = ("_h", "_result")
-
-    def __init__(self, h, result):
-        self._h, self._result = h, result
-
-    def done(self) -> bool:
-        """True once the batch is complete (raises its error then, as wait() does)."""
-        return self._h.done()
-
-    def wait(self, timeout: float | None = None):
-        """Block until the batch is complete (timeout in seconds; None: the engine's io_timeout_ms)."""
-        self._h.wait(-1 if timeout is None else int(timeout * 1000))
-        return self._result
-
-    @property
-    def seq(self) -> int:
-        """The batch's sequence number in its engine (batches are numbered in submission order)."""
-        return self._h.seq
+def __getattr__(name: str):
+    if name == "Handle":  # the old name of what read_async/write_async return, kept for one release
+        return deprecated_alias("gpuio.engine.Handle")
+    raise AttributeError(f"module 'gpuio.engine' has no attribute {name!r}")
 
 
 class Engine:
@@ -233,7 +212,7 @@ class Engine:
         self.paths = paths
         self.block_size = self._core.block_size
         self.backend = backend
-        self._inflight: collections.deque[Handle] = collections.deque()
+        self._inflight: collections.deque[Future] = collections.deque()
         self._inflight_lock = threading.Lock()
         self._gpu: GpuPath | None = None  # the CUDA layer (Engine.gpu), created on first use
         _open_engines.add(self)
@@ -254,8 +233,23 @@ class Engine:
         """True after close()."""
         return self._core.closed
 
+    @property
+    def core(self):
+        """The C++ engine (gpuio._core.EngineCore): for gpuio's GPU path, device arrays and benchmarks."""
+        return self._core
+
+    @property
+    def inherited(self) -> bool:
+        """True in a forked child for an engine made by the parent (none of its threads run here)."""
+        return self._gen != _fork_generation
+
+    @property
+    def gpu_attached(self) -> bool:
+        """True once the engine has its GPU path (Engine.gpu made it, or attach_gpu)."""
+        return self._gpu is not None
+
     # -- I/O ------------------------------------------------------------------------------------------------
-    def _submit(self, op: int, blocks: Any, buf: Any) -> Handle:
+    def _submit(self, op: int, blocks: Any, buf: Any) -> Future:
         if self._core.closed:
             raise ValueError("engine is closed")
         if self._gen != _fork_generation:
@@ -281,7 +275,7 @@ class Engine:
             dev = cuda_device(ids)
         if dev >= 0:  # CUDA memory on either side: the GPU path, on that GPU (the data's where both are)
             return self.gpu.submit(op, ids, data, buf, dev)
-        h = Handle(self._core.submit(op, ids, data), buf)
+        h = Future(self._core.submit(op, ids, data), buf)
         with self._inflight_lock:  # submitters in several threads: check-then-pop must not interleave
             while self._inflight and self._inflight[0].done():
                 self._inflight.popleft()
@@ -312,30 +306,33 @@ class Engine:
         self._gpu = GpuPath(self, **options)
         return self._gpu
 
-    def read_async(self, blocks: Any, out: Any) -> Handle:
-        """Start reading blocks into out (len(blocks) * block_size bytes). The handle's wait() returns out.
+    def read_async(self, blocks: Any, out: Any) -> Future:
+        """Start reading blocks into out (len(blocks) * block_size bytes). The future's wait() returns out; without
+        a timeout it waits at most the engine's io_timeout_ms.
 
         blocks: integer ids (int, list, range, integer array or tensor; ids in CUDA memory must be int64).
         out: any contiguous writable array of any dtype: a NumPy array, a CPU or CUDA tensor, a bytearray or
         memoryview (the binding takes it through DLPack or the buffer protocol and names what is wrong)."""
         return self._submit(READ, blocks, out)
 
-    def write_async(self, blocks: Any, src: Any) -> Handle:
-        """Start writing src (len(blocks) * block_size bytes) to blocks. src: as read_async's out, read-only
-        memory (bytes, a read-only array) included."""
+    def write_async(self, blocks: Any, src: Any) -> Future:
+        """Start writing src (len(blocks) * block_size bytes) to blocks (the future's wait() returns None). src:
+        as read_async's out, read-only memory (bytes, a read-only array) included."""
         return self._submit(WRITE, blocks, src)
 
-    def wait_any(self, handles: Any, timeout: float | None = None) -> int:
-        """Block until one of handles (this engine's, from read_async/write_async) is complete and return its
+    def wait_any(self, futures: Any, timeout: float | None = None) -> int:
+        """Block until one of futures (this engine's, from read_async/write_async) is complete and return its
         index (the lowest when several are); its wait() then returns its result or raises its error. A caller
         keeping several batches in flight refills whichever ends first instead of waiting for them in order.
         timeout in seconds (None: the engine's io_timeout_ms), then OSError(ETIMEDOUT)."""
-        hs = []
-        for i, h in enumerate(handles):
-            if not isinstance(h, Handle):
-                raise TypeError(f"handles[{i}] must be a Handle from read_async/write_async, got {type(h).__name__}")
-            hs.append(h._h)
-        return _core_module.wait_any(hs, -1 if timeout is None else int(timeout * 1000))
+        batches = []
+        for i, f in enumerate(futures):
+            work = f.work if isinstance(f, Future) else None
+            if not isinstance(work, _core_module.BatchHandle):
+                raise TypeError(f"futures[{i}] must be a gpuio.Future of an engine batch (read_async/write_async "
+                                f"of host memory), got {type(f).__name__}")
+            batches.append(work)
+        return _core_module.wait_any(batches, -1 if timeout is None else int(timeout * 1000))
 
     def read(self, blocks: Any, out: Any):
         """Read blocks into out and wait; returns out (read_async(...).wait())."""
@@ -433,7 +430,7 @@ class Engine:
         """Create (or extend) a file of nbytes to use as a device."""
         if not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError(f"nbytes must be a positive int, got {nbytes!r}")
-        _core().EngineCore.create_file(os.fspath(path), nbytes)
+        _core_module.EngineCore.create_file(os.fspath(path), nbytes)
 
 
 Engine.__doc__ = (Engine.__doc__ or "") + _defaults.keyword_doc("engine") + "\n"
@@ -515,11 +512,11 @@ class Target:
             raise IndexError(f"block {bad} is out of range [0, {self.total_blocks}) of {self.paths[0]}")
         return arr + self.base_block
 
-    def read_async(self, blocks: Any, out: Any) -> Handle:
+    def read_async(self, blocks: Any, out: Any) -> Future:
         """Start reading this file's blocks into out (as Engine.read_async)."""
         return self.engine.read_async(self.engine_ids(blocks), out)
 
-    def write_async(self, blocks: Any, src: Any) -> Handle:
+    def write_async(self, blocks: Any, src: Any) -> Future:
         """Start writing src to this file's blocks (as Engine.write_async)."""
         return self.engine.write_async(self.engine_ids(blocks), src)
 

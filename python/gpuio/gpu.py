@@ -3,7 +3,7 @@
     eng = gpuio.Engine("data.bin")
     out = gpuio.empty((len(ids), 4096), torch.uint8, device="cuda")
     eng.read(ids_cuda, out)            # ordered on torch's current stream; the host does not wait
-    h = eng.read_async(ids_cuda, out)  # event-like handle: done(), wait()
+    f = eng.read_async(ids_cuda, out)  # gpuio.Future: done(), wait(), .event for other streams
 
 Requests are cut into chunks of one bounce slot (GPU option bounce_bytes / 16). Block ids on the host are
 handed to the engine at once; block ids already on the GPU (after GPU sampling, say) never cross to the
@@ -14,7 +14,7 @@ it; "wait_value": cuStreamWaitValue32, no SM), then copies the slot to the desti
 stream order. The rule behind this (docs/decisions/0001): no GPU-side wait may depend on a CUDA call a host thread has
 yet to make, since a thread in a context-synchronising call (cudaFree, cuBLAS or module loading) blocks
 every other thread's CUDA calls while it waits for the device: at 1cf507e a background loader beside a
-training loop deadlocked that way. Host-side waits are bounded: StreamHandle.wait raises OSError(ETIMEDOUT)
+training loop deadlocked that way. Host-side waits are bounded: the future's wait() raises OSError(ETIMEDOUT)
 naming the request instead of hanging. engine.stats()["data_path"] says which path ran.
 """
 from __future__ import annotations
@@ -29,13 +29,14 @@ from typing import Any
 from . import _buffers
 from . import defaults as _defaults
 from . import _core as _core_module
+from .future import Future, deprecated_alias
 
 # The GPU options (engine.attach_gpu(**options)): gpuio.defaults' gpu rows, read from C++ (GpuOptions) but for the
 # two the Python layer owns (stream_wait's "auto", wait_timeout_s). The options a GPU path is not given take their
 # process-wide values (gpuio.defaults.get("gpu.<name>"): set(), GPUIO_GPU_<NAME>, else these defaults).
 DEFAULTS: dict = _defaults.defaults_of("gpu")
 STREAM_WAITS = _defaults.knob("gpu.stream_wait").choices
-_WAIT_SLICE_S = 0.1  # StreamHandle.wait returns to Python (signals, Ctrl-C) at least this often
+_WAIT_SLICE_S = 0.1  # a stream-ordered wait returns to Python (signals, Ctrl-C) at least this often
 _PY_ONLY = tuple(k.key for k in _defaults.knobs("gpu") if k.key not in _core_module.gpu_defaults())  # not C++'s
 
 _selftest: str | None = None
@@ -163,50 +164,43 @@ def empty(shape: Any, dtype: Any = None, device: Any = "cuda"):
     raise ValueError(f"device={device!r}: gpuio reads into 'cuda' or 'cpu' memory")
 
 
-class StreamHandle:
-    """A stream-ordered request: a completion event recorded on the stream after the request (in C++, from a
-    pool: _core.StreamDone). done() polls, wait() blocks (bounded) and raises the request's error
-    (OSError/IndexError naming the block); .event is a torch.cuda.Event other streams can wait on."""
+class StreamRequest:
+    """A stream-ordered request as the work of its gpuio.Future: a completion event recorded on the stream after
+    the request (in C++, from a pool: _core.StreamDone). poll() asks the event; block() waits for it (bounded),
+    then raises the request's error (OSError/IndexError naming the block); event() makes a torch.cuda.Event
+    other streams can wait on."""
 
     # No per-call tuple or torch objects: on a one-block read every microsecond here is latency.
-    __slots__ = ("_gpu", "_done", "_result", "_keep", "_op", "_call", "_stream", "_device", "_event")
+    __slots__ = ("_gpu", "_done", "_keep", "_op", "_call", "_stream", "_device", "_event")
 
-    def __init__(self, gpu: "GpuPath", done, result, keep, op: int, call: int, stream: int, device: int):
-        self._gpu, self._done, self._result, self._keep = gpu, done, result, keep
+    def __init__(self, gpu: "GpuPath", done, keep, op: int, call: int, stream: int, device: int):
+        self._gpu, self._done, self._keep = gpu, done, keep
         self._op, self._call, self._stream, self._device, self._event = op, call, stream, device, None
 
-    def _check(self) -> None:
-        if self._gpu._rt.failures() != self._done.before:
-            msg = self._gpu._rt.last_error()
-            if "out of range" in msg:
-                raise IndexError(msg)
-            raise OSError(errno.EIO, msg)
+    def poll(self) -> bool:
+        """True once the stream has passed the request (failed or not)."""
+        return self._done.query()
 
-    def done(self) -> bool:
-        """True once the stream has passed the request (raises the request's error then)."""
-        if not self._done.query():
-            return False
-        self._check()
-        return True
-
-    def wait(self, timeout: float | None = None):
-        """Block the host until the stream passed this request, at most timeout seconds (None: the GPU
-        option wait_timeout_s), then raise OSError(ETIMEDOUT) naming the request. Returns the destination.
-        The event is polled (in C++, GIL released: 2 ms of polls, then naps growing to 1 ms) rather than
-        synchronized on, so no wait can hang the caller."""
+    def block(self, timeout: float | None) -> None:
+        """Block the host until the stream passed this request, at most timeout seconds (None: the GPU option
+        wait_timeout_s), then raise OSError(ETIMEDOUT) naming the request; raise the request's error. The event
+        is polled (in C++, GIL released: 2 ms of polls, then naps growing to 1 ms) rather than synchronized on,
+        so no wait can hang the caller."""
         limit = self._gpu.options["wait_timeout_s"] if timeout is None else float(timeout)
-        if limit <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
         if not self._wait(limit):
-            s = self._gpu._rt.stats()
+            s = self._gpu.runtime.stats()
             what = (f"stream-ordered {'read' if self._op == 0 else 'write'} of {len(self._keep)} blocks (call "
                     f"{self._call} of this engine, stream {self._stream:#x})")
             raise OSError(errno.ETIMEDOUT,
                           f"{what} not complete after {limit:g} s (the stream is stuck at or before it; "
                           f"GPU requests taken so far {s['gpu_requests']}, failures {s['gpu_failures']}, "
                           f"last error {s['gpu_last_error']!r})")
-        self._check()
-        return self._result
+        rt = self._gpu.runtime
+        if rt.failures() != self._done.before:
+            msg = rt.last_error()
+            if "out of range" in msg:
+                raise IndexError(msg)
+            raise OSError(errno.EIO, msg)
 
     def _wait(self, limit: float) -> bool:
         # Slices of at most _WAIT_SLICE_S: the GIL-free C++ wait returns to Python between them, so Ctrl-C (and
@@ -220,14 +214,19 @@ class StreamHandle:
                 return True
         return False
 
-    @property
     def event(self):
         """A torch.cuda.Event that completes once the stream has passed the request; other streams can wait on
         it. Made on first use (most callers only wait()): recorded on a side stream of this GPU path that waits
         for the request's own event."""
         if self._event is None:
-            self._event = self._gpu._torch_event_after(self._done, self._device)
+            self._event = self._gpu.event_after(self._done, self._device)
         return self._event
+
+
+def __getattr__(name: str):
+    if name == "StreamHandle":  # the old name of what stream-ordered calls return, kept for one release
+        return deprecated_alias("gpuio.gpu.StreamHandle")
+    raise AttributeError(f"module 'gpuio.gpu' has no attribute {name!r}")
 
 
 def mapped_view(host: Any, device: Any):
@@ -282,8 +281,8 @@ class GpuPath:
             opts["stream_wait"] = "wait_value" if self.stream_wait_selftest == "works" else "kernel"
         global _runtime_made
         _runtime_made = True
-        self._rt = core.GpuRuntime(engine._core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
-        self._side_streams: dict = {}  # device -> torch.cuda.Stream for StreamHandle.event
+        self._rt = core.GpuRuntime(engine.core, {k: v for k, v in opts.items() if k not in _PY_ONLY})
+        self._side_streams: dict = {}  # device -> torch.cuda.Stream for the futures' .event
         self._tensor = torch.Tensor
         from torch.utils.dlpack import to_dlpack
 
@@ -305,8 +304,9 @@ class GpuPath:
 
     def submit(self, op: int, ids: Any, data: Any, buf: Any, device: int):
         """Engine's entry for a request that touches CUDA memory (ids or data on GPU `device`, which the engine
-        found): queue it on torch's current stream of that GPU and return its StreamHandle. The binding checks
-        ids and data (dtype, contiguity, byte count, one GPU); the handle keeps them alive until the stream has
+        found): queue it on torch's current stream of that GPU and return its gpuio.Future (a StreamRequest's;
+        .event for other streams). The binding checks ids and data (dtype, contiguity, byte count, one GPU); the
+        request keeps them alive until the stream has
         passed the request. On a one-block read's critical path: no torch Stream or Event objects are made, and
         tensors reach the binding as DLPack capsules (torch.utils.dlpack.to_dlpack: C, where Tensor.__dlpack__
         runs Python checks; 6 us per tensor on a CPU box)."""
@@ -318,9 +318,20 @@ class GpuPath:
             # argument (a capsule cannot say which tensor it came from).
             done = self._rt.stream_submit(stream, op, ids, data)
         self._submitted += 1
-        return StreamHandle(self, done, buf, ids, op, self._submitted, stream, device)
+        req = StreamRequest(self, done, ids, op, self._submitted, stream, device)
+        return Future(req, buf, None, req.event)
 
-    def _torch_event_after(self, done, device: int):
+    @property
+    def runtime(self):
+        """The C++ GPU runtime (gpuio._core.GpuRuntime) of this path: for gpuio's layers and benchmarks that
+        call it directly (device-API queues, probes, stats)."""
+        return self._rt
+
+    def raw_stream(self, device: int) -> int:
+        """torch's current stream of GPU `device` as a cudaStream_t int (what the runtime's calls take)."""
+        return self._raw_stream(device)
+
+    def event_after(self, done, device: int):
         """A torch.cuda.Event completing once `done` (a _core.StreamDone) has: recorded on this path's side
         stream of `device` after it waits for done. Events from the same side stream complete in order: one
         asked for later may also wait for requests submitted before it was asked for (never a cycle: a wait
@@ -382,7 +393,7 @@ class GpuPath:
         self._rt.close()
 
 
-__all__ = ["BAD_FORK", "DEFAULTS", "GpuPath", "StreamHandle", "cuda_built", "empty", "gds_status", "in_bad_fork",
+__all__ = ["BAD_FORK", "DEFAULTS", "GpuPath", "StreamRequest", "cuda_built", "empty", "gds_status", "in_bad_fork",
            "mapped_view", "refuse_bad_fork",
            "pread_memcpy_baseline", "probe",
            "stream_wait_selftest"]

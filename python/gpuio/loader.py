@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gpuio.rows import OnDevice, SupportsLookahead
+
 
 @contextlib.contextmanager
 def worker_stream(device: torch.device):
@@ -101,8 +103,8 @@ class NodeBatchLoader:
         self.sampler, self.features = sampler, features
         self.input_nodes = torch.as_tensor(input_nodes).long().cpu()
         self.batch_size, self.labels, self.shuffle, self.depth = batch_size, labels, shuffle, depth
-        self.device = torch.device(device) if device is not None else getattr(features, "device",
-                                                                             torch.device("cpu"))
+        self.device = torch.device(device if device is not None else
+                                   features.device if isinstance(features, OnDevice) else "cpu")
         self.seed, self.epoch = seed, 0
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
 
@@ -127,8 +129,7 @@ class NodeBatchLoader:
         """Batches sampled and announced before their rows are submitted once the look-ahead has ramped up
         (`ramped_lookahead`): the feature store's window (0 for a store without one, or a plain row source:
         each batch is submitted as it is sampled)."""
-        window = getattr(self.features, "window", None)
-        return int(getattr(window, "window", 0)) if hasattr(self.features, "submit") else 0
+        return self.features.window_batches if isinstance(self.features, SupportsLookahead) else 0
 
     def _produce(self, seeds, stop: threading.Event):
         """On the worker: sample each batch and announce it at once; submit it once `lookahead()` newer
@@ -137,7 +138,7 @@ class NodeBatchLoader:
         yield batches as their rows arrive. Batches and their order do not depend on the look-ahead: one
         thread samples them in order, with the sampler's generator, however far ahead."""
         store = self.features
-        accumulating = hasattr(store, "submit")
+        accumulating = isinstance(store, SupportsLookahead)
         ahead_max = self.lookahead()
         ahead: deque = deque()  # sampled and announced, not yet submitted
         pending: deque = deque()  # submitted (or gathered), not yet handed out

@@ -2,8 +2,18 @@
 row tables that are not a `gpuio.TensorFile` (the baselines the GNN demo compares against).
 
 A row table has `shape`, `torch_dtype`, `block_size`, `num_rows` and `gather(idx) -> rows on idx.device`,
-like `gpuio.TensorFile`; `gpuio.FeatureStore` sits on any of them. A table that also reads whole pages
-(`PagedRows`: `gather_pages`, `reads_in_place`; TensorFile does) lets the cache skip the per-row cut.
+like `gpuio.TensorFile`; `gpuio.FeatureStore` sits on any of them. What a table may offer beyond that is a
+protocol of its own, which the cache, the loaders and the PyG stores name (isinstance) instead of probing for
+attributes:
+  PagedRows          gather_pages, reads_in_place: whole pages read with no per-row cut (TensorFile)
+  SupportsPrefetch   prefetch(idx) -> gpuio.Future: starts the reads now (TensorFile, FeatureStore)
+  SupportsScatter    scatter(idx, rows): rows written back (TensorFile)
+  SupportsStats      stats() -> dict: the table's own counters (TensorFile, FeatureStore)
+  SupportsLookahead  announce, submit, flush, window_batches: a cache that knows the coming batches and merges
+                     their reads (FeatureStore); the loaders announce and submit ahead through it
+  OnDevice           device: where the rows are delivered (FeatureStore, ZeroRows)
+`RowSource` (shape, gather) is what the loaders and the PyG store read from: a Rows, or a FeatureStore.
+`require(obj, protocol, what)` refuses a table without a capability in one line naming what is missing.
 
 Other processes: `InMemoryRows` and `ZeroRows` pickle as their tensors and shape; `MemmapRows` as its path and
 options (the receiver maps the file again: the table is never copied into the pickle); a forked child shares the
@@ -12,22 +22,35 @@ mapping.
 from __future__ import annotations
 
 import mmap
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
 from gpuio._index import check_ids
 
+if TYPE_CHECKING:
+    from gpuio.future import Future
+
 
 @runtime_checkable
-class Rows(Protocol):
-    """A table of rows: shape[0] rows of shape[1:] elements of torch_dtype, read by gather."""
+class RowSource(Protocol):
+    """What the loaders and the PyG store read rows from: a shape and gather (a gpuio.FeatureStore, any Rows)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
         """(rows, *row_shape)."""
         ...
+
+    def gather(self, idx: Any) -> torch.Tensor:
+        """Rows idx."""
+        ...
+
+
+@runtime_checkable
+class Rows(RowSource, Protocol):
+    """A table of rows: shape[0] rows of shape[1:] elements of torch_dtype, read by gather (what the cache
+    sits on)."""
 
     @property
     def num_rows(self) -> int:
@@ -60,6 +83,91 @@ class PagedRows(Rows, Protocol):
     def gather_pages(self, pages: Any, page_rows: int, device: Any = None) -> torch.Tensor:
         """Pages of page_rows consecutive rows, [n, page_rows, ...] on device; rows past the end are zeros."""
         ...
+
+
+@runtime_checkable
+class SupportsPrefetch(Protocol):
+    """Rows read asynchronously: prefetch starts the reads at once."""
+
+    def prefetch(self, idx: Any) -> "Future":
+        """Start reading rows idx; the future's wait() returns them (as gather would)."""
+        ...
+
+
+@runtime_checkable
+class SupportsScatter(Protocol):
+    """A writable row table."""
+
+    def scatter(self, idx: Any, rows: Any) -> None:
+        """Write rows at row ids idx."""
+        ...
+
+
+@runtime_checkable
+class SupportsStats(Protocol):
+    """A table with counters of its own (rows and blocks read, ...)."""
+
+    def stats(self) -> dict:
+        """The table's counters."""
+        ...
+
+
+@runtime_checkable
+class SupportsLookahead(Protocol):
+    """A cache that is told the coming batches (announce) and merges the reads of submitted ones (submit, flush):
+    what the loaders drive `window_batches` ahead (gpuio.FeatureStore)."""
+
+    @property
+    def window_batches(self) -> int:
+        """Announced batches whose uses the cache's eviction knows (0: none)."""
+        ...
+
+    def announce(self, idx: Any) -> None:
+        """Declare the rows a coming batch will read."""
+        ...
+
+    def submit(self, idx: Any) -> "Future":
+        """Queue rows idx; their reads may merge with later submissions'."""
+        ...
+
+    def flush(self) -> None:
+        """Serve every queued submission now."""
+        ...
+
+
+@runtime_checkable
+class OnDevice(Protocol):
+    """A row source that delivers its rows on a device of its own (not on the ids' device)."""
+
+    @property
+    def device(self) -> Any:
+        """The torch.device rows are delivered on."""
+        ...
+
+
+def _members(protocol: type) -> list[str]:
+    names: list[str] = []
+    for cls in reversed(protocol.__mro__):
+        if cls in (Protocol, Generic, object):
+            continue
+        names += [n for n in cls.__dict__ if not n.startswith("_") and n not in names]
+    return names
+
+
+def missing(obj: Any, protocol: type) -> list[str]:
+    """The members of `protocol` that obj lacks (empty: obj offers that capability)."""
+    return [n for n in _members(protocol) if not hasattr(obj, n)]
+
+
+def require(obj: Any, protocol: type, what: str, hint: str = "") -> Any:
+    """obj, or TypeError in one line naming `what`, the protocol, obj's type and the members it lacks (then hint)."""
+    lacks = missing(obj, protocol)
+    if lacks:
+        kind = type(obj)
+        members = ", ".join(_members(protocol))
+        raise TypeError(f"{what} must be a row table (gpuio.rows.{protocol.__name__}: {members}); "
+                        f"got a {kind.__module__}.{kind.__qualname__} without {', '.join(lacks)}{hint}")
+    return obj
 
 
 def check_row_ids(idx: Any, num_rows: int) -> torch.Tensor:
@@ -110,9 +218,10 @@ class MemmapRows:
         self.array = np.load(path, mmap_mode="r")
         if self.array.ndim < 1:
             raise ValueError(f"{path}: a row table needs at least 1 dimension, got shape {self.array.shape}")
-        self.random_access = bool(random_access and hasattr(mmap, "MADV_RANDOM"))
+        mapping = self.array.base  # np.memmap's buffer: the mmap.mmap of the file
+        self.random_access = bool(random_access and hasattr(mmap, "MADV_RANDOM") and isinstance(mapping, mmap.mmap))
         if self.random_access:
-            self.array._mmap.madvise(mmap.MADV_RANDOM)
+            mapping.madvise(mmap.MADV_RANDOM)
         self.block_size = block_size
         self.torch_dtype = torch.from_numpy(np.empty(0, dtype=self.array.dtype)).dtype
 

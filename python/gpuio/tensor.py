@@ -3,7 +3,7 @@
     tf = gpuio.TensorFile.create("feat.npy", (n, 128), "float32")
     tf.scatter(idx, rows)                 # write rows (read-modify-write of the blocks they touch)
     x = tf.gather(idx)                    # rows, on idx.device
-    h = tf.prefetch(idx); ...; x = h.wait()
+    f = tf.prefetch(idx); ...; x = f.wait()  # gpuio.Future
     np.load("feat.npy", mmap_mode="r")    # still a valid .npy
 
 Layout: the .npy header is padded so the data starts at `max(4096, block_size)`; rows are packed back to
@@ -42,6 +42,7 @@ from gpuio.defaults import defaults_of
 from gpuio import _rowplan
 from gpuio._index import check_ids, row_ids
 from gpuio._npy import format_header, read_header as read_npy_header
+from gpuio.future import Future, deprecated_alias
 
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
 
@@ -54,7 +55,7 @@ def _table_policy() -> dict:
     return defaults_of("table")
 
 
-def _header(dtype, shape: tuple, data_offset: int) -> bytes:
+def npy_header(dtype, shape: tuple, data_offset: int) -> bytes:
     """The .npy header of a TensorFile of `dtype` (anything element_type takes; bfloat16 marked as such)."""
     et = element_type(dtype)
     return format_header(et.numpy, shape, data_offset, et.element)
@@ -72,24 +73,10 @@ def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
     return raw[skip:skip + nbytes]
 
 
-class Prefetch:
-    """An in-flight gather: `wait()` returns the rows on the requested device; `done()` polls."""
-
-    def __init__(self, finish, handles):
-        self._finish, self._handles, self._result = finish, handles, None
-
-    def done(self) -> bool:
-        """True once every read of the gather has completed."""
-        return self._result is not None or all(h.done() for h in self._handles)
-
-    def wait(self) -> torch.Tensor:
-        """Block until the rows are read; returns them on the requested device."""
-        if self._result is None:
-            for h in self._handles:
-                h.wait()
-            self._result = self._finish()
-            self._handles = []
-        return self._result
+def __getattr__(name: str):
+    if name == "Prefetch":  # the old name of what prefetch returns, kept for one release
+        return deprecated_alias("gpuio.tensor.Prefetch")
+    raise AttributeError(f"module 'gpuio.tensor' has no attribute {name!r}")
 
 
 def file_bytes(shape: tuple, dtype, block_size: int) -> int:
@@ -133,7 +120,9 @@ class TensorFile(ForkAware):
                         "an existing file or TensorFile.create(path, shape, dtype) for a new one")
 
     @classmethod
-    def _new(cls, *args) -> "TensorFile":
+    def from_layout(cls, *args) -> "TensorFile":
+        """A TensorFile over a header already read or written: (path, shape, dtype, data_offset, block_size,
+        writable, engine_options), as create/open and the volume layer (gpuio.volumes) make them."""
         tf = cls.__new__(cls)
         tf._init(*args)
         return tf
@@ -186,13 +175,13 @@ class TensorFile(ForkAware):
         et = element_type(dtype)
         offset = max(DATA_ALIGN_BYTES, block_size)
         size = file_bytes(shape, et, block_size)
-        header = _header(et, shape, offset)
+        header = npy_header(et, shape, offset)
         with _files.atomic_output(path, overwrite=overwrite, need_bytes=size) as tmp:
             with open(tmp, "r+b") as f:
                 f.write(header)
                 f.truncate(size)
         try:
-            return cls._new(path, tuple(int(s) for s in shape), et, offset, block_size, True, engine_options)
+            return cls.from_layout(path, tuple(int(s) for s in shape), et, offset, block_size, True, engine_options)
         except BaseException:
             os.unlink(os.path.realpath(path))  # the file this call made: an engine that cannot open it leaves nothing
             raise
@@ -219,7 +208,7 @@ class TensorFile(ForkAware):
                                  f"{shape} needs {need} (padded to whole blocks); open with mode='r+'")
             os.truncate(path, need)
         engine_options.setdefault("writable", mode == "r+")
-        return cls._new(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
+        return cls.from_layout(path, shape, dtype, offset, block_size, mode == "r+", engine_options)
 
     def _open_engine(self) -> None:
         """Open this file on an engine: by default as a target of the process engine (gpuio.default_engine(): its
@@ -367,6 +356,7 @@ class TensorFile(ForkAware):
         """The engine's id of this file's first data block: data block k (bytes [k * block_size, ...) after the
         header) is engine block engine_block_base + k, for requests made on self.engine directly (CUDA block ids, a
         raw reference beside the table). self.target takes the file's own block ids instead."""
+        self._this_process()  # in a forked child: the ids of the child's own engine
         return self._engine_base
 
     @property
@@ -478,8 +468,8 @@ class TensorFile(ForkAware):
         self._count(blocks_read=ids.size)
         return handles
 
-    def prefetch(self, idx) -> Prefetch:
-        """Start reading rows `idx`; the handle's wait() returns them on idx.device."""
+    def prefetch(self, idx) -> Future:
+        """Start reading rows `idx`; the future's wait() returns them on idx.device."""
         self._this_process()
         device = idx.device if isinstance(idx, torch.Tensor) else torch.device("cpu")
         rows = self._index(idx)
@@ -487,10 +477,10 @@ class TensorFile(ForkAware):
         return self._prefetch_rows(rows, device)
 
     def _consistent(self, blocks: torch.Tensor, start, finish):
-        """Run start() (which submits reads of data-relative `blocks`) and return a Prefetch whose wait()
+        """Run start() (which submits reads of data-relative `blocks`) and return a Future whose wait()
         gives finish(); on a writable file, a read that a scatter overlapped is done again (seqlock)."""
         if not self.writable:
-            return Prefetch(finish, start())
+            return Future.all_of(start(), finish)
         stripes = self._locks.stripes_of(blocks.numpy())
         before = self._locks.snapshot(stripes)  # before the reads start: a write in between is then seen
         handles = start()
@@ -507,12 +497,12 @@ class TensorFile(ForkAware):
                     h.wait()
                 tries += 1
             return finish()
-        return Prefetch(checked, handles)
+        return Future.all_of(handles, checked)
 
-    def _prefetch_rows(self, rows: torch.Tensor, device) -> Prefetch:
+    def _prefetch_rows(self, rows: torch.Tensor, device) -> Future:
         if rows.numel() == 0 or self.row_bytes == 0:
-            empty = torch.zeros((rows.numel(), *self.shape[1:]), dtype=self.torch_dtype, device=device)
-            return Prefetch(lambda: empty, [])
+            return Future.completed(torch.zeros((rows.numel(), *self.shape[1:]), dtype=self.torch_dtype,
+                                                device=device))
         rows = rows.cpu()
         if self.row_bytes % self.block_size == 0:
             k = self.row_bytes // self.block_size

@@ -11,67 +11,77 @@ from gpuio.apps import common, gemm
 from gpuio.apps.iodiag import IoCounters, PassProbe, PendingWrites
 from gpuio.apps.pipeline import Step, buffer, run_steps
 from gpuio.apps.store import Store
+from gpuio.future import Future
 
 CPU = torch.device("cpu")
 REPO = os.path.join(os.path.dirname(__file__), "..", "..")
 
 
-class _Req:
-    """A request handle as the stores return them: done() says whether it finished; raise_on_done models a
-    failed stream request (its done() raises the error)."""
+class _Switch:
+    """The work of a request the test finishes by hand (finished = True): a gpuio.Future's Work."""
 
-    def __init__(self, done=False, raise_on_done=False):
-        self.finished, self.raise_on_done = done, raise_on_done
+    def __init__(self):
+        self.finished = False
 
-    def done(self):
-        if self.raise_on_done:
-            raise OSError(5, "failed request")
+    def poll(self):
         return self.finished
+
+    def block(self, timeout):
+        if not self.finished:
+            raise OSError(110, "the test has not finished it")
+
+
+def _req(done=False, failed=False):
+    """A request's gpuio.Future, as the stores return them: pending (its work to finish: .work.finished = True),
+    done, or failed (its done() is True; its wait() raises)."""
+    if failed:
+        return Future.failed(OSError(5, "failed request"))
+    return Future.completed() if done else Future(_Switch())
 
 
 def test_pending_writes_overlap_only_while_in_flight():
     pw = PendingWrites()
-    w1, w2 = _Req(), _Req()
+    w1, w2 = _req(), _req()
     pw.add(100, 200, w1)
     pw.add(300, 310, w2)
     assert pw.overlaps(150, 160) and pw.overlaps(199, 400) and pw.overlaps(0, 101)
     assert not pw.overlaps(200, 300) and not pw.overlaps(0, 100) and not pw.overlaps(310, 320)
-    w1.finished = True
+    w1.work.finished = True
     assert not pw.overlaps(150, 160) and len(pw) == 1  # the finished write is dropped when it is next met
     assert pw.overlaps(305, 306)
-    pw.add(500, 510, _Req(raise_on_done=True))  # a failed write reports itself through its own wait()
+    pw.add(500, 510, _req(failed=True))  # a failed write reports itself through its own wait()
     assert not pw.overlaps(500, 510)
     with pytest.raises(ValueError, match=r"empty block range \[7, 7\)"):
-        pw.add(7, 7, _Req())
+        pw.add(7, 7, _req())
 
 
 def test_pending_writes_prune_keeps_the_list_short():
     pw = PendingWrites()
     for i in range(1000):
-        pw.add(i, i + 1, _Req(done=True))
+        pw.add(i, i + 1, _req(done=True))
     assert len(pw) <= 64
-    live = _Req()
+    live = _req()
     pw.add(5000, 5001, live)
     assert pw.overlaps(5000, 5001)
 
 
 def test_io_counters_count_calls_bytes_and_calls_in_flight():
     io = IoCounters()
-    reqs = [_Req() for _ in range(3)]
+    reqs = [_req() for _ in range(3)]
     for r in reqs:
         io.submitted("read", 1 << 20, r, "host")
     assert io.calls["read"] == 3 and io.bytes["read"] == 3 << 20
     assert io.depth_max["read"] == 3 and io.depth_sum["read"] == 1 + 2 + 3
-    reqs[0].finished = reqs[1].finished = True
-    io.submitted("read", 1 << 20, _Req(), "device")  # the two finished at the front are pruned first
+    reqs[0].work.finished = reqs[1].work.finished = True
+    io.submitted("read", 1 << 20, _req(), "device")  # the two finished at the front are pruned first
     assert io.depth_sum["read"] == 6 + 2
-    io.submitted("write", 4096, _Req(done=True), "-")  # a synchronous call: in flight 1 (itself)
+    io.submitted("write", 4096, _req(done=True), "-")  # a synchronous call: in flight 1 (itself)
     assert io.depth_max["write"] == 1
     s = io.summary("read")
     assert s.startswith("reads 4 x 1.00 MiB (ids: device 1, host 3), in flight at submit mean 2.0 max 3"), s
     assert io.summary("write").startswith("writes 1 x 0.00 MiB, in flight")
     with pytest.raises(ValueError, match="op='trim'"):
-        io.submitted("trim", 1, _Req(), "-")
+        io.submitted("trim", 1, _req(), "-")
 
 
 def test_pass_probe_line_names_calls_engine_requests_and_sizes(tmp_path):

@@ -296,7 +296,7 @@ def test_wait_any_returns_a_finished_batch_and_refuses_bad_lists(tmp_path):
             assert np.array_equal(outs[i], contents[0][16 * i * 1024:16 * (i + 1) * 1024])
         with pytest.raises(ValueError, match="empty list"):
             e.wait_any([])
-        with pytest.raises(TypeError, match=r"handles\[1\] must be a Handle"):
+        with pytest.raises(TypeError, match=r"futures\[1\] must be a gpuio.Future"):
             e.wait_any([hs[0], 7])
         h2 = other.read_async(np.arange(2, dtype=np.int64), aligned_empty(2 * BS))
         with pytest.raises(ValueError, match="another engine"):

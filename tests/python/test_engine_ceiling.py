@@ -160,9 +160,9 @@ def test_ceiling_staging_choice_is_checked_and_reported(monkeypatch):
 def test_dynamic_workers_threads_and_controller_state():
     """workers=0: the engine starts _core.auto_workers(N) threads (up to the CPUs, CAM's ceil(N/2) start) and
     stats()["controller"] names the controller's state; a fixed count says "fixed"."""
-    from gpuio.engine import _core
+    from gpuio import _core
 
-    aw = _core().auto_workers(4)
+    aw = _core.auto_workers(4)
     assert 1 <= aw["start"] <= aw["threads"]
     with gpuio.Engine([f"sim{i}" for i in range(4)], backend="sim", workers=0,
                       sim=dict(device_bytes=8 << 20, null=True)) as e:

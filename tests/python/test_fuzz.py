@@ -187,4 +187,4 @@ def test_store_with_damaged_metadata_opens_or_refuses_by_name(tmp_path_factory, 
             s.check()
         except StreamStoreCorrupt:
             return
-        assert 1 not in s.streams() or s._table.damaged, "a destroyed stream came back silently"
+        assert 1 not in s.streams() or s._state.table.damaged, "a destroyed stream came back silently"

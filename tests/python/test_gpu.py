@@ -119,6 +119,7 @@ def test_host_ids_into_gpu_and_async_handle(datafile):
         ids = np.arange(50, 90, dtype=np.int64)
         out = gpuio.empty((len(ids), BS), device="cuda")
         h = eng.read_async(ids, out)
+        assert type(h) is gpuio.Future  # the one future type, stream-ordered requests included
         assert h.wait() is out
         assert h.done()
         assert np.array_equal(out.cpu().numpy(), data[ids])

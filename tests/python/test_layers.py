@@ -16,8 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PKG = ROOT / "python" / "gpuio"
 
 TIERS: list[dict[str, tuple[str, ...]]] = [
-    {"engine": ("_core", "defaults", "_index", "_buffers", "_npy", "_dtypes", "_blocklocks", "_forked", "_files", "engine",
-                "gpu", "sim")},
+    {"engine": ("_core", "defaults", "_index", "_buffers", "_npy", "_dtypes", "_blocklocks", "_forked", "_files",
+                "future", "engine", "gpu", "sim")},
     {"tensor": ("tensor", "_rowplan", "device_array"), "streams": ("streams",), "safetensors": ("safetensors",)},
     {"rows": ("rows",), "volumes": ("volumes",)},
     {"cache": ("cache",)},

@@ -5,7 +5,6 @@ import pytest
 
 from gpuio import _core
 from gpuio.streams import DEFAULTS, StreamStoreCorrupt
-from gpuio.streams.format import entry_unpack
 from streams_util import open_small
 
 
@@ -36,7 +35,7 @@ def test_payload_checksums_are_on_by_default_and_catch_a_flipped_bit(tmp_path):
         sd = st.create_stream()
         st.write_stream(sd, data)
         st.close_stream(sd)
-        start, _ = entry_unpack(st._table.entries[sd.stream_id])
+        start, _ = st.stream_blocks(sd.stream_id)[0]
         bb = st.block_bytes
     with open(p, "r+b") as f:  # one bit of the payload, well inside the array's bytes
         f.seek(start * bb + 2000)

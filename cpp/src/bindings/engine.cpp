@@ -4,11 +4,14 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "bindings/arrays.hpp"
@@ -228,7 +231,19 @@ GPUIO_BIND(engine, 10) {
   nb::class_<BatchHandle>(m, "BatchHandle")
       .def("done", &BatchHandle::done)
       .def("wait", &BatchHandle::wait, nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>())
-      .def_prop_ro("seq", &BatchHandle::seq);
+      .def_prop_ro("seq", &BatchHandle::seq)
+      // gpuio.Future's Work protocol (python/gpuio/future.py): poll never raises; block takes seconds, None for
+      // the engine's io_timeout_ms.
+      .def("poll", &BatchHandle::done)
+      .def(
+          "block",
+          [](const BatchHandle& h, std::optional<double> timeout_s) {
+            int64_t ms = -1;  // the engine's io_timeout_ms
+            // at most 1e9 s ("forever"): the deadline in nanoseconds must not overflow
+            if (timeout_s) ms = static_cast<int64_t>(std::ceil(std::min(std::max(*timeout_s, 0.0), 1e9) * 1000.0));
+            h.wait(ms);
+          },
+          nb::arg("timeout_s").none(), nb::call_guard<nb::gil_scoped_release>());
   m.def("wait_any", &wait_any, nb::arg("handles"), nb::arg("timeout_ms") = -1, nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<Holder>(m, "EngineCore")

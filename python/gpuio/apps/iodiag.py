@@ -26,14 +26,6 @@ PENDING_PRUNE_AT = 64  # PendingWrites drops completed entries once it holds thi
 OPS = ("read", "write")
 
 
-def _done(handle) -> bool:
-    """A handle's done(); a failed request counts as done here (its own wait() reports the error)."""
-    try:
-        return bool(handle.done())
-    except Exception:  # noqa: BLE001 - the error belongs to whoever waits on that handle
-        return True
-
-
 class IoCounters:
     """Per op: calls, bytes, where a CUDA call's block ids lived (host/device; "-" for host memory), and how
     many calls of that op were in flight when each was submitted (itself included). In flight is counted
@@ -55,9 +47,9 @@ class IoCounters:
         if op not in OPS:
             raise ValueError(f"op={op!r} is not one of {', '.join(OPS)}")
         q = self._inflight[op]
-        while q and _done(q[0]):
+        while q and q[0].done():
             q.popleft()
-        if not _done(handle):
+        if not handle.done():
             q.append(handle)
         depth = len(q) + (0 if q and q[-1] is handle else 1)
         self.calls[op] += 1
@@ -85,7 +77,7 @@ class PendingWrites:
         if end <= first:
             raise ValueError(f"empty block range [{first}, {end})")
         if len(self._items) >= PENDING_PRUNE_AT:
-            self._items = [it for it in self._items if not _done(it[2])]
+            self._items = [it for it in self._items if not it[2].done()]
         self._items.append((first, end, handle))
 
     def overlaps(self, first: int, end: int) -> bool:
@@ -93,7 +85,7 @@ class PendingWrites:
         hit, keep = False, []
         for a, b, h in self._items:
             if a < end and first < b:
-                if _done(h):
+                if h.done():
                     continue
                 hit = True
             keep.append((a, b, h))

@@ -2,7 +2,7 @@
 the same files and the same RAID-0 map (store._Base), read and written by `kvikio.CuFile(path, "r+")`
 .pread/.pwrite straight into the destination tensor (CUDA tensors through __cuda_array_interface__, host
 tensors as numpy arrays). KvikIO runs each request as tasks on its own thread pool (KVIKIO_NTHREADS,
-KVIKIO_TASK_SIZE: its defaults unless set); the handle's wait() joins the futures.
+KVIKIO_TASK_SIZE: its defaults unless set); the request's gpuio.Future joins KvikIO's futures.
 
 Compat mode is forced ON: the GPU machine has no nvidia-fs, so KvikIO reads with POSIX pread into its bounce
 buffer and copies that to the GPU (no GPUDirect); data_path says so. Only the kvikio-cu13, libkvikio-cu13 and
@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from typing import Any
 
 import torch
+
+from gpuio import defaults
+from gpuio.future import Future, Polled
 
 from .store import BLOCK_BYTES_DEFAULT, STRIPE_BYTES_DEFAULT, Extent, _Base, _nbytes, is_volume, paths_of
 
@@ -76,31 +78,17 @@ def load_kvikio():
     return kvikio
 
 
-class _Futures:
-    """The handle of one request: KvikIO futures, one per run of consecutive bytes in one file."""
-    __slots__ = ("_futures", "_lengths", "_result", "_what")
-
-    def __init__(self, futures: list, lengths: list[int], result, what: str):
-        self._futures, self._lengths, self._result, self._what = futures, lengths, result, what
-
-    def done(self) -> bool:
-        return all(f.done() for f in self._futures)
-
-    def wait(self, timeout: float | None = None):
-        if timeout is not None:
-            end = time.monotonic() + timeout
-            while not self.done():
-                if time.monotonic() > end:
-                    raise TimeoutError(f"KvikIO {self._what} not done after {timeout} s")
-                time.sleep(0.0005)
-        for f, n in zip(self._futures, self._lengths):
+def _kvikio_future(futures: list, lengths: list[int], result, what: str) -> Future:
+    """One request's gpuio.Future over its KvikIO futures (one per run of consecutive bytes in one file): polled,
+    bounded by the engine's io_timeout_ms as gpuio's own requests are; a short run is the request's error."""
+    def check() -> None:
+        for f, n in zip(futures, lengths):
             got = f.get()
             if got != n:
-                raise OSError(f"short KvikIO {self._what}: {got} of {n} bytes")
-        self._futures = []
-        return self._result
-
-    event = None
+                raise OSError(f"short KvikIO {what}: {got} of {n} bytes")
+    work = Polled(lambda: all(f.done() for f in futures), check, defaults.get("io_timeout_ms") / 1000,
+                  f"KvikIO {what}")
+    return Future(work, result)
 
 
 class KvikioStore(_Base):
@@ -138,7 +126,7 @@ class KvikioStore(_Base):
             op = f.pread if what == "read" else f.pwrite
             futures.append(op(buf[at:at + length], length, off))
             lengths.append(length)
-        h = _Futures(futures, lengths, result, what)
+        h = _kvikio_future(futures, lengths, result, what)
         self.io.submitted(what, nbytes, h, "device" if t.is_cuda else "-")
         return h
 

@@ -30,6 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from gpuio import defaults
+from gpuio.future import Future, Polled
+
 from . import common
 from .pipeline import Step, buffer, drop_caches, regime, resolve_device, row, run_steps, sync, write_padded
 from .store import PosixStore
@@ -72,7 +75,7 @@ def checksums(k: torch.Tensor) -> torch.Tensor:
 
 
 class ThreadedStore(PosixStore):
-    """The hand-written async baseline: pread/pwrite + copy on a thread pool, handles are futures."""
+    """The hand-written async baseline: pread/pwrite + copy on a thread pool (gpuio.Futures over the pool's)."""
     kind = "threads"
 
     def __init__(self, store, capacity_bytes: int, threads: int = 4, **kw):
@@ -85,15 +88,18 @@ class ThreadedStore(PosixStore):
             return t.view(torch.uint8).view(-1)
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
 
+    def _future(self, call, *args) -> Future:
+        # the pool's future as a gpuio.Future, bounded as the engine's requests are (io_timeout_ms)
+        f = self._pool.submit(call, self, *args)
+        work = Polled(f.done, lambda: f.result(0), defaults.get("io_timeout_ms") / 1000,
+                      "thread-pool request")
+        return Future(work, finish=lambda: f.result(0).wait())
+
     def read_async(self, ext, offset, out):
-        f = self._pool.submit(self._sync_read, self, ext, offset, out)
-        f.wait = lambda timeout=None: f.result(timeout).wait()
-        return f
+        return self._future(self._sync_read, ext, offset, out)
 
     def write_async(self, ext, offset, src):
-        f = self._pool.submit(self._sync_write, self, ext, offset, src)
-        f.wait = lambda timeout=None: f.result(timeout).wait()
-        return f
+        return self._future(self._sync_write, ext, offset, src)
 
     def data_path(self) -> str:
         return "threadpool pread/pwrite+copy"

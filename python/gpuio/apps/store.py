@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from gpuio import defaults
+from gpuio.future import Future
 
 from .iodiag import ENGINE_COUNTERS, IoCounters, PendingWrites
 
@@ -82,22 +83,6 @@ def _nbytes(t: torch.Tensor, block_size: int, name: str) -> int:
     if n % block_size:
         raise ValueError(f"{name} holds {n} bytes, not a whole number of {block_size}-byte blocks")
     return n
-
-
-class _Done:
-    """The handle of a synchronous (already finished) request: the PosixStore's answer to read_async."""
-    __slots__ = ("_result",)
-
-    def __init__(self, result):
-        self._result = result
-
-    def done(self) -> bool:
-        return True
-
-    def wait(self, timeout: float | None = None):
-        return self._result
-
-    event = None
 
 
 def preallocate(path: str, nbytes: int) -> bool:
@@ -274,7 +259,7 @@ class Store(_Base):
 
     def read_async(self, ext: Extent, offset: int, out: torch.Tensor):
         """Start reading out's size from `ext` at byte `offset`. CUDA `out`: stream-ordered on the current
-        stream (the handle's .event lets other streams wait); see the class docstring for cuda_ids."""
+        stream (the future's .event lets other streams wait); see the class docstring for cuda_ids."""
         ids = self._ids(ext, offset, _nbytes(out, self.block_size, "out"))
         where = "host"
         if out.is_cuda and ids.size and (self.cuda_ids == "device" or
@@ -355,7 +340,7 @@ class PosixStore(_Base):
                 mv[at + got:at + length] = bytes(length - got)
         if out.device.type != "cpu":
             out.view(torch.uint8).view(-1).copy_(host)  # cudaMemcpy from pinned memory, synchronous
-        done = _Done(out)
+        done = Future.completed(out)  # the baseline is synchronous: done when it returns
         self.io.submitted("read", nbytes, done, "-")
         return done
 
@@ -369,7 +354,7 @@ class PosixStore(_Base):
             done = self._pwrite(dev, mv[at:at + length], off)
             if done != length:
                 raise OSError(f"short write to {self.paths[dev]} at {off}: {done} of {length} bytes")
-        h = _Done(None)
+        h = Future.completed(None)
         self.io.submitted("write", nbytes, h, "-")
         return h
 

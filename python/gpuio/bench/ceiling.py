@@ -164,10 +164,11 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
     staging (GPU destination): "ordered" gives the engine an ordered area holding every batch in flight (one copy
     per 256 KiB chunk); "slots" none (one staging slot and one copy per 4 KiB block: the path before it).
     settle_s (workers=0): before measuring, run up to this long until the engine's controller settled."""
-    from gpuio.engine import Engine, _core
+    from gpuio import _core
+    from gpuio.engine import Engine
 
     paths, kw = devs.engine_args(kind, n)
-    w_threads = workers if workers else _core().auto_workers(n)["threads"]
+    w_threads = workers if workers else _core.auto_workers(n)["threads"]
     slots = max(32 << 20, w_threads * qd * BS * 4)
     ordered = -(-inflight * batch * BS // ORDERED_WINDOW) * ORDERED_WINDOW if staging == "ordered" else 0
     e = Engine(paths, block_size=BS, workers=workers, queue_depth=qd, staging_bytes=slots, staging_slot_bytes=BS,
@@ -184,14 +185,14 @@ def measure(devs: Devices, kind: str, n: int, workers: int, dest: str, seconds: 
         else:
             outs = [np.empty((batch, BS), dtype=np.uint8) for _ in range(inflight)]
         # the engine core alone (no stream machinery): CUDA outs go through the engine's device mover
-        submit = lambda ids, k: e._core.submit(0, ids, outs[k])  # noqa: E731
+        submit = lambda ids, k: e.core.submit(0, ids, outs[k])  # noqa: E731
         for k in range(inflight):  # warm: first touch of buffers, workers started, copy paths set up
             submit(pool[k], k).wait()
         settle = _settle(e, submit, pool, inflight, settle_s) if settle_s > 0 else None
-        s0, c0, q0, t0 = e._core.stats(), _cpu_seconds(), _runq_wait_seconds(), time.perf_counter()
+        s0, c0, q0, t0 = e.core.stats(), _cpu_seconds(), _runq_wait_seconds(), time.perf_counter()
         done = batch * _outstanding(submit, pool, inflight, lambda d: time.perf_counter() - t0 < seconds or not d)
         wall = time.perf_counter() - t0
-        c1, q1, s1 = _cpu_seconds(), _runq_wait_seconds(), e._core.stats()
+        c1, q1, s1 = _cpu_seconds(), _runq_wait_seconds(), e.core.stats()
         if torch is not None:
             torch.cuda.synchronize()
         d = _delta(s0, s1)
@@ -239,10 +240,10 @@ def _outstanding(submit, pool, inflight: int, more) -> int:
 def _settle(e, submit, pool, inflight: int, limit_s: float) -> dict:
     """Keep `inflight` batches outstanding until the controller says it settled (stats()["controller"]) or
     limit_s passed; returns how long it took, the adjustments made and whether it settled."""
-    a0, t0 = e._core.stats()["worker_adjustments"], time.perf_counter()
+    a0, t0 = e.core.stats()["worker_adjustments"], time.perf_counter()
     _outstanding(submit, pool, inflight, lambda d: time.perf_counter() - t0 < limit_s
-                 and not e._core.stats()["controller"].startswith("settled"))
-    s = e._core.stats()
+                 and not e.core.stats()["controller"].startswith("settled"))
+    s = e.core.stats()
     return dict(seconds=time.perf_counter() - t0, settled=s["controller"].startswith("settled"),
                 adjustments=s["worker_adjustments"] - a0, state=s["controller"])
 
@@ -437,7 +438,7 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
                 for b in rng.integers(0, nblocks, 20):  # warm: bounce slots, events, the engine's worker
                     e.read_async(mk(b), one).wait()
                 ts, sub_ns, span_ms = [], [], []
-                s0, g0 = e._core.stats(), dict(g._rt.stats())
+                s0, g0 = e.core.stats(), dict(g.runtime.stats())
                 for b in rng.integers(0, nblocks, reads):
                     t = mk(b)
                     ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -451,7 +452,7 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
                     ts.append(time.perf_counter_ns() - t0)
                     sub_ns.append(t1 - t0)
                     span_ms.append(ev0.elapsed_time(ev1))
-                d, gd = _delta(s0, e._core.stats()), _delta(g0, dict(g._rt.stats()))
+                d, gd = _delta(s0, e.core.stats()), _delta(g0, dict(g.runtime.stats()))
                 calls = max(1, gd.get("gpu_stream_requests", 0))
                 name = f"gpu stream-ordered, {where} ({wait}{', stream_copy=kernel' if scopy == 'kernel' else ''})"
                 st = _stage_us(d, d["ops"])
@@ -476,7 +477,7 @@ def _gpu_latency(path, nblocks, reads, rng, stages, modes) -> dict:
 
 
 def s1_mode(e) -> str:
-    return e._core.stats()["latency_mode"]
+    return e.core.stats()["latency_mode"]
 
 
 def summary(rows: list[dict], ctl: list[dict], log) -> None:

@@ -57,9 +57,9 @@ def device_api_rows(path: str, nblocks: int, reads: int, rounds: int, rng, strea
         for _ in range(rounds):
             pread += pread_ns(path, rng.integers(0, nblocks, reads))
             for name, (e, g) in opened.items():
-                s0 = e._core.stats()
+                s0 = e.core.stats()
                 h = g.latency_probe(rng.integers(0, nblocks, reads).tolist(), dst, landed=PATHS[name][1], hops=True)
-                d = delta(s0, e._core.stats())
+                d = delta(s0, e.core.stats())
                 engine_stats[name].append(stage_us(d, d["ops"]))
                 for k, xs in h.items():
                     hops[name][k] += xs
@@ -73,9 +73,9 @@ def device_api_rows(path: str, nblocks: int, reads: int, rounds: int, rng, strea
             med = {k: _med_us(h[k]) for k in ("publish", "wait", "copy", "submit", "engine", "signal")}
             med["pcie"] = max(0.0, med["wait"] - med["submit"] - med["engine"] - med["signal"])
             st.update({f"hop_{k}": med[k] for k in HOPS})
-            gs = g._rt.stats()
+            gs = g.runtime.stats()
             out[row], stages[row] = h["total"], [st]
-            modes[row] = f"{e._core.stats()['latency_mode']}; reads: {gs['device_read_mode']}"
+            modes[row] = f"{e.core.stats()['latency_mode']}; reads: {gs['device_read_mode']}"
     finally:
         for e, _ in opened.values():
             e.close()

@@ -8,7 +8,7 @@ Each piece is timed alone with timeit (best of 5 repeats, microseconds per call)
   export       Tensor.__dlpack__ (what nanobind calls on a tensor)  vs torch.utils.dlpack.to_dlpack
   import       a binding taking the tensor (nanobind via __dlpack__) vs taking the capsule
   device       x.device.index                                        vs x.get_device()
-  handle       StreamHandle with a per-call tuple, as before         vs the __slots__ handle now
+  handle       StreamHandle with a per-call tuple, as before         vs the request's gpuio.Future now
 and on a GPU also
   stream       torch.cuda.current_stream(d).cuda_stream              vs torch._C._cuda_getCurrentRawStream(d)
   event        torch.cuda.Event() + record(stream) (+ its destruction) vs the C++ pooled event (stream_submit
@@ -30,7 +30,7 @@ def _us(fn: Callable[[], object], number: int) -> float:
     return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
 
 
-class _OldHandle:  # the StreamHandle of 588d636: the same slots, built with two tuples per call
+class _OldHandle:  # the StreamHandle of 588d636: its slots, built with two tuples per call
     __slots__ = ("_gpu", "_event", "_before", "_result", "_keep", "_what")
 
     def __init__(self, gpu, event, before, result, keep, what):
@@ -45,7 +45,8 @@ def pieces(number: int = 20000, engine=None) -> list[dict]:
     from torch.utils.dlpack import to_dlpack
 
     from gpuio import _buffers, _core
-    from gpuio.gpu import StreamHandle
+    from gpuio.future import Future
+    from gpuio.gpu import StreamRequest
 
     rows = []
 
@@ -57,22 +58,25 @@ def pieces(number: int = 20000, engine=None) -> list[dict]:
     i64 = np.dtype(np.int64)
     row("ids: block_ids() vs shortcut test", lambda: _buffers.block_ids(ids),
         lambda: type(ids) is np.ndarray and ids.dtype == i64 and ids.ndim == 1 and ids.flags.c_contiguous)
-    gpu = engine is not None and engine._gpu is not None and torch.cuda.is_available()
+    gpu = engine is not None and engine.gpu_attached and torch.cuda.is_available()
     t = torch.empty((1, 4096), dtype=torch.uint8, device="cuda" if gpu else "cpu")
     row("export: Tensor.__dlpack__ vs to_dlpack", lambda: t.__dlpack__(max_version=(1, 0)), lambda: to_dlpack(t))
     small = torch.zeros(16, dtype=torch.uint8)  # crc32c: a host-only binding taking an ndarray
     row("import: binding(tensor) vs binding(capsule)", lambda: _core.crc32c(small),
         lambda: _core.crc32c(to_dlpack(small)))
     row("device: x.device.index vs x.get_device()", lambda: t.device.index, lambda: t.get_device())
-    row("handle: tuple-built vs __slots__ handle",
-        lambda: _OldHandle(None, None, 0, t, (ids, t), (0, len(ids), 1, 7)),
-        lambda: StreamHandle(None, None, t, ids, 0, 1, 7, 0))
+    def future():  # what GpuPath.submit builds per call
+        req = StreamRequest(None, None, ids, 0, 1, 7, 0)
+        return Future(req, t, None, req.event)
+
+    row("handle: tuple-built vs the request's Future",
+        lambda: _OldHandle(None, None, 0, t, (ids, t), (0, len(ids), 1, 7)), future)
     if gpu:
-        g = engine._gpu
+        g = engine.gpu
         dev = t.get_device()
         row("stream: current_stream() vs raw stream", lambda: torch.cuda.current_stream(dev).cuda_stream,
-            lambda: g._raw_stream(dev), n=number // 4)
-        s = g._raw_stream(dev)
+            lambda: g.raw_stream(dev), n=number // 4)
+        s = g.raw_stream(dev)
         empty_ids, empty = np.zeros(0, dtype=np.int64), torch.empty(0, dtype=torch.uint8, device=t.device)
 
         cur = torch.cuda.current_stream(dev)
@@ -83,10 +87,10 @@ def pieces(number: int = 20000, engine=None) -> list[dict]:
 
         # new: a whole zero-block call (capsule export, binding checks, the pooled event's record), so an upper bound
         row("event: torch Event+record vs 0-block call (pooled event)", torch_event,
-            lambda: g._rt.stream_submit(s, 0, empty_ids, to_dlpack(empty)), n=number // 4)
+            lambda: g.runtime.stream_submit(s, 0, empty_ids, to_dlpack(empty)), n=number // 4)
         ev = torch.cuda.Event()
         ev.record()
-        done = g._rt.stream_submit(s, 0, empty_ids, empty)
+        done = g.runtime.stream_submit(s, 0, empty_ids, empty)
         torch.cuda.synchronize()
         row("poll: torch Event.query()+monotonic vs StreamDone.query()",
             lambda: ev.query() and time.monotonic(), lambda: done.query(), n=number // 4)

@@ -1,7 +1,15 @@
 """Layer 4 (DESIGN.md): device page cache, constant host buffer, window buffering, access accumulator,
 and the `FeatureStore` that stacks them over a `gpuio.TensorFile`. Pure tensor ops: GPU or CPU."""
-from gpuio.cache.feature_store import FeatureStore, Ticket
+from gpuio.cache.feature_store import FeatureStore
 from gpuio.cache.page_cache import POLICIES, PageCache
 from gpuio.rows import InMemoryRows, MemmapRows  # the row tables live one layer down (gpuio.rows)
 
-__all__ = ["FeatureStore", "Ticket", "PageCache", "POLICIES", "InMemoryRows", "MemmapRows"]
+__all__ = ["FeatureStore", "PageCache", "POLICIES", "InMemoryRows", "MemmapRows"]
+
+
+def __getattr__(name: str):
+    if name == "Ticket":  # the old name of what submit returns, kept for one release
+        from gpuio.future import deprecated_alias
+
+        return deprecated_alias("gpuio.cache.Ticket")
+    raise AttributeError(f"module 'gpuio.cache' has no attribute {name!r}")

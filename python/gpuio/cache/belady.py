@@ -153,7 +153,7 @@ def store_vs_min(store, trace, lookahead: int | None = None) -> dict:
     got = storage["bytes_read"] if "bytes_read" in storage else s["bytes_from_device"] + host_rows * store.row_bytes
     pages_read = s["pages_miss"] * store.page_bytes
     fill = max(int(got) - pages_read, 0)
-    host = getattr(store, "host", None)
+    host = store.host
     cold = trace if host is None else [t[host.lookup(torch.as_tensor(t).to(host.row_slot.device)).cpu() < 0]
                                        for t in trace]
     opt_dev = min_bytes(cold, s["cache_slots"], store.page_rows, store.page_bytes)

@@ -4,7 +4,7 @@
                             hot_scores=gpuio.graph.degree_scores(edge_index, tf.shape[0]))
     x = fs.gather(node_ids)          # rows on fs.device
     fs.announce(next_batch_ids)      # window buffering: protect pages the next batches need
-    t = fs.submit(ids); x = t.wait() # accumulated: misses of several micro-batches read together
+    f = fs.submit(ids); x = f.wait() # gpuio.Future; misses of several micro-batches read together
 
 Per served group of batches: rows held by the host buffer come from it; the other rows' pages are
 deduplicated and looked up in the page cache; the missing pages of the whole group are read from the
@@ -33,9 +33,10 @@ from gpuio.cache.accumulator import Accumulator
 from gpuio.gpu import refuse_bad_fork
 from gpuio.cache.host_buffer import HostBuffer, pick_hot_rows
 from gpuio.cache.page_cache import PageCache
-from gpuio.rows import PagedRows, Rows, check_row_ids
+from gpuio.rows import PagedRows, Rows, SupportsStats, check_row_ids, require
 from gpuio.cache.window import WindowBuffer
 from gpuio.defaults import defaults_of
+from gpuio.future import Future
 
 _KEYWORDS = defaults_of("cache")  # FeatureStore's keywords: gpuio.defaults' cache rows
 
@@ -52,20 +53,30 @@ def _put(dst: torch.Tensor, pos, src: torch.Tensor, idx=None) -> None:
         dst.index_copy_(0, pos, src if idx is None else src.index_select(0, idx))
 
 
-class Ticket:
-    """A submitted batch; `wait()` returns its rows (flushing the accumulator if it still holds it)."""
+class _Request:
+    """Rows submitted and not yet served: the work of the gpuio.Future that submit returns. Served by the
+    store's flush, which the first wait() calls if the accumulator still holds it; an error of that flush is
+    every one of its requests' error."""
+    __slots__ = ("store", "rows", "result", "error")
 
     def __init__(self, store: "FeatureStore", rows: torch.Tensor):
-        self.store, self.rows, self.result = store, rows, None
+        self.store, self.rows, self.result, self.error = store, rows, None, None
 
-    def done(self) -> bool:
-        """True once the rows have been served (the group they were accumulated into was read)."""
-        return self.result is not None
+    def poll(self) -> bool:
+        return self.result is not None or self.error is not None
 
-    def wait(self) -> torch.Tensor:
-        """The rows, serving the accumulated group now if it has not been served yet."""
-        if self.result is None:
+    def block(self, timeout: float | None) -> None:
+        # The serving runs in the waiting thread (its reads bounded by the engine's io_timeout_ms); timeout
+        # has nothing left to bound once it has begun.
+        if not self.poll():
             self.store.flush()
+        if self.error is not None:
+            raise self.error
+
+    def take(self) -> torch.Tensor:
+        if self.result is None:  # only when the one-thread contract is broken: never a silent None
+            raise RuntimeError("a FeatureStore request was taken by a flush that did not serve it (the store is "
+                               "not thread-safe: one thread calls in)")
         return self.result
 
 
@@ -83,7 +94,7 @@ class FeatureStore:
                  policy: str = _KEYWORDS["policy"], device=None,
                  inflight_pages_min: int = _KEYWORDS["inflight_pages_min"],
                  host_buffer: HostBuffer | None = None):
-        """tf: a `gpuio.TensorFile` (or any gpuio.rows.Rows).
+        """tf: a `gpuio.TensorFile` (or any gpuio.rows.Rows; TypeError naming what another object lacks).
         gpu_cache_bytes: page-cache budget on `device` (default 256 MiB); 0 disables the cache.
         host_cache_rows: rows in the constant host buffer (default 0), the highest of `hot_scores` (one
         score per row; gpuio.graph.degree_scores or pagerank_scores of the graph). window: announced batches
@@ -93,12 +104,8 @@ class FeatureStore:
         available, else CPU). host_buffer: an existing HostBuffer of this table to share instead of filling
         one (stores of successive runs over one table: the constant tier is read once; host_cache_rows and
         hot_scores are then ignored, and this store's table counts no fill)."""
-        if not isinstance(tf, Rows):
-            hint = (": wrap rows already in memory as gpuio.rows.InMemoryRows(tensor)"
-                    if isinstance(tf, torch.Tensor) else "")
-            raise TypeError(f"FeatureStore takes a row table (gpuio.TensorFile, or a gpuio.rows.Rows: shape, "
-                            f"num_rows, torch_dtype, block_size, gather), got a {type(tf).__module__}."
-                            f"{type(tf).__qualname__}{hint}")
+        require(tf, Rows, "FeatureStore's table", ": wrap rows already in memory as gpuio.rows.InMemoryRows(tensor)"
+                if isinstance(tf, torch.Tensor) else "")
         if gpu_cache_bytes < 0:
             raise ValueError(f"gpu_cache_bytes must be >= 0, got {gpu_cache_bytes}")
         if len(tf.shape) < 1:
@@ -159,25 +166,33 @@ class FeatureStore:
                 f"host_rows={self.host.num_rows if self.host else 0}, window={self.window.window}, "
                 f"accumulate={self.acc.enabled})")
 
+    @property
+    def window_batches(self) -> int:
+        """Announced batches whose uses eviction and admission know (the `window` option; gpuio.rows.
+        SupportsLookahead: how far ahead the loaders announce)."""
+        return self.window.window
+
     # -- public API -----------------------------------------------------------------------------
     def gather(self, idx) -> torch.Tensor:
         """Rows `idx` (any integer tensor; duplicates and empty allowed), on `self.device`."""
         return self.submit(idx, force=True).wait()
 
-    def submit(self, idx, force: bool = False) -> Ticket:
-        """Queue rows idx and return their Ticket; the misses of queued tickets are read together once
-        inflight_pages_min pages are missing (force=True: serve now)."""
+    def submit(self, idx, force: bool = False) -> Future:
+        """Queue rows idx and return their gpuio.Future; the misses of queued requests are read together once
+        inflight_pages_min pages are missing (force=True: serve now), or when a wait() needs them (that wait
+        serves the group in its own thread, each read bounded by the engine's io_timeout_ms)."""
         self._check_process()
         rows = check_row_ids(idx, self.num_rows).to(self.device)
-        ticket = Ticket(self, rows)
+        request = _Request(self, rows)
         miss = self._estimate_misses(rows) if self.acc.enabled and not force else 0
-        if self.acc.add(ticket, miss) or force:
+        if self.acc.add(request, miss) or force:
             self.flush()
-        return ticket
+        return Future(request, finish=request.take)
 
-    def prefetch(self, idx) -> Ticket:
-        """Same as submit: a handle whose wait() returns the rows (the TensorFile-style name)."""
-        return self.submit(idx)
+    def prefetch(self, idx) -> Future:
+        """Start reading rows idx now, as TensorFile.prefetch does: submit(idx, force=True), which serves the
+        queued requests with it in one merged read (in this thread: the future is complete on return)."""
+        return self.submit(idx, force=True)
 
     def announce(self, idx) -> None:
         """Declare rows a coming batch will read; their pages stay cached until that batch is served
@@ -195,11 +210,17 @@ class FeatureStore:
         self._observers.append(fn)
 
     def flush(self) -> None:
-        """Serve every queued ticket now (one merged read of their missing pages)."""
+        """Serve every queued request now (one merged read of their missing pages)."""
         self._check_process()
         tickets = self.acc.take()
         if tickets:
-            self._serve(tickets)
+            try:
+                self._serve(tickets)
+            except BaseException as e:  # the requests taken are answered, not lost: each one's wait() raises it
+                for t in tickets:
+                    if t.result is None:
+                        t.error = e
+                raise
 
     def stats(self) -> dict:
         """Counters: rows requested and where they came from (host buffer, page cache, device), pages
@@ -215,7 +236,7 @@ class FeatureStore:
                  requests_in_flight=self.acc.pending_miss_pages, batches_pending=len(self.acc.pending),
                  window_batches=len(self.window.pending), window_protected_pages=self.window.protected_pages(),
                  window_waiting=self.window.waiting)
-        if hasattr(self.tf, "stats"):
+        if isinstance(self.tf, SupportsStats):
             c["storage"] = self.tf.stats()  # the table's own counters: blocks actually read
         return c
 

@@ -7,7 +7,7 @@ CSC position back to the edge's position in the caller's edge_index (PyG's `e_id
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -59,6 +59,23 @@ def csc_from_edge_index(edge_index: torch.Tensor, num_nodes: int | None = None) 
     return CSC(colptr, src[perm].contiguous(), perm, num_nodes)
 
 
+@runtime_checkable
+class SupportsCSC(Protocol):
+    """A graph that hands out its CSC (gpuio.pyg.GraphStore)."""
+
+    def gpuio_csc(self) -> CSC:
+        """The graph as a CSC."""
+        ...
+
+
+@runtime_checkable
+class EdgeIndexGraph(Protocol):
+    """A graph given by its edges (PyG's Data): edge_index [2, E] and num_nodes."""
+
+    edge_index: Any
+    num_nodes: Any
+
+
 def to_csc(graph: Any, num_nodes: int | None = None) -> CSC:
     """The CSC of any graph form the package accepts: a CSC, an edge_index tensor [2, E], a PyG Data (its
     edge_index and num_nodes), or an object with gpuio_csc() (gpuio.pyg.GraphStore). TypeError otherwise."""
@@ -66,11 +83,9 @@ def to_csc(graph: Any, num_nodes: int | None = None) -> CSC:
         return graph
     if isinstance(graph, torch.Tensor):
         return csc_from_edge_index(graph, num_nodes)
-    csc = getattr(graph, "gpuio_csc", None)  # gpuio.pyg.GraphStore
-    if callable(csc):
-        return csc()
-    edge_index = getattr(graph, "edge_index", None)
-    if isinstance(edge_index, torch.Tensor):
-        return csc_from_edge_index(edge_index, num_nodes if num_nodes is not None else graph.num_nodes)
+    if isinstance(graph, SupportsCSC):  # gpuio.pyg.GraphStore
+        return graph.gpuio_csc()
+    if isinstance(graph, EdgeIndexGraph) and isinstance(graph.edge_index, torch.Tensor):
+        return csc_from_edge_index(graph.edge_index, num_nodes if num_nodes is not None else graph.num_nodes)
     raise TypeError(f"graph must be an edge_index tensor, CSC, Data or gpuio.pyg.GraphStore, "
                     f"got {type(graph).__name__}")

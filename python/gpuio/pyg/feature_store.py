@@ -40,6 +40,7 @@ from torch_geometric.data import FeatureStore as FeatureStoreBase
 from torch_geometric.data import TensorAttr
 
 from gpuio._dtypes import element_type
+from gpuio.rows import RowSource, SupportsPrefetch, SupportsScatter, require
 from gpuio.tensor import TensorFile, row_ids
 
 
@@ -104,9 +105,7 @@ class PygFeatureStore(FeatureStoreBase):
         if isinstance(tensor, np.ndarray):
             tensor = torch.from_numpy(tensor)
         if not isinstance(tensor, torch.Tensor):
-            if not hasattr(tensor, "gather"):
-                raise TypeError(f"put_tensor takes a tensor, ndarray or gpuio row table (with gather), "
-                                f"got {type(tensor).__name__}")
+            require(tensor, RowSource, "put_tensor's tensor (not a tensor or ndarray)")
             if not _is_whole(attr.index):
                 raise ValueError(f"a row table replaces {key} whole; index must be None, got {attr.index!r}")
             self._drop(key)
@@ -154,7 +153,7 @@ class PygFeatureStore(FeatureStoreBase):
         if isinstance(table, torch.Tensor):
             rows = rows.to(table.device, table.dtype).reshape(ids.numel(), *table.shape[1:])
             table[ids.to(table.device)] = rows
-        elif hasattr(table, "scatter"):
+        elif isinstance(table, SupportsScatter):
             table.scatter(ids.cpu(), rows.reshape(ids.numel(), *table.shape[1:]))
         else:
             raise TypeError(f"{key} is backed by {type(table).__name__}, which cannot be written")
@@ -199,7 +198,7 @@ class PygFeatureStore(FeatureStoreBase):
         if isinstance(table, torch.Tensor):
             rows = table[ids.to(table.device)]
             fetch = lambda: rows  # noqa: E731
-        elif hasattr(table, "prefetch"):
+        elif isinstance(table, SupportsPrefetch):
             fetch = table.prefetch(ids).wait
         else:
             rows = table.gather(ids)

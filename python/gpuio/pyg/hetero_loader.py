@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from gpuio.loader import background, hand_over, ramped_lookahead, ready_event, worker_stream
+from gpuio.rows import OnDevice, SupportsLookahead
 
 SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
 _SEED_MIX = 0x9E3779B97F4A7C15  # spreads (sampler seed, batch serial) over the generator's seed space
@@ -98,14 +99,15 @@ class HeteroBatchLoader:
         self.input_nodes = torch.as_tensor(input_nodes).long().cpu()
         self.batch_size, self.labels, self.shuffle, self.depth = batch_size, labels, shuffle, depth
         first = next(iter(features.values()))
-        self.device = torch.device(device) if device is not None else getattr(first, "device", torch.device("cpu"))
+        self.device = torch.device(device if device is not None else first.device if isinstance(first, OnDevice)
+                                   else "cpu")
         self.seed, self.epoch, self.rank, self.world_size = seed, 0, rank, world_size
         self.max_batches, self.background, self.trace = max_batches, background, trace
         self.lookahead, self.sample_threads = lookahead, sample_threads
         self._serial = 0  # batches sampled by earlier iterations (each batch's generator follows it)
-        windows = [getattr(f, "window", None) for f in features.values()]
+        windows = [f.window_batches for f in features.values() if isinstance(f, SupportsLookahead)]
         # announced-but-unserved batches reach lookahead + depth + 1; a smaller window protects only the oldest
-        too_small = [w.window for w in windows if w is not None and lookahead and w.window <= lookahead + depth]
+        too_small = [w for w in windows if lookahead and w <= lookahead + depth]
         if too_small:
             raise ValueError(f"lookahead {lookahead} with depth {depth} needs feature-store windows > "
                              f"{lookahead + depth} batches, got window={too_small[0]}")
@@ -210,7 +212,7 @@ class HeteroBatchLoader:
             t1 = time.perf_counter()
             self.times["sample_s"] += t1 - t0
             for nt, ids in sampled.node.items():
-                if hasattr(self.features[nt], "announce"):
+                if isinstance(self.features[nt], SupportsLookahead):
                     self.features[nt].announce(ids)
             self.times["feature_s"] += time.perf_counter() - t1
             ahead.append((s, sampled))
@@ -234,7 +236,7 @@ class HeteroBatchLoader:
             store = self.features[nt]
             if self.trace is not None:
                 self.trace.setdefault(nt, []).append(ids.cpu())
-            tickets[nt] = store.submit(ids) if hasattr(store, "submit") else store.gather(ids.cpu())
+            tickets[nt] = store.submit(ids) if isinstance(store, SupportsLookahead) else store.gather(ids.cpu())
         self.times["feature_s"] += time.perf_counter() - t0
         return s, sampled, tickets
 

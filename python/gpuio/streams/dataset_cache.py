@@ -51,8 +51,7 @@ class DatasetCache:
                 n += 1
             self.store.close_stream(sd)
         except BaseException:
-            if not sd.closed:
-                self.store._drop_writer(sd)
+            self.store.abort_stream(sd)
             raise
         old, self.stream_id, self._len = self.stream_id, sd.stream_id, n
         if old is not None:

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import chain
 from .format import FLAG_PAYLOAD_CRC, TRAILER_BYTES, StreamStoreCorrupt, blocks_for, entry_unpack, payload_crc
+from .state import StoreState
 
 
 class _Fetch:
@@ -35,11 +36,11 @@ END = "end"  # StreamReader.position() at the end of the stream
 
 
 class StreamReader:
-    def __init__(self, store, stream_id: int, entry: int, slots: list[int], destroy: bool = False,
+    def __init__(self, state: StoreState, stream_id: int, entry: int, slots: list[int], destroy: bool = False,
                  at: tuple | str | None = None):
         """at: a position() of another reader of this stream to go on from (another process's, say); None: the
         stream's first object."""
-        self.store = store
+        self.state = state  # the store's mounted state (gpuio.streams.state)
         self.stream_id = stream_id
         self.entry = entry                     # the table entry the stream had when this reader opened it
         self.slots = list(slots)
@@ -60,7 +61,7 @@ class StreamReader:
         self._issue_at: tuple[int, int] | None = None  # (start, nblocks) of the next read to issue; None: wait
         self._cur: tuple[_Fetch, int] | None = None  # (_Fetch, used_blocks) being consumed
         self._at: tuple[int, int, int] | None = None  # (start, eff, index) of the current sblock
-        self._view = None                      # payload of the current sblock
+        self._view: np.ndarray | None = None   # payload of the current sblock
         self._off = 0
         self.speculation_misses = 0
         if self._expect is not None:
@@ -108,7 +109,7 @@ class StreamReader:
 
     # -- sblock pipeline --------------------------------------------------------------------------------
     def _plan_known(self, start: int, eff: int) -> None:
-        self._issue_at = (start, blocks_for(eff, self.store.block_bytes))
+        self._issue_at = (start, blocks_for(eff, self.state.block_bytes))
 
     def _unfence(self, block: bool = False, every: bool = False) -> None:
         """Returns fenced slots whose copies have finished; ``block``: wait for the oldest if no slot is free;
@@ -119,17 +120,17 @@ class StreamReader:
             self._free_slots.append(slot)
 
     def _fill(self) -> None:
-        store = self.store
+        state = self.state
         self._unfence(block=not self._fifo)  # an empty FIFO must get a read, so wait for a slot then
         while self._free_slots and self._issue_at is not None:
             start, n = self._issue_at
             slot = self._free_slots.pop()
             blocks = np.arange(start, start + n, dtype=np.int64)
-            handle = store._engine.read_async(blocks, store._buffers.view(slot)[:n * store.block_bytes])
+            handle = state.engine.read_async(blocks, state.buffers.view(slot)[:n * state.block_bytes])
             self._fifo.append(_Fetch(slot, start, n, handle, blocks))
             nxt = start + n
-            if n == store.sblock_blocks and nxt < store._sb.total_blocks:
-                self._issue_at = (nxt, min(store.sblock_blocks, store._sb.total_blocks - nxt))
+            if n == state.sblock_blocks and nxt < state.sb.total_blocks:
+                self._issue_at = (nxt, min(state.sblock_blocks, state.sb.total_blocks - nxt))
             else:
                 self._issue_at = None
 
@@ -143,7 +144,7 @@ class StreamReader:
         else:
             self._free_slots.append(fetch.slot)
         if self.destroy:
-            self.store._pool.free(fetch.start, used)
+            self.state.pool.free(fetch.start, used)
         self._cur, self._view, self._off = None, None, 0
 
     def _drain_fifo(self) -> None:
@@ -162,7 +163,7 @@ class StreamReader:
         if self._expect is None:
             return False
         start, eff, index = self._expect
-        used = blocks_for(eff, self.store.block_bytes)
+        used = blocks_for(eff, self.state.block_bytes)
         if not self._fifo:
             self._plan_known(start, eff)
             self._fill()
@@ -175,8 +176,8 @@ class StreamReader:
             f = self._fifo[0]
         f.handle.wait()
         self._fifo.popleft()
-        sb = self.store._sb
-        buf = self.store._buffers.view(f.slot)
+        sb = self.state.sb
+        buf = self.state.buffers.view(f.slot)
         chain.check_extent(sb, self.stream_id, index, start, eff)
         t = chain.validate(sb, buf, eff - TRAILER_BYTES, self.stream_id, index, start, eff)
         if t.flags & FLAG_PAYLOAD_CRC and payload_crc(buf[:t.payload_bytes]) != t.payload_crc:
@@ -208,7 +209,7 @@ class StreamReader:
         """Blocks of this stream not consumed yet (the current sblock and the rest of the chain)."""
         out = [(self._cur[0].start, self._cur[1])] if self._cur is not None else []
         if self._expect is not None:
-            out += list(self.store._chain_from(self.stream_id, *self._expect))
+            out += list(self.state.chain_from(self.stream_id, *self._expect))
         return out
 
     def close(self) -> None:

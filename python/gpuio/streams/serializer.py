@@ -13,6 +13,7 @@ from __future__ import annotations
 import pickle
 import struct
 import sys
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,6 +23,15 @@ FLAG_BYTEARRAY = 1
 _HDR = struct.Struct("<HBBIQ")  # magic kind flags meta_len payload_len
 HEADER_BYTES = _HDR.size
 META_BYTES_MAX = 1 << 20
+
+
+@runtime_checkable
+class FencedSource(Protocol):
+    """A record source whose buffer slots an asynchronous copy may still read (the stream reader): fence(f)
+    holds the current slot until f (a torch.cuda.Event) has passed."""
+
+    def fence(self, f: Any) -> None:
+        ...
 
 
 class RecordCorrupt(ValueError):
@@ -149,7 +159,7 @@ def _torch_payload(src, out, payload_len: int):
     _expect(out.numel() * out.element_size(), payload_len)
     flat = out.reshape(-1).view(torch.uint8)
     if flat.is_cuda:
-        fence = getattr(src, "fence", None)
+        fence = src.fence if isinstance(src, FencedSource) else None
 
         def put(chunk: np.ndarray, offset: int) -> None:
             if fence is None:  # a source without fences: the copy must be over when this returns

@@ -47,12 +47,10 @@ from ..engine import aligned_empty, fork_generation
 from ..gpu import refuse_bad_fork
 from . import chain, devices, travel
 from .buffers import BufferPool
-from .format import (SBLOCK_BYTES_MAX, SUPER_MAGIC, TRAILER_BYTES, StreamStoreCorrupt, StreamStoreWarning, Superblock,
-                     blocks_for, entry_unpack)
-from .freepool import FreePool
+from .format import SBLOCK_BYTES_MAX, SUPER_MAGIC, StreamStoreCorrupt, StreamStoreWarning, Superblock, entry_unpack
 from .reader import StreamReader
 from .serializer import decode
-from .table import StreamTable
+from .state import StoreState
 from .writer import StreamWriter
 
 DEFAULTS = defaults_of("streams")  # StreamStore's keywords: a view of gpuio.defaults' streams rows
@@ -82,9 +80,19 @@ class OpenStream:
         return self._io is None
 
     @property
+    def io(self):
+        """This process's StreamWriter or StreamReader behind the handle (None once closed): what gpuio.streams'
+        own modules (the checker, the process-crossing code) look at and set; not a user API."""
+        return self._io
+
+    @io.setter
+    def io(self, io) -> None:
+        self._io = io
+
+    @property
     def speculation_misses(self) -> int:
         """Reader: sblocks whose prefetch guessed the next extent wrong and were read again (0 for a writer)."""
-        return int(getattr(self._io, "speculation_misses", 0))
+        return self._io.speculation_misses if isinstance(self._io, StreamReader) else 0
 
     def __repr__(self) -> str:
         state = "closed" if self._io is None else "open"
@@ -93,10 +101,10 @@ class OpenStream:
     def __reduce__(self):
         """A reader pickles as its store, stream id and position: the receiver reads on from there (with a reader
         of its own: the sender's reader is unaffected). A writer, or a consuming reader, does not travel."""
-        return travel.reduce_stream(self)
+        return self._store._reduce_reader(self)
 
 
-class StreamStore(ForkAware):
+class StreamStore(ForkAware, travel.Travelling):
     """SSDStreamer's stream store (see the module docstring).
 
     Thread safety: every public method may be called from any thread; one re-entrant lock serialises the
@@ -161,47 +169,44 @@ class StreamStore(ForkAware):
         self._read_only_why = None if writable else read_only_why
         self._pid, self._closed = os.getpid(), False
         self._lock = threading.RLock()
-        self._writers: dict[int, OpenStream] = {}
         self._readers: dict[int, int] = {}       # stream id -> open readers
         self._reader_handles: "weakref.WeakSet[OpenStream]" = weakref.WeakSet()  # a fork reopens them
-        self._consumers: set[StreamReader] = set()  # read_and_destroy readers: hold blocks off the table
         options = options_here(dict(self._engine_options))
         if not writable:
             options.update(writable=False, lock=False)
         elif lock_wait_ms is not None:
             options["lock_wait_ms"] = lock_wait_ms
-        self._engine = open_files(paths, block_size=self.block_size, **options)
+        engine = open_files(paths, block_size=self.block_size, **options)
         try:
-            self._sb = self._mount(streams_max, fresh)
-            self._buffers = BufferPool(self.buffer_pool_bytes, self.sblock_bytes)
-            self._meta_buf = aligned_empty(2 * self.block_size)
+            self._state = self._mount(engine, streams_max, fresh)
         except BaseException:
-            self._engine.close()
+            engine.close()
             raise
         self._opened_here()
         # Dropped without close(): the device set closes with the store (its fds, and its lock, do not linger).
-        self._finalizer = weakref.finalize(self, _release, self._engine)
+        self._finalizer = weakref.finalize(self, _release, engine)
 
     def __reduce__(self):
         """Pickled as what it is: paths, settings and engine options (engine= does not travel); the receiver
         reopens it, never formatting, as gpuio.streams.travel says (writer when it gets the lock at once, else
         read-only). Open streams stay the sender's: an OpenStream reader pickles on its own."""
         options = {k: v for k, v in self._engine_options.items() if k != "engine"}
-        return (travel.arrive, (type(self), self.paths, self._settings, options, self.writable))
+        return (type(self)._arrive, (self.paths, self._settings, options, self.writable))
 
     def _after_fork(self) -> None:
         """A forked child: the parent's target, lock and buffers stay the parent's; reopen the store here (as a
         received one), let inherited readers go on from where they were, refuse writes through inherited writers."""
         self._finalizer.detach()  # the parent's target is the parent's to close
-        travel.reopen_in_child(self)
+        self._reopen_in_child()
 
     # -- mount ------------------------------------------------------------------------------------------
-    def _mount(self, streams_max: int, fresh: bool) -> Superblock:
-        """Reads the store's superblock, or (``fresh``: a new file or mode "w") writes a new one."""
-        bb, total = self.block_bytes, self._engine.total_blocks
+    def _mount(self, engine, streams_max: int, fresh: bool) -> StoreState:
+        """Reads the store's superblock, or (``fresh``: a new file or mode "w") writes a new one; then the table and
+        the free pool (every chain walked): this process's StoreState."""
+        bb, total = self.block_bytes, engine.total_blocks
         head = aligned_empty(bb)
         if not fresh:
-            self._engine.read(np.zeros(1, dtype=np.int64), head)
+            engine.read(np.zeros(1, dtype=np.int64), head)
             if bytes(head[:len(SUPER_MAGIC)]) != SUPER_MAGIC:
                 what = "its first block is all zeros" if not head.any() else \
                     f"superblock magic {bytes(head[:len(SUPER_MAGIC)])!r}"
@@ -214,40 +219,25 @@ class StreamStore(ForkAware):
             # never leftovers of whatever the device held before (see format.page_unpack).
             zeros = aligned_empty((sb.data_start - sb.table_start) * bb)
             zeros[:] = 0
-            self._engine.write(np.arange(sb.table_start, sb.data_start, dtype=np.int64), zeros)
+            engine.write(np.arange(sb.table_start, sb.data_start, dtype=np.int64), zeros)
             head[:] = 0
             raw = sb.pack()
             head[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-            self._engine.write(np.zeros(1, dtype=np.int64), head)
-            self._engine.sync()
+            engine.write(np.zeros(1, dtype=np.int64), head)
+            engine.sync()
         else:
             sb = Superblock.unpack(head)
         if sb.block_bytes != bb:
             raise ValueError(f"store was formatted with block_size {sb.block_bytes}, opened with {bb}")
         if sb.total_blocks > total:
             raise StreamStoreCorrupt(f"store was formatted for {sb.total_blocks} blocks, device has {total}")
-        self._sb = sb
-        self._table = self._load_table()
-        for msg in self._table.damaged:  # check() raises on them too
-            warnings.warn(f"{self._engine.paths}: {msg}", StreamStoreWarning, stacklevel=3)
-        self._pool = self._walk_pool()
-        return sb
-
-    def _walk_pool(self) -> FreePool:
-        """The free pool: every block that no chain of the table holds (each chain walked, trailers checked)."""
-        pool = FreePool(self._sb.total_blocks, self._sb.data_start)
-        chain.walk(self._engine, self._sb, ((i, self._table.entries[i]) for i in self._table.live_ids()),
-                   lambda sid, index, start, used, t: pool.mark_used(start, used))
-        return pool
-
-    def _load_table(self) -> StreamTable:
-        """The stream table as the device holds it now (the newest valid copy of each page)."""
-        sb = self._sb
-        table = StreamTable(sb)
-        region = aligned_empty(2 * sb.table_pages * self.block_bytes)
-        self._engine.read(np.arange(sb.table_start, sb.data_start, dtype=np.int64), region)
-        table.load(region)
-        return table
+        state = StoreState(engine, sb, bb, self.sblock_blocks, self.durable, self.checksum_payload,
+                           BufferPool(self.buffer_pool_bytes, self.sblock_bytes))
+        state.table = state.load_table()
+        for msg in state.table.damaged:  # check() raises on them too
+            warnings.warn(f"{engine.paths}: {msg}", StreamStoreWarning, stacklevel=3)
+        state.pool = state.walk_pool()
+        return state
 
     # -- stream API -------------------------------------------------------------------------------------
     def create_stream(self) -> OpenStream:
@@ -255,18 +245,18 @@ class StreamStore(ForkAware):
         self._this_process()
         with self._lock:
             self._check_writable("create a stream")
-            sid = self._table.next_free_id(self._writers)
+            sid = self._state.table.next_free_id(self._state.writers)
             if sid < 0:
-                raise OSError(28, f"stream table full: all {self._sb.streams_max} stream ids in use")
+                raise OSError(28, f"stream table full: all {self._state.sb.streams_max} stream ids in use")
             # prefetch_depth sblock writes in flight behind the one being filled (at least 2 slots)
-            slots = self._buffers.take(self.prefetch_depth + 1, 2, f"new stream {sid}")
+            slots = self._state.buffers.take(self.prefetch_depth + 1, 2, f"new stream {sid}")
             try:
-                w = StreamWriter(self, sid, slots)
+                w = StreamWriter(self._state, sid, slots)
             except BaseException:
-                self._buffers.give(slots)
+                self._state.buffers.give(slots)
                 raise
             sd = OpenStream(self, sid, "w", w)
-            self._writers[sid] = sd
+            self._state.writers[sid] = sd
             return sd
 
     def write_stream(self, sd: OpenStream, data) -> None:
@@ -303,9 +293,19 @@ class StreamStore(ForkAware):
             except BaseException:
                 self._drop_writer(sd)
                 raise
-            self._buffers.give(sd._io.slots)
-            del self._writers[sd.stream_id]
+            self._state.buffers.give(sd._io.slots)
+            del self._state.writers[sd.stream_id]
             sd._io = None
+
+    def abort_stream(self, sd: OpenStream) -> None:
+        """Drop a stream open for writing without publishing it: it never exists, its blocks return to the pool.
+        Nothing happens for a handle already closed (close_stream or a failed write closed it)."""
+        self._this_process()
+        with self._lock:
+            if sd.closed:
+                return
+            self._handle(sd, "w", "abort")
+            self._drop_writer(sd)
 
     def open_stream(self, stream_id: int) -> OpenStream:
         """Open a closed stream for reading from its first object (several readers may share a stream). A
@@ -317,17 +317,17 @@ class StreamStore(ForkAware):
 
     def _open_reader(self, stream_id: int, at=None) -> OpenStream:
         """A reader of stream_id from its start, or from `at` (a reader's position(), another process's say)."""
-        if not self.writable and stream_id not in self._writers:
+        if not self.writable and stream_id not in self._state.writers:
             self._check_open()
-            if isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and \
-                    self._table.entries[stream_id] == 0:
-                self._table = self._load_table()
+            if isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._state.sb.streams_max and \
+                    self._state.table.entries[stream_id] == 0:
+                self._state.table = self._state.load_table()
         entry = self._entry(stream_id)
-        slots = self._buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
+        slots = self._state.buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
         try:
-            r = StreamReader(self, stream_id, entry, slots, at=at)
+            r = StreamReader(self._state, stream_id, entry, slots, at=at)
         except BaseException:
-            self._buffers.give(slots)
+            self._state.buffers.give(slots)
             raise
         self._readers[stream_id] = self._readers.get(stream_id, 0) + 1
         sd = OpenStream(self, stream_id, "r", r)
@@ -341,7 +341,7 @@ class StreamStore(ForkAware):
         with self._lock:
             self._check_open()
             if not self.writable:
-                self._table = self._load_table()
+                self._state.table = self._state.load_table()
 
     def read_stream(self, sd: OpenStream, device=None):
         """The next object of the stream, or None at its end. ``device``: where tensors go (e.g. "cuda"). A
@@ -356,12 +356,12 @@ class StreamStore(ForkAware):
                 if r.at_end():
                     return None
                 if cuda:
-                    self._buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
+                    self._state.buffers.pin_for_cuda()  # once: CUDA-bound bytes leave the slots by DMA
                 return decode(r, device)
             except StreamStoreCorrupt as e:
                 if not self.writable:
-                    self._table = self._load_table()
-                    if int(self._table.entries[sd.stream_id]) != r.entry:
+                    self._state.table = self._state.load_table()
+                    if int(self._state.table.entries[sd.stream_id]) != r.entry:
                         raise KeyError(f"stream {sd.stream_id} was destroyed by the store's writer while this "
                                        f"reader read it (its blocks now hold other data)") from e
                 raise
@@ -378,11 +378,11 @@ class StreamStore(ForkAware):
             # Walk first (reads only), then unpublish, then free: an I/O error at any step leaves the
             # stream either fully there or fully gone, and never frees blocks that the table still names.
             extents = []
-            chain.walk(self._engine, self._sb, [(stream_id, entry)],
+            chain.walk(self._state.engine, self._state.sb, [(stream_id, entry)],
                        lambda sid, index, start, used, t: extents.append((start, used)))
             self._publish(stream_id, 0)
             for start, used in extents:
-                self._pool.free(start, used)
+                self._state.pool.free(start, used)
 
     def read_and_destroy_stream(self, stream_id: int) -> OpenStream:
         """Opens the stream for one consuming read: it leaves the table at once (durably), and each sblock's
@@ -393,11 +393,11 @@ class StreamStore(ForkAware):
             entry = self._entry(stream_id)
             if self._readers.get(stream_id):
                 raise ValueError(f"stream {stream_id} is open for reading; close it before read_and_destroy")
-            slots = self._buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
+            slots = self._state.buffers.take(self.prefetch_depth, 1, f"reader of stream {stream_id}")
             self._publish(stream_id, 0)
-            r = StreamReader(self, stream_id, entry, slots, destroy=True)
+            r = StreamReader(self._state, stream_id, entry, slots, destroy=True)
             self._readers[stream_id] = 1
-            self._consumers.add(r)
+            self._state.consumers.add(r)
             sd = OpenStream(self, stream_id, "r", r)
             self._reader_handles.add(sd)
             return sd
@@ -406,7 +406,7 @@ class StreamStore(ForkAware):
     def engine(self):
         """The store's device set as a gpuio Target (its stats; raw reads of the store's blocks in benchmarks)."""
         self._this_process()
-        return self._engine
+        return self._state.engine
 
     def stream_blocks(self, stream_id: int) -> list[tuple[int, int]]:
         """(first block, blocks used) of each sblock of a closed stream, in order, each trailer checked.
@@ -415,19 +415,19 @@ class StreamStore(ForkAware):
         with self._lock:
             if stream_id not in self:
                 raise KeyError(f"stream {stream_id} is not in the store")
-            return list(self._chain_from(stream_id, *entry_unpack(self._table.entries[stream_id]), 0))
+            return list(self._state.chain_from(stream_id, *entry_unpack(self._state.table.entries[stream_id]), 0))
 
     def streams(self) -> list[int]:
         """Ids of the closed (published) streams (a read-only store: as of its last table read, see refresh())."""
         self._this_process()
         with self._lock:
-            return [int(i) for i in self._table.live_ids()]
+            return [int(i) for i in self._state.table.live_ids()]
 
     def __contains__(self, stream_id) -> bool:
         self._this_process()
         with self._lock:
-            return bool(isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._sb.streams_max and
-                        self._table.entries[stream_id] != 0)
+            return bool(isinstance(stream_id, (int, np.integer)) and 0 <= stream_id < self._state.sb.streams_max and
+                        self._state.table.entries[stream_id] != 0)
 
     # -- maintenance ------------------------------------------------------------------------------------
     def check(self) -> dict:
@@ -440,17 +440,17 @@ class StreamStore(ForkAware):
         with self._lock:
             self._check_open()
             if not self.writable:
-                self._table = self._load_table()
-                self._pool = self._walk_pool()
-            return check_store(self)
+                self._state.table = self._state.load_table()
+                self._state.pool = self._state.walk_pool()
+            return check_store(self._state)
 
     def __repr__(self) -> str:
         with self._lock:
-            if self._engine.closed:
+            if self._state.engine.closed:
                 return f"gpuio.streams.StreamStore({self.paths!r}, closed)"
-            return (f"gpuio.streams.StreamStore({self.paths!r}, streams={len(self._table.live_ids())}, "
-                    f"writers_open={len(self._writers)}, readers_open={sum(self._readers.values())}, "
-                    f"free_blocks={self._pool.free_blocks}/{self._sb.total_blocks}, "
+            return (f"gpuio.streams.StreamStore({self.paths!r}, streams={len(self._state.table.live_ids())}, "
+                    f"writers_open={len(self._state.writers)}, readers_open={sum(self._readers.values())}, "
+                    f"free_blocks={self._state.pool.free_blocks}/{self._state.sb.total_blocks}, "
                     f"sblock_bytes={self.sblock_bytes}, block_size={self.block_size})")
 
     def stats(self) -> dict:
@@ -458,12 +458,12 @@ class StreamStore(ForkAware):
         whether this process is the store's writer, and the engine's stats."""
         self._this_process()
         with self._lock:
-            return {"streams": len(self._table.live_ids()), "writable": self.writable,
-                    "writers_open": len(self._writers),
-                    "readers_open": sum(self._readers.values()), "free_blocks": self._pool.free_blocks,
-                    "total_blocks": self._sb.total_blocks, "buffer_slots_free": self._buffers.free_slots,
-                    "buffer_slots": self._buffers.slots_max,
-                    "buffer_pinned_for_cuda": self._buffers.pinned, "engine": self._engine.stats()}
+            return {"streams": len(self._state.table.live_ids()), "writable": self.writable,
+                    "writers_open": len(self._state.writers),
+                    "readers_open": sum(self._readers.values()), "free_blocks": self._state.pool.free_blocks,
+                    "total_blocks": self._state.sb.total_blocks, "buffer_slots_free": self._state.buffers.free_slots,
+                    "buffer_slots": self._state.buffers.slots_max,
+                    "buffer_pinned_for_cuda": self._state.buffers.pinned, "engine": self._state.engine.stats()}
 
     def close(self) -> None:
         """Closes readers, drops writers that were never closed (their streams do not exist), closes the device set
@@ -478,10 +478,10 @@ class StreamStore(ForkAware):
                 return
             self._closed = True
             self._finalizer.detach()
-            for sd in list(self._writers.values()):
+            for sd in list(self._state.writers.values()):
                 self._drop_writer(sd)
-            self._engine.close()
-            self._buffers.unpin()
+            self._state.engine.close()
+            self._state.buffers.unpin()
 
     def __enter__(self):
         return self
@@ -493,10 +493,10 @@ class StreamStore(ForkAware):
     @property
     def closed(self) -> bool:
         """True after close()."""
-        return self._closed or self._engine.closed
+        return self._closed or self._state.engine.closed
 
     def _check_open(self) -> None:
-        if self._closed or self._engine.closed:
+        if self._closed or self._state.engine.closed:
             raise ValueError("stream store is closed")
 
     def _check_writable(self, verb: str) -> None:
@@ -510,11 +510,11 @@ class StreamStore(ForkAware):
         self._check_open()
         if not isinstance(stream_id, (int, np.integer)) or isinstance(stream_id, bool):
             raise TypeError(f"stream id must be an int, got {stream_id!r}")
-        if stream_id in self._writers:
+        if stream_id in self._state.writers:
             raise ValueError(f"stream {stream_id} is still being written; close it before reading or destroying")
-        if not 0 <= stream_id < self._sb.streams_max or self._table.entries[stream_id] == 0:
+        if not 0 <= stream_id < self._state.sb.streams_max or self._state.table.entries[stream_id] == 0:
             raise KeyError(f"no stream {stream_id} in this store (never closed, destroyed, or unknown)")
-        return int(self._table.entries[stream_id])
+        return int(self._state.table.entries[stream_id])
 
     def _handle(self, sd, mode: str, verb: str):
         self._check_open()
@@ -535,10 +535,10 @@ class StreamStore(ForkAware):
         if r.destroy:  # free what the consuming read did not reach
             rest = r.remaining_entry()
             if rest is not None:
-                for start, used in list(self._chain_from(sd.stream_id, *rest)):
-                    self._pool.free(start, used)
-            self._consumers.discard(r)
-        self._buffers.give(r.slots)
+                for start, used in list(self._state.chain_from(sd.stream_id, *rest)):
+                    self._state.pool.free(start, used)
+            self._state.consumers.discard(r)
+        self._state.buffers.give(r.slots)
         n = self._readers[sd.stream_id] - 1
         if n:
             self._readers[sd.stream_id] = n
@@ -546,45 +546,27 @@ class StreamStore(ForkAware):
             del self._readers[sd.stream_id]
         sd._io = None
 
-    def _chain_from(self, sid: int, start: int, eff: int, index: int):
-        """Yields (start, used_blocks) of each sblock from the given one to the end, checking each trailer."""
-        bb, buf = self.block_bytes, self._meta_buf
-        while True:
-            chain.check_extent(self._sb, sid, index, start, eff)
-            self._engine.read(np.array(chain.trailer_blocks(start, eff, bb), dtype=np.int64), buf)
-            t = chain.validate(self._sb, buf, (eff - TRAILER_BYTES) % bb, sid, index, start, eff)
-            yield start, blocks_for(eff, bb)
-            if t.end:
-                return
-            start, eff, index = t.next_start, t.next_eff, index + 1
-
-    def _open_consumers(self):
-        return iter(self._consumers)
-
     def _drop_writer(self, sd: OpenStream) -> None:
         w = sd._io
         if w is None:
             return
         w.abort()
-        self._buffers.give(w.slots)
-        self._writers.pop(sd.stream_id, None)
+        self._state.buffers.give(w.slots)
+        self._state.writers.pop(sd.stream_id, None)
         sd._io = None
 
     def _publish(self, stream_id: int, entry: int) -> None:
         """Sets a table entry and writes its page (shadow slot), then syncs: durable when this returns."""
-        t = self._table
+        t = self._state.table
         page = t.page_of(stream_id)
         old = t.entries[stream_id]
         t.entries[stream_id] = entry
         try:
-            block, slot, seq = t.image(page, self._meta_buf[:self.block_bytes])
-            self._engine.write(np.array([block], dtype=np.int64), self._meta_buf[:self.block_bytes])
-            self._sync_data()
+            block, slot, seq = t.image(page, self._state.meta_buf[:self.block_bytes])
+            self._state.engine.write(np.array([block], dtype=np.int64), self._state.meta_buf[:self.block_bytes])
+            self._state.sync_data()
         except BaseException:
             t.entries[stream_id] = old
             raise
         t.committed(page, slot, seq)
 
-    def _sync_data(self) -> None:
-        if self.durable:
-            self._engine.sync()

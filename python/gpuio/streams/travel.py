@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import Any, Protocol, cast
 
 from .reader import StreamReader
+from .state import StoreState
 
 
 class Inherited:
@@ -40,69 +42,93 @@ class Inherited:
         """Nothing to undo here: the stream is the parent's."""
 
 
-def open_received(store, paths: list, writable: bool) -> None:
-    """Open `store` (settings and engine options already set) in this process by the module's rule."""
-    if writable and store._engine_options.get("lock", True):
-        try:
-            store._open(paths, writable=True, lock_wait_ms=0)
-            return
-        except OSError as e:
-            if e.errno != errno.EWOULDBLOCK:
-                raise
-        why = "its writer lock is held elsewhere: by the store it was sent from or forked with, say"
-    elif writable:
-        why = "it came from another process and has no lock (lock=False) to make this one its only writer"
-    else:
-        why = "it was opened with mode='r'"
-    store._open(paths, writable=False, read_only_why=why)
+class _Store(Protocol):
+    """What Travelling's methods use of the StreamStore they are mixed into (its self type)."""
+    paths: list
+    writable: bool
+    _settings: dict
+    _engine_options: dict
+    _closed: bool
+    _pid: int
+    _state: StoreState
+    _reader_handles: Any
+    _lock: Any
+
+    def _open(self, paths: list, writable: bool, fresh: bool = False, streams_max: int = 0,
+              lock_wait_ms: int | None = None, read_only_why: str = ...) -> None: ...
+
+    def _open_reader(self, stream_id: int, at: Any = None) -> Any: ...
+
+    def _open_received(self, paths: list, writable: bool) -> None: ...
+
+    def _this_process(self) -> None: ...
+
+    def _reader_at(self, stream_id: int, position: Any) -> Any: ...
 
 
-def arrive(cls, paths: list, settings: dict, engine_options: dict, writable: bool):
-    """Unpickle a StreamStore: reopen it here by the module's rule."""
-    store = cls.__new__(cls)
-    store._settings, store._engine_options = dict(settings), dict(engine_options)
-    open_received(store, list(paths), writable)
-    return store
+class Travelling:
+    """StreamStore's half that crosses processes, by the module's rule: a mixin of StreamStore, so these methods
+    work on the store's own fields as its other methods do."""
 
+    @classmethod
+    def _arrive(cls, paths: list, settings: dict, engine_options: dict, writable: bool):
+        """Unpickle a StreamStore: reopen it here by the module's rule."""
+        store = cast(_Store, cls.__new__(cls))
+        store._settings, store._engine_options = dict(settings), dict(engine_options)
+        store._open_received(list(paths), writable)
+        return store
 
-def reopen_in_child(store) -> None:
-    """A forked child's first call on an inherited store: reopen it, carry inherited readers over at their positions,
-    leave inherited writers and consuming readers refusing."""
-    if store._closed:
-        return
-    parent = store._pid
-    writers = list(store._writers.values())
-    readers = [(sd, sd._io) for sd in list(store._reader_handles) if sd._io is not None]
-    open_received(store, store.paths, store.writable)
-    for sd in writers:
-        sd._io = Inherited("being written by the writer", parent)
-    for sd, old in readers:
-        if isinstance(old, StreamReader) and not old.destroy:
-            fresh = store._open_reader(sd.stream_id, old.position())
-            sd._io = fresh._io
-            store._reader_handles.add(sd)
-            fresh._io = None
+    def _open_received(self: _Store, paths: list, writable: bool) -> None:
+        """Open this store (settings and engine options already set) in this process by the module's rule."""
+        if writable and self._engine_options.get("lock", True):
+            try:
+                self._open(paths, writable=True, lock_wait_ms=0)
+                return
+            except OSError as e:
+                if e.errno != errno.EWOULDBLOCK:
+                    raise
+            why = "its writer lock is held elsewhere: by the store it was sent from or forked with, say"
+        elif writable:
+            why = "it came from another process and has no lock (lock=False) to make this one its only writer"
         else:
-            sd._io = Inherited("consumed (read_and_destroy_stream) by a reader", parent)
+            why = "it was opened with mode='r'"
+        self._open(paths, writable=False, read_only_why=why)
 
+    def _reopen_in_child(self: _Store) -> None:
+        """A forked child's first call on an inherited store: reopen it, carry inherited readers over at their
+        positions, leave inherited writers and consuming readers refusing."""
+        if self._closed:
+            return
+        parent = self._pid
+        writers = list(self._state.writers.values())
+        readers = [(sd, sd.io) for sd in list(self._reader_handles) if sd.io is not None]
+        self._open_received(self.paths, self.writable)
+        for sd in writers:
+            sd.io = Inherited("being written by the writer", parent)
+        for sd, old in readers:
+            if isinstance(old, StreamReader) and not old.destroy:
+                fresh = self._open_reader(sd.stream_id, old.position())
+                sd.io = fresh.io
+                self._reader_handles.add(sd)
+                fresh.io = None
+            else:
+                sd.io = Inherited("consumed (read_and_destroy_stream) by a reader", parent)
 
-def reduce_stream(sd):
-    """OpenStream.__reduce__: a reader as (store, stream id, position)."""
-    store = sd._store
-    store._this_process()
-    with store._lock:
-        io = sd._io
-        if io is None:
-            raise TypeError(f"stream {sd.stream_id}'s handle is closed: send the store and the stream id instead")
-        if sd.mode != "r" or not isinstance(io, StreamReader) or io.destroy:
-            what = "open for writing" if sd.mode == "w" else "being consumed (read_and_destroy_stream)"
-            raise TypeError(f"stream {sd.stream_id} is {what} and does not travel to another process: close it "
-                            f"first (a closed stream opens for reading anywhere)")
-        return (reader_at, (store, sd.stream_id, io.position()))
+    def _reduce_reader(self: _Store, sd) -> tuple:
+        """OpenStream.__reduce__: a reader as this store's _reader_at(stream id, position)."""
+        self._this_process()
+        with self._lock:
+            io = sd.io
+            if io is None:
+                raise TypeError(f"stream {sd.stream_id}'s handle is closed: send the store and the stream id instead")
+            if sd.mode != "r" or not isinstance(io, StreamReader) or io.destroy:
+                what = "open for writing" if sd.mode == "w" else "being consumed (read_and_destroy_stream)"
+                raise TypeError(f"stream {sd.stream_id} is {what} and does not travel to another process: close it "
+                                f"first (a closed stream opens for reading anywhere)")
+            return (self._reader_at, (sd.stream_id, io.position()))
 
-
-def reader_at(store, stream_id: int, position):
-    """Unpickle an OpenStream reader: a reader of this process's store at the sender's position."""
-    store._this_process()
-    with store._lock:
-        return store._open_reader(stream_id, position)
+    def _reader_at(self: _Store, stream_id: int, position):
+        """Unpickle an OpenStream reader: a reader of this process's store at the sender's position."""
+        self._this_process()
+        with self._lock:
+            return self._open_reader(stream_id, position)

@@ -28,6 +28,7 @@ import numpy as np
 from ..engine import aligned_empty
 from .format import FLAG_END, FLAG_PAYLOAD_CRC, TRAILER_BYTES, Trailer, blocks_for, entry_pack, payload_crc
 from .serializer import HostSegment, encode
+from .state import StoreState
 
 
 class _Sblock:
@@ -38,13 +39,13 @@ class _Sblock:
 
 
 class StreamWriter:
-    def __init__(self, store, stream_id: int, slots: list[int]):
-        self.store = store
+    def __init__(self, state: StoreState, stream_id: int, slots: list[int]):
+        self.state = state  # the store's mounted state (gpuio.streams.state)
         self.stream_id = stream_id
         self.slots = list(slots)
         self._free_slots = list(slots)
         self._ready: collections.deque[tuple[int, int]] = collections.deque()  # disk runs for coming sblocks
-        self._extents: list[tuple[int, int]] = []  # every run this stream holds, for abort
+        self.extents: list[tuple[int, int]] = []  # every run this stream holds, for abort
         self._inflight: collections.deque[tuple[Any, Any]] = collections.deque()  # (handle, slot) of writes
         self._claim: tuple[Trailer, int] | None = None  # (trailer, block) of the last written sblock, whose
         self._tail: np.ndarray | None = None   # trailer claims a full successor; _tail: copy of that block
@@ -65,13 +66,13 @@ class StreamWriter:
 
     def close(self) -> int:
         """Writes the rest, waits, makes it durable; returns the table entry to publish."""
-        bb = self.store.block_bytes
+        bb = self.state.block_bytes
         cur = self._cur
         eff = cur.fill + TRAILER_BYTES
         used = blocks_for(eff, bb)
         claimed = cur.nblocks * bb
-        self.store._pool.free(cur.start + used, cur.nblocks - used)
-        self._extents[self._extents.index((cur.start, cur.nblocks))] = (cur.start, used)
+        self.state.pool.free(cur.start + used, cur.nblocks - used)
+        self.extents[self.extents.index((cur.start, cur.nblocks))] = (cur.start, used)
         cur.nblocks = used
         if cur.index == 0:
             self.first = (cur.start, eff)
@@ -82,7 +83,7 @@ class StreamWriter:
         self._write(cur, 0, 0, FLAG_END)
         self._cur = None
         self._drain()
-        self.store._sync_data()
+        self.state.sync_data()
         assert self.first is not None  # sblock 0 was sealed just above at the latest
         return entry_pack(*self.first)
 
@@ -94,35 +95,35 @@ class StreamWriter:
                 h.wait()
             except OSError:
                 pass
-        for start, n in self._extents:
+        for start, n in self.extents:
             if n:
-                self.store._pool.free(start, n)
-        self._extents.clear()
+                self.state.pool.free(start, n)
+        self.extents.clear()
 
     # -- internals --------------------------------------------------------------------------------------
     def _room(self) -> int:
-        return self._cur.nblocks * self.store.block_bytes - TRAILER_BYTES - self._cur.fill
+        return self._cur.nblocks * self.state.block_bytes - TRAILER_BYTES - self._cur.fill
 
     def _reserve_one(self) -> tuple[int, int]:
-        start, n = self.store._pool.alloc_upto(self.store.sblock_blocks, 1)
-        self._extents.append((start, n))
+        start, n = self.state.pool.alloc_upto(self.state.sblock_blocks, 1)
+        self.extents.append((start, n))
         return start, n
 
     def _reserve(self, need: int, total: int) -> None:
         got = []
         try:
             while need > 0:
-                start, n = self.store._pool.alloc_upto(self.store.sblock_blocks, 1)
+                start, n = self.state.pool.alloc_upto(self.state.sblock_blocks, 1)
                 got.append((start, n))
-                need -= n * self.store.block_bytes - TRAILER_BYTES
+                need -= n * self.state.block_bytes - TRAILER_BYTES
         except OSError as e:
             for start, n in got:
-                self.store._pool.free(start, n)
+                self.state.pool.free(start, n)
             raise OSError(errno.ENOSPC, f"stream store full: stream {self.stream_id} cannot take an object of "
-                                        f"{total} B ({self.store._pool.free_blocks} blocks free); nothing of it "
+                                        f"{total} B ({self.state.pool.free_blocks} blocks free); nothing of it "
                                         f"was written, the stream is unchanged") from e
         self._ready.extend(got)
-        self._extents.extend(got)
+        self.extents.extend(got)
 
     def _put(self, seg) -> None:
         off = 0
@@ -131,7 +132,7 @@ class StreamWriter:
                 self._advance()
             cur = self._cur
             n = min(self._room(), seg.nbytes - off)
-            seg.copy_into(self.store._buffers.view(cur.slot)[cur.fill:cur.fill + n], off)
+            seg.copy_into(self.state.buffers.view(cur.slot)[cur.fill:cur.fill + n], off)
             cur.fill += n
             off += n
 
@@ -139,7 +140,7 @@ class StreamWriter:
         """The current sblock is full and more bytes come: write it now, naming the next reserved run as a
         full successor, and continue in a fresh slot."""
         sealed = self._cur
-        bb = self.store.block_bytes
+        bb = self.state.block_bytes
         if sealed.index == 0:
             self.first = (sealed.start, sealed.fill + TRAILER_BYTES)
         start, n = self._ready.popleft()
@@ -147,7 +148,7 @@ class StreamWriter:
         last = sealed.nblocks - 1  # a full sblock's trailer lies in its last block
         if self._tail is None:     # only streams longer than one sblock need it
             self._tail = aligned_empty(bb)
-        self._tail[:] = self.store._buffers.view(sealed.slot)[last * bb:(last + 1) * bb]
+        self._tail[:] = self.state.buffers.view(sealed.slot)[last * bb:(last + 1) * bb]
         self._claim = (trailer, sealed.start + last)
         self._cur = _Sblock(self._take_slot(), start, n, sealed.index + 1)
 
@@ -155,10 +156,10 @@ class StreamWriter:
         """Rewrites the block holding the previous sblock's trailer with the last sblock's true size."""
         assert self._claim is not None and self._tail is not None  # only called with a claim outstanding
         t, block = self._claim
-        bb = self.store.block_bytes
+        bb = self.state.block_bytes
         Trailer(t.flags, t.uuid, t.stream_id, t.index, t.payload_bytes, t.payload_crc, t.next_start, eff) \
             .pack_into(self._tail, bb - TRAILER_BYTES)
-        self._inflight.append((self.store._engine.write_async(np.array([block], dtype=np.int64), self._tail), None))
+        self._inflight.append((self.state.engine.write_async(np.array([block], dtype=np.int64), self._tail), None))
 
     def _take_slot(self) -> int:
         while not self._free_slots:
@@ -168,19 +169,19 @@ class StreamWriter:
         return self._free_slots.pop()
 
     def _write(self, sb: _Sblock, next_start: int, next_eff: int, flags: int) -> Trailer:
-        store = self.store
-        bb = store.block_bytes
-        buf = store._buffers.view(sb.slot)
+        state = self.state
+        bb = state.block_bytes
+        buf = state.buffers.view(sb.slot)
         crc = 0
-        if store.checksum_payload:
+        if state.checksum_payload:
             crc, flags = payload_crc(buf[:sb.fill]), flags | FLAG_PAYLOAD_CRC
         eff = sb.fill + TRAILER_BYTES
-        t = Trailer(flags, store._sb.uuid, self.stream_id, sb.index, sb.fill, crc, next_start, next_eff)
+        t = Trailer(flags, state.sb.uuid, self.stream_id, sb.index, sb.fill, crc, next_start, next_eff)
         t.pack_into(buf, sb.fill)
         used = blocks_for(eff, bb)
         buf[eff:used * bb] = 0
         blocks = np.arange(sb.start, sb.start + used, dtype=np.int64)
-        self._inflight.append((store._engine.write_async(blocks, buf[:used * bb]), sb.slot))
+        self._inflight.append((state.engine.write_async(blocks, buf[:used * bb]), sb.slot))
         return t
 
     def _drain(self) -> None:

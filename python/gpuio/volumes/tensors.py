@@ -29,16 +29,17 @@ def create_tensor(name: str, shape, dtype="float32", block_size: int = api.DEFAU
                   who: Identity | None = None, object_size: int = api.DEFAULTS["object_size"], **engine_options):
     """A new zero-filled TensorFile on a new volume `name` sized for it; opened read-write (lock held)."""
     from gpuio._dtypes import element_type
-    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, _header, file_bytes
+    from gpuio.engine import check_option
+    from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile, file_bytes, npy_header
 
-    TensorFile._check_block_size(block_size)
+    check_option("block_size", block_size)
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     dtype = element_type(dtype)
     offset = max(DATA_ALIGN_BYTES, block_size)
     v = api.create(name, file_bytes(shape, dtype, block_size), object_size=object_size, who=who)
     opts = _engine_options(v, "r+", who, 0, False, dict(engine_options))
-    header = np.frombuffer(_header(dtype, shape, offset), np.uint8)
-    tf = TensorFile._new(v, shape, dtype, offset, block_size, True, opts)
+    header = np.frombuffer(npy_header(dtype, shape, offset), np.uint8)
+    tf = TensorFile.from_layout(v, shape, dtype, offset, block_size, True, opts)
     tf.target.write(np.arange(offset // block_size, dtype=np.int64), header.copy())
     return tf
 
@@ -46,11 +47,12 @@ def create_tensor(name: str, shape, dtype="float32", block_size: int = api.DEFAU
 def open_tensor(name: str, mode: str = "r", block_size: int = api.DEFAULTS["block_size"], who: Identity | None = None,
                 lock_wait_s: float = 0, break_lock: bool = False, **engine_options):
     """Open the TensorFile on volume `name` ("r": read-only, no lock; "r+": takes the writer lock)."""
+    from gpuio.engine import check_option
     from gpuio.tensor import DATA_ALIGN_BYTES, TensorFile
 
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
-    TensorFile._check_block_size(block_size)
+    check_option("block_size", block_size)
     v = api.spec(name)
     with api.open(v, "r", who=who, block_size=block_size, workers=1) as eng:
         head = np.empty(max(HEADER_BYTES, block_size), np.uint8)
@@ -62,4 +64,4 @@ def open_tensor(name: str, mode: str = "r", block_size: int = api.DEFAULTS["bloc
     if fortran or offset % block_size or offset < DATA_ALIGN_BYTES:
         raise ValueError(f"volume {v}: header is not a TensorFile's (data at byte {offset}, fortran={fortran})")
     opts = _engine_options(v, mode, who, lock_wait_s, break_lock, dict(engine_options))
-    return TensorFile._new(v, shape, dtype, offset, block_size, mode == "r+", opts)
+    return TensorFile.from_layout(v, shape, dtype, offset, block_size, mode == "r+", opts)

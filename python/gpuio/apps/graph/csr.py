@@ -143,11 +143,11 @@ def build_csr(out_dir, src: torch.Tensor, dst: torch.Tensor, num_nodes: int, met
 
 def _rewrite_header(path, n: int, dtype: str, block_size: int) -> None:
     """Shrink a 1-D TensorFile's declared length to n elements (data stays; file trimmed to whole blocks)."""
-    from ...tensor import _header
+    from ...tensor import npy_header
 
     offset = max(4096, block_size)
     with open(path, "r+b") as f:
-        f.write(_header(np.dtype(dtype), (n,), offset))
+        f.write(npy_header(np.dtype(dtype), (n,), offset))
     size = offset + max(block_size, -(-n * np.dtype(dtype).itemsize // block_size) * block_size)
     os.truncate(path, size)
 
