@@ -82,6 +82,17 @@ SUITES = {
     "sim": ("Flash simulator",
             "the flash model's speed, and the engine over 8 emulated devices against 8 x one device",
             "bash scripts/gpu.sh sim; python benchmarks/sim_speed.py"),
+    "weights": ("Model weights into GPU memory (`gpuio.safetensors`)",
+                "an 8.24 GiB GPT-shaped safetensors file written by safetensors (132 tensors, bf16 + fp32) into "
+                "cuda:0, each method in its own process, cold (page cache dropped) and warm (file resident), every "
+                "tensor checked, rounds rotated; against safetensors, fastsafetensors and Run:ai's streamer and "
+                "the raw device on the same file",
+                "bash scripts/gpu.sh weights"),
+    "workers": ("Data loader workers",
+                "rows/s of a torch DataLoader over a table 4 x larger than the memory given, 0/1/2/4 workers per "
+                "start method, gpuio TensorFile against np.memmap in the same workers; `gpuio demo` with its "
+                "sampling in worker processes",
+                "bash scripts/gpu.sh workers; python benchmarks/loader_workers.py (CPU box)"),
     "devbox": ("CPU dev box (not the judged machine)",
                "the 2-vCPU shared development box: indicative only, single passes swing by up to 2 x",
                "gpuio bench --size 4G --repeats 3 --seconds 1 --cold"),
