@@ -199,7 +199,9 @@ class SampleWorkers:
         taken = sorted(set(options or {}) & set(self._OWN))
         if taken:
             raise ValueError(f"worker_options may not set {', '.join(taken)}: the loader sets them")
-        opts = dict(persistent_workers=True, timeout=WORKER_TIMEOUT_S_DEFAULT)
+        # a generator of its own: torch draws each iteration's worker seed from it, not from the global RNG
+        # (which the training loop's dropout draws from: it must not depend on the number of workers)
+        opts = dict(persistent_workers=True, timeout=WORKER_TIMEOUT_S_DEFAULT, generator=torch.Generator())
         opts.update(options or {})
         self.workers, self._keys = workers, _Keys()
         self._loader = torch.utils.data.DataLoader(_SampleDataset(task), batch_size=None, sampler=self._keys,

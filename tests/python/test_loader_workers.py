@@ -59,7 +59,9 @@ def test_node_batches_and_lookahead_do_not_depend_on_sampling_workers(graph, met
     loader, store = _node_loader(data, 2, method, CountingSampler)
     log = _log_calls(store)
     SAMPLED_IN.clear()
+    rng = torch.get_rng_state()
     got = list(loader)
+    assert torch.equal(torch.get_rng_state(), rng)  # the global RNG (dropout's) is not drawn from
     kinds = "".join(k for k, _ in log)
     got += list(loader)  # the same (persistent) workers again
     loader.close()
@@ -188,7 +190,9 @@ def test_pyg_node_loader_samples_in_workers_and_gathers_here(graph, tmp_path, me
         assert loader.filter_per_worker is False
         read = tf.stats()["bytes_read"]
         SAMPLED_IN.clear()
+        rng = torch.get_rng_state()
         runs.append([b for _ in range(2) for b in loader])  # two epochs, reshuffled
+        assert torch.equal(torch.get_rng_state(), rng)  # the global RNG (dropout's) is not drawn from
         assert bool(SAMPLED_IN) == (workers == 0)  # with workers nothing was sampled here...
         assert tf.stats()["bytes_read"] > read  # ...and the features were read here, through the main's table
         loader.close()

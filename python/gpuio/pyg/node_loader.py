@@ -93,6 +93,9 @@ class NodeLoader(PygNodeLoader):
                              f"start_method= choose the workers)")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        # a generator of its own: torch draws each iteration's worker seed from it, not from the global RNG
+        # (which the training loop's dropout draws from: it must not depend on the number of workers)
+        kwargs.setdefault("generator", torch.Generator())
         if sample_workers:
             kwargs = dict(dict(persistent_workers=True, timeout=WORKER_TIMEOUT_S_DEFAULT), **kwargs)
             kwargs["multiprocessing_context"] = method
