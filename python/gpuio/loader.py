@@ -209,6 +209,16 @@ class SampleWorkers:
                                                    collate_fn=_identity, **opts)
         self._stop = weakref.finalize(self, _stop_workers, [self._loader])
 
+    def start(self) -> None:
+        """Start the worker processes now, from the calling thread (else the first `samples` call does), and
+        return once each is up (persistent workers: imports done, task received)."""
+        if not self._stop.alive:
+            raise ValueError("these sampling workers are closed")
+        self._keys.keys = []
+        iter(self._loader)
+        if self._loader.persistent_workers:
+            iter(self._loader)  # a second iteration starts only once every worker has answered
+
     def samples(self, keys):
         """Start sampling `keys` ([(serial, seeds), ...]) in the workers; an iterator of the outputs in order.
         An earlier iteration left unfinished is drained first (its outstanding samples are dropped)."""
@@ -228,11 +238,32 @@ def _identity(x):
     return x
 
 
-class _NodeSample:
-    """NodeBatchLoader's sampling task: batch `serial` sampled with its own generator (batch_generator)."""
+class SampleTask:
+    """A loader's sampling task for worker processes: it draws only from per-batch generators, so it crosses
+    to spawn and forkserver workers with its sampler's generator left behind (torch's ForkingPickler cannot
+    send a torch.Generator) and a fresh one, seeded alike, made on arrival."""
 
     def __init__(self, sampler):
         self.sampler = sampler
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        sampler = copy.copy(self.sampler)
+        if isinstance(getattr(sampler, "generator", None), torch.Generator):
+            del sampler.generator
+        state["sampler"] = sampler
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        s = self.sampler
+        if not hasattr(s, "generator"):
+            s.generator = torch.Generator(device=s.device)
+            s.generator.manual_seed(s.seed)
+
+
+class _NodeSample(SampleTask):
+    """NodeBatchLoader's sampling task: batch `serial` sampled with its own generator (batch_generator)."""
 
     def __call__(self, serial: int, seeds: torch.Tensor):
         s = self.sampler
@@ -289,6 +320,12 @@ class NodeBatchLoader:
             samples = (task(serial, s) for serial, s in keys)
         yield from background(lambda stop: self._produce(seeds, samples, stop), len(seeds), self.depth,
                               self.times, self.device)
+
+    def start_workers(self) -> None:
+        """Start the sampling processes now (else the first iteration does): fork them before the main
+        process grows, say, or outside a memory cgroup meant for the features. No-op without workers."""
+        if self._workers is not None:
+            self._workers.start()
 
     def close(self) -> None:
         """Stop the sampling processes, if any (idempotent; iterating afterwards raises ValueError)."""

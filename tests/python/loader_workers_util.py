@@ -10,13 +10,8 @@ SAMPLED_IN: list[int] = []  # pid of every sample() call made in this process
 
 
 class CountingSampler(NeighborSampler):
-    """gpuio.pyg.NeighborSampler that records the calls made in this process, and crosses spawn as (graph,
-    fan-outs, seed): gpuio's own sampler does not cross spawn yet (torch's ForkingPickler cannot send the
-    torch.Generator it holds)."""
+    """gpuio.pyg.NeighborSampler that records the calls made in this process."""
 
     def sample(self, seeds, generator=None):
         SAMPLED_IN.append(os.getpid())
         return super().sample(seeds, generator)
-
-    def __reduce__(self):
-        return CountingSampler, (self.csc, self.num_neighbors, self.replace, self.seed, None, self.num_nodes)

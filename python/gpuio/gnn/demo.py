@@ -14,10 +14,13 @@ back to evicting the file before each source (then the page cache may grow durin
 gpuio's own caches are host memory and come out of the same budget. Warm-up (CUDA context, cuBLAS, kernel
 loading, the engine's GPU path) runs before anything is timed. Each source gets `time_cap_s`; one that runs
 out stops after the batch in hand and its epoch time is extrapolated from the batches it did (said so).
-`sample_workers` > 0 (`--sample-workers`) samples in that many worker processes (fork) over a host copy of the
-graph while the main process gathers the features (GraphBolt's split; gpuio.loader): the same batches for
-every source (each batch has its own generator), which on the CPU are also those of `sample_workers=0`; on a
-GPU they are other draws than the GPU sampler's (the workers sample on the CPU: no CUDA in a forked child).
+`sample_workers` > 0 (`--sample-workers`) samples in that many worker processes over a host copy of the graph
+while the main process gathers the features (GraphBolt's split; gpuio.loader): the same batches for every
+source (each batch has its own generator), which on the CPU are also those of `sample_workers=0`; on a GPU
+they are other draws than the GPU sampler's (the workers sample on the CPU). The workers are started outside
+the memory cgroup (they hold no features; the limit bounds feature loading) by a forkserver, not by fork:
+forked children share the main process's pages, and each page it then writes is copied into its own memory
+(about 100 MiB over an epoch of the CPU demo: four times its memory budget).
 The check: every batch's features are byte-identical across sources (an exact integer checksum); losses
 are identical on the CPU; on a GPU PyG's scatter-add uses atomics, so losses agree only within rounding
 (the demo prints the largest difference, mmap-vs-memory beside gpuio-vs-memory).
@@ -129,9 +132,13 @@ class Prepared:
         self.cfg, self.data, self.feat_path = cfg, data, feat_path
         host = csc_from_edge_index(data.edge_index, data.num_nodes)
         self.graph = host.to(cfg.device)
-        # sampling workers are forked: they sample a host copy (a CUDA one cannot be used in the children)
+        # sampling workers sample a host copy (GraphBolt's split: CPU sampling in the workers)
         self.sample_graph = host if cfg.sample_workers else self.graph
+        if cfg.sample_workers:  # the forkserver's children start with torch and the sampler imported
+            import multiprocessing
+            multiprocessing.get_context("forkserver").set_forkserver_preload(["gpuio.loader", "gpuio.pyg"])
         self.hot_scores = degree_scores(self.graph)
+        self.limit = None  # the memory cgroup the sources run in, once entered (see run)
 
     def loader(self, source, idx, shuffle=True, seed_offset=0):
         """A NodeBatchLoader over `source`; with sample_workers its processes are started on the first
@@ -141,8 +148,13 @@ class Prepared:
         cfg = self.cfg
         sampler = NeighborSampler(self.sample_graph, list(cfg.fanouts), seed=cfg.seed + seed_offset,
                                   num_nodes=self.data.num_nodes)
-        return NodeBatchLoader(sampler, source, idx, cfg.batch_size, labels=self.data.y, seed=cfg.seed,
-                               shuffle=shuffle, device=cfg.device, sample_workers=cfg.sample_workers)
+        loader = NodeBatchLoader(sampler, source, idx, cfg.batch_size, labels=self.data.y, seed=cfg.seed,
+                                 shuffle=shuffle, device=cfg.device, sample_workers=cfg.sample_workers,
+                                 start_method="forkserver")
+        if cfg.sample_workers and self.limit is not None:
+            with self.limit.outside():  # sampling workers hold no features: not charged to the features' limit
+                loader.start_workers()
+        return loader
 
     def source(self, backend: str):
         from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
@@ -260,8 +272,15 @@ def run(cfg: DemoConfig, console=None) -> list[dict]:
         lim = MemoryLimit.enter("gpuio-demo") if limited else None
         try:
             if lim is not None:  # the fresh group's peak after training on zeros = the run's own memory
+                # sampling workers hold no features: they are started outside the group, so the limit bounds
+                # what it is meant to (the feature loading); sampling in the main process is charged here and
+                # counted in the run's own memory below
+                prep.limit = lim
                 train_on_zeros(prep)
                 own, headroom = lim.peak_bytes() or lim.anon_bytes(), 16 << 20
+                # receiving samples from workers costs the main process buffers a 2-batch warm-up does not
+                # reach (measured: ~15 MiB over an epoch of the CPU demo)
+                headroom += (32 << 20) if cfg.sample_workers else 0
                 lim.set(own + budget + headroom)
                 regime = (f"features {table / 2**20:.0f} MiB, memory given {budget / 2**20:.0f} MiB "
                           f"({lim.describe()} = the run's own peak {own / 2**20:.0f} MiB + those "

@@ -42,18 +42,19 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import (SampleWorkers, background, batch_generator, check_sample_workers, hand_over,
+from gpuio.loader import (SampleTask, SampleWorkers, background, batch_generator, check_sample_workers, hand_over,
                           ramped_lookahead, ready_event, worker_stream)
 from gpuio.rows import OnDevice, SupportsLookahead
 
 SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
 
 
-class _HeteroSample:
+class _HeteroSample(SampleTask):
     """HeteroBatchLoader's sampling task: batch `serial` of `input_type` seeds, with its own generator."""
 
     def __init__(self, sampler, input_type: str):
-        self.sampler, self.input_type = sampler, input_type
+        super().__init__(sampler)
+        self.input_type = input_type
 
     def __call__(self, serial: int, seeds: torch.Tensor):
         s = self.sampler
@@ -128,6 +129,11 @@ class HeteroBatchLoader:
         self.sample_workers = sample_workers
         self._workers = (SampleWorkers(_HeteroSample(sampler, input_type), sample_workers, start_method,
                                        worker_options, sampler.device) if sample_workers else None)
+
+    def start_workers(self) -> None:
+        """Start the sampling processes now (else the first iteration does); no-op without workers."""
+        if self._workers is not None:
+            self._workers.start()
 
     def close(self) -> None:
         """Stop the sampling processes, if any (idempotent; iterating afterwards raises ValueError)."""
