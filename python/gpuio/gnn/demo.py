@@ -27,6 +27,7 @@ are identical on the CPU; on a GPU PyG's scatter-add uses atomics, so losses agr
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -151,9 +152,9 @@ class Prepared:
         loader = NodeBatchLoader(sampler, source, idx, cfg.batch_size, labels=self.data.y, seed=cfg.seed,
                                  shuffle=shuffle, device=cfg.device, sample_workers=cfg.sample_workers,
                                  start_method="forkserver")
-        if cfg.sample_workers and self.limit is not None:
-            with self.limit.outside():  # sampling workers hold no features: not charged to the features' limit
-                loader.start_workers()
+        if cfg.sample_workers:  # started (and waited for) here, not in the timed epoch
+            with self.limit.outside() if self.limit is not None else contextlib.nullcontext():
+                loader.start_workers()  # they hold no features: not charged to the features' memory limit
         return loader
 
     def source(self, backend: str):
