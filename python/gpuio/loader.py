@@ -238,32 +238,12 @@ def _identity(x):
     return x
 
 
-class SampleTask:
-    """A loader's sampling task for worker processes: it draws only from per-batch generators, so it crosses
-    to spawn and forkserver workers with its sampler's generator left behind (torch's ForkingPickler cannot
-    send a torch.Generator) and a fresh one, seeded alike, made on arrival."""
+class _NodeSample:
+    """NodeBatchLoader's sampling task: batch `serial` sampled with its own generator (batch_generator); the
+    sampler crosses to the workers as it pickles (fork: inherited)."""
 
     def __init__(self, sampler):
         self.sampler = sampler
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        sampler = copy.copy(self.sampler)
-        if isinstance(getattr(sampler, "generator", None), torch.Generator):
-            del sampler.generator
-        state["sampler"] = sampler
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        s = self.sampler
-        if not hasattr(s, "generator"):
-            s.generator = torch.Generator(device=s.device)
-            s.generator.manual_seed(s.seed)
-
-
-class _NodeSample(SampleTask):
-    """NodeBatchLoader's sampling task: batch `serial` sampled with its own generator (batch_generator)."""
 
     def __call__(self, serial: int, seeds: torch.Tensor):
         s = self.sampler

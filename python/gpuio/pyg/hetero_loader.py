@@ -42,19 +42,18 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import (SampleTask, SampleWorkers, background, batch_generator, check_sample_workers, hand_over,
+from gpuio.loader import (SampleWorkers, background, batch_generator, check_sample_workers, hand_over,
                           ramped_lookahead, ready_event, worker_stream)
 from gpuio.rows import OnDevice, SupportsLookahead
 
 SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
 
 
-class _HeteroSample(SampleTask):
+class _HeteroSample:
     """HeteroBatchLoader's sampling task: batch `serial` of `input_type` seeds, with its own generator."""
 
     def __init__(self, sampler, input_type: str):
-        super().__init__(sampler)
-        self.input_type = input_type
+        self.sampler, self.input_type = sampler, input_type
 
     def __call__(self, serial: int, seeds: torch.Tensor):
         s = self.sampler

@@ -23,7 +23,7 @@ import torch
 from torch_geometric.loader import NodeLoader as PygNodeLoader
 from torch_geometric.loader.utils import get_input_nodes
 
-from gpuio.loader import WORKER_TIMEOUT_S_DEFAULT, SampleTask, batch_generator, check_sample_workers
+from gpuio.loader import WORKER_TIMEOUT_S_DEFAULT, batch_generator, check_sample_workers
 
 
 class _SerialBatches(torch.utils.data.Sampler):
@@ -57,12 +57,11 @@ class _Keys(torch.utils.data.Dataset):
         return key
 
 
-class _SampleBatch(SampleTask):
+class _SampleBatch:
     """The workers' collate function: (serial, positions) -> the sampler's output for those input nodes."""
 
     def __init__(self, input_data, sampler):
-        super().__init__(sampler)
-        self.input_data = input_data
+        self.input_data, self.sampler = input_data, sampler
 
     def __call__(self, items):
         (serial, positions), = items
