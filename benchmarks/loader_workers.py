@@ -33,10 +33,10 @@ import time
 
 import torch
 
-from gpuio.bench.loader_workers import (SOURCES, Keys, RowBatches, close_loader, io_by, make_loader, run_pass,
-                                        write_table)
+from gpuio.bench.loader_workers import SOURCES, RowBatches, io_by, make_loader, run_pass, write_table
 from gpuio.bench.measure import raw_best
 from gpuio.bench.memlimit import MemoryLimit
+from gpuio.loader import Keys, stop_workers
 
 HEADROOM_BYTES = 64 << 20  # the group's anonymous memory grows a little while passes run
 HEADROOM_PER_WORKER_BYTES = 32 << 20
@@ -138,7 +138,7 @@ def loader_part(a) -> dict:
                     f"{s} {statistics.median(samples[(n, method or '-', s)]):,.0f} rows/s" for s in SOURCES),
                     flush=True)
             finally:
-                close_loader(loader)
+                stop_workers(loader)
     finally:
         if lim is not None:
             lim.leave()

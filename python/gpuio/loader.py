@@ -143,8 +143,9 @@ class _SampleDataset(torch.utils.data.Dataset):
         return to_device(self.task(serial, seeds), torch.device("cpu"))
 
 
-class _Keys(torch.utils.data.Sampler):
-    """The keys of the iteration in progress (set by the main process before each one)."""
+class Keys(torch.utils.data.Sampler):
+    """A DataLoader's sampler whose keys the main process sets before each iteration (`keys`): persistent
+    workers go on with whatever the next iteration asks for."""
 
     def __init__(self):
         self.keys: list = []
@@ -156,12 +157,20 @@ class _Keys(torch.utils.data.Sampler):
         return len(self.keys)
 
 
-def _stop_workers(box: list) -> None:
-    loader = box.pop() if box else None
+def stop_workers(loader) -> None:
+    """Stop a torch DataLoader's persistent workers now, not when it is collected (idempotent; a PyG loader's
+    too: its iterator wraps torch's)."""
     it = getattr(loader, "_iterator", None)
     if it is not None:
         loader._iterator = None
-        it._shutdown_workers()
+        inner = getattr(it, "iterator", it)
+        if hasattr(inner, "_shutdown_workers"):
+            inner._shutdown_workers()
+
+
+def _stop_workers(box: list) -> None:
+    if box:
+        stop_workers(box.pop())
 
 
 def check_sample_workers(workers, start_method, device: torch.device) -> str:
@@ -203,7 +212,7 @@ class SampleWorkers:
         # (which the training loop's dropout draws from: it must not depend on the number of workers)
         opts = dict(persistent_workers=True, timeout=WORKER_TIMEOUT_S_DEFAULT, generator=torch.Generator())
         opts.update(options or {})
-        self.workers, self._keys = workers, _Keys()
+        self.workers, self._keys = workers, Keys()
         self._loader = torch.utils.data.DataLoader(_SampleDataset(task), batch_size=None, sampler=self._keys,
                                                    num_workers=workers, multiprocessing_context=self.start_method,
                                                    collate_fn=_identity, **opts)

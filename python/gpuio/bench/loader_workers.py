@@ -13,6 +13,7 @@ import time
 import numpy as np
 import torch
 
+from gpuio.loader import Keys
 from gpuio.rows import MemmapRows
 from gpuio.tensor import TensorFile
 
@@ -104,19 +105,6 @@ class RowBatches(torch.utils.data.Dataset):
         return ids, rows, os.getpid(), proc_read_bytes()
 
 
-class Keys(torch.utils.data.Sampler):
-    """The keys of the next pass, set in the main process before iterating (persistent workers keep going)."""
-
-    def __init__(self):
-        self.keys: list = []
-
-    def __iter__(self):
-        return iter(self.keys)
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-
 def make_loader(ds: RowBatches, keys: Keys, workers: int, method: str | None, timeout_s: float = 120):
     """A DataLoader over `ds` yielding one batch per key; persistent workers (so a pass times reading, not
     starting processes), each wait bounded by timeout_s."""
@@ -125,13 +113,6 @@ def make_loader(ds: RowBatches, keys: Keys, workers: int, method: str | None, ti
     return torch.utils.data.DataLoader(ds, batch_size=None, sampler=keys, num_workers=workers,
                                        multiprocessing_context=method, persistent_workers=True,
                                        timeout=timeout_s)
-
-
-def close_loader(loader) -> None:
-    """Stop a loader's persistent workers now (not at garbage collection)."""
-    it = getattr(loader, "_iterator", None)
-    if it is not None and hasattr(it, "_shutdown_workers"):
-        it._shutdown_workers()
 
 
 def run_pass(loader, keys: Keys, source: str, pass_no: int, batches: int, seconds: float, cols: int,
@@ -178,5 +159,5 @@ def io_by(r: dict) -> str:
     return f"{n} workers {workers / 2**20:.0f} MiB, main {main / 2**20:.0f} MiB"
 
 
-__all__ = ["SOURCES", "Keys", "RowBatches", "close_loader", "expected_rows", "io_by", "make_loader",
+__all__ = ["SOURCES", "RowBatches", "expected_rows", "io_by", "make_loader",
            "proc_cpu_seconds", "proc_read_bytes", "run_pass", "write_table"]

@@ -23,7 +23,7 @@ import torch
 from torch_geometric.loader import NodeLoader as PygNodeLoader
 from torch_geometric.loader.utils import get_input_nodes
 
-from gpuio.loader import WORKER_TIMEOUT_S_DEFAULT, batch_generator, check_sample_workers
+from gpuio.loader import WORKER_TIMEOUT_S_DEFAULT, batch_generator, check_sample_workers, stop_workers
 
 
 class _SerialBatches(torch.utils.data.Sampler):
@@ -47,10 +47,10 @@ class _SerialBatches(torch.utils.data.Sampler):
         batches = list(torch.split(order, self.batch_size))[:len(self)]
         first, self.serial = self.serial, self.serial + len(batches)
         for i, b in enumerate(batches):
-            yield [(first + i, b)]  # a "batch" of one key: _Keys
+            yield [(first + i, b)]  # a "batch" of one key: _KeyItems
 
 
-class _Keys(torch.utils.data.Dataset):
+class _KeyItems(torch.utils.data.Dataset):
     """The loader's dataset: a key (serial, positions) is its own item, handed to the collate function."""
 
     def __getitem__(self, key):
@@ -106,12 +106,9 @@ class NodeLoader(PygNodeLoader):
         self.sample_workers = sample_workers
         # what the workers get (under spawn, pickled): the keys and the sampler with the input ids, no store.
         # DataLoader refuses a new `dataset` after __init__ and PyG passes its own range(): set around that.
-        object.__setattr__(self, "dataset", _Keys())
+        object.__setattr__(self, "dataset", _KeyItems())
         self.collate_fn = _SampleBatch(self.input_data, node_sampler)
 
     def close(self) -> None:
         """Stop the sampling processes, if any (idempotent)."""
-        it, self._iterator = getattr(self, "_iterator", None), None
-        inner = getattr(it, "iterator", it)
-        if inner is not None and hasattr(inner, "_shutdown_workers"):
-            inner._shutdown_workers()
+        stop_workers(self)
