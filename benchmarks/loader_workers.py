@@ -52,6 +52,12 @@ def evict(path: str) -> None:
         os.close(fd)
 
 
+def raw_device(path: str, tiny: bool) -> tuple[float, str]:
+    """The raw device's best 4 KiB random-read rate on `path` over the reference grid (O_DIRECT), and its config."""
+    ref, cfg = raw_best(path, 4096, sequential=False, write=False, seconds=0.05 if tiny else 0.5)
+    return (ref["requests"] / ref["seconds"] if ref else 0.0), cfg
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,8 +109,7 @@ def loader_part(a) -> dict:
     regime = (f"cgroup v{lim.version} memory limit per configuration = the group's anonymous memory (main + "
               f"workers, after a warm-up) + {a.memory_mib} MiB + headroom" if lim
               else f"NO memory limit ({MemoryLimit.why}): the file is evicted before each pass only")
-    ref, ref_cfg = raw_best(path, 4096, sequential=False, write=False, seconds=0.05 if a.tiny else 0.5)
-    ref_iops = ref["requests"] / ref["seconds"] if ref else 0.0
+    ref_iops, ref_cfg = raw_device(path, a.tiny)
     print(f"raw device, 4 KiB random reads on the table's file, best of the reference grid: {ref_iops:,.0f}/s "
           f"({ref_cfg}); cache regime: {regime}", flush=True)
     ds = RowBatches(table, a.batch_rows, seed=1)
@@ -148,6 +153,10 @@ def loader_part(a) -> dict:
         if lim is not None:
             lim.leave()
         table.close()
+    again, again_cfg = raw_device(path, a.tiny)  # a shared machine's disk drifts: the better of before and after
+    print(f"raw device again, after the passes: {again:,.0f}/s ({again_cfg})", flush=True)
+    if again > ref_iops:
+        ref_iops, ref_cfg = again, again_cfg
     out = report(a, samples, detail, ref_iops, ref_cfg, regime, rows)
     out["shutdown_errors"] = shutdown_errors
     for e in shutdown_errors:
