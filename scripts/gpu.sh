@@ -28,7 +28,7 @@ usage() {
 OUT=$(realpath -m "${OUT:-$repo/gpu-out}")
 source benchmarks/gpu/lib.sh
 for f in benchmarks/gpu/core.sh benchmarks/gpu/engine.sh benchmarks/gpu/hetero.sh benchmarks/gpu/apps.sh \
-         benchmarks/gpu/ceph.sh benchmarks/gpu/weights.sh; do
+         benchmarks/gpu/ceph.sh benchmarks/gpu/weights.sh benchmarks/gpu/workers.sh; do
   source "$f"
 done
 

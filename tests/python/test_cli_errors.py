@@ -59,6 +59,7 @@ CASES = [
     (["demo", "--nodes", "-5"], "--nodes", "-5", ()),
     (["demo", "--batch-size", "-3"], "--batch-size", "-3", ()),
     (["demo", "--epochs", "-1"], "--epochs", "-1", ()),
+    (["demo", "--sample-workers", "-2"], "--sample-workers", "-2", ()),
     (["demo", "--fanouts", "25,x"], "--fanouts", "25,x", ()),
     (["demo", "--cache-fraction", "5"], "--cache-fraction", "5", ()),
     (["demo", "--device", "cuda"], "--device", "no CUDA GPU", ()),

@@ -95,7 +95,7 @@ def test_page_scripts_keep_line_numbers():
     text = page.read_text().splitlines()
     scripts = [s.splitlines() for s in page_scripts(page)]
     blocks = [b for b in python_blocks(page.read_text(), page.name) if b[2] is None]
-    assert len(scripts) == 2 and len(blocks) == 2  # the blocks that continue each other, and a whole program
+    assert len(scripts) == 3 and len(blocks) == 3  # the blocks that continue each other, and two whole programs
     for fence, code, _ in blocks:
         lines = code.splitlines()
         script = next(s for s in scripts if len(s) > fence and s[fence] == lines[0])  # 0-based: after the fence

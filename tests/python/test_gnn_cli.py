@@ -22,6 +22,20 @@ def test_demo_tiny_runs_all_backends(tmp_path):
     assert np.load(tmp_path / "gpuio-demo-features.npy", mmap_mode="r").shape == (1500, 16)
 
 
+def test_demo_sampling_in_worker_processes_trains_on_the_same_batches(tmp_path):
+    """`gpuio demo --sample-workers 2`: the batches are sampled in 2 processes and gathered here; on the CPU
+    they are the very batches of --sample-workers 0 (same features, same losses), for every source."""
+    runs = []
+    for workers in (0, 2):
+        console = Console(record=True, width=120)
+        runs.append(run(DemoConfig(nodes=1500, edges=8000, features=16, batch_size=128, epochs=1,
+                                   train_fraction=0.2, fanouts=(5, 5), workdir=str(tmp_path), device="cpu",
+                                   sample_workers=workers), console))
+    assert "sampling in 2 worker processes" in console.export_text()
+    for a, b in zip(*runs):
+        assert a["backend"] == b["backend"] and a["sums"] == b["sums"] and a["losses"] == b["losses"]
+
+
 def test_import_npy_pt_raw(tmp_path):
     from typer.testing import CliRunner
     import typer

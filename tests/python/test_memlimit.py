@@ -58,3 +58,35 @@ def test_current_group_usage_peak_reset_and_unset():
         assert lim.limit_bytes() is None
     finally:
         lim.leave()
+
+
+def _group_of(pid: int, lim: MemoryLimit) -> str:
+    """The path of pid's group in lim's hierarchy."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if (lim.version == 2 and controllers == "") or (lim.version == 1 and "memory" in controllers.split(",")):
+                return os.path.join(os.path.dirname(lim.path) if lim.version == 1 else "/sys/fs/cgroup", path.lstrip("/"))
+    raise AssertionError(f"pid {pid} is in no {lim.version} memory group")
+
+
+def test_children_started_outside_stay_out_and_leave_takes_every_process_home():
+    import subprocess
+
+    lim = MemoryLimit.enter("gpuio-test-out")
+    if lim is None:
+        pytest.skip(MemoryLimit.why)
+    children = []
+    try:
+        with lim.outside():  # e.g. sampling workers that hold none of the limited data
+            children.append(subprocess.Popen(["sleep", "60"]))
+        children.append(subprocess.Popen(["sleep", "60"]))  # started inside
+        assert os.path.realpath(_group_of(children[0].pid, lim)) == os.path.realpath(lim.home)
+        assert os.path.realpath(_group_of(children[1].pid, lim)) == os.path.realpath(lim.path)
+        assert os.path.realpath(_group_of(os.getpid(), lim)) == os.path.realpath(lim.path)  # back inside
+    finally:
+        lim.leave()
+        for c in children:
+            c.kill()
+            c.wait()
+    assert not os.path.exists(lim.path)  # the child left inside went home with us: the group could go

@@ -14,6 +14,7 @@ Needs root (or a delegated cgroup); without it `enter` returns None and `why` sa
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 
@@ -192,14 +193,25 @@ class MemoryLimit:
             raise
         self._peak_fd = fd
 
+    @contextlib.contextmanager
+    def outside(self):
+        """This process back in its home group for the block, then in this group again: processes it starts
+        meanwhile (workers that hold none of the data the limit is for) are not charged here."""
+        _write(os.path.join(self.home, "cgroup.procs"), str(os.getpid()))
+        try:
+            yield
+        finally:
+            _write(os.path.join(self.path, "cgroup.procs"), str(os.getpid()))
+
     def describe(self) -> str:
         lim = self.limit_bytes()
         return (f"cgroup v{self.version} memory limit "
                 f"{'none' if lim is None else f'{lim / 2**20:.0f} MiB'}")
 
     def leave(self) -> None:
-        """Back to the group this process came from; the group is removed (its leftover page-cache charges
-        go with it)."""
+        """Back to the group this process came from, with every process still in the group (children it
+        started there: a multiprocessing forkserver, say); the group is removed (its leftover page-cache
+        charges go with it)."""
         if self._peak_fd is not None:
             os.close(self._peak_fd)
             self._peak_fd = None
@@ -207,6 +219,15 @@ class MemoryLimit:
             _write(os.path.join(self.home, "cgroup.procs"), str(os.getpid()))
         except OSError:
             return
+        try:
+            left = _read(os.path.join(self.path, "cgroup.procs")).split()
+        except OSError:
+            left = []
+        for pid in left:
+            try:
+                _write(os.path.join(self.home, "cgroup.procs"), pid)
+            except OSError:  # it ended meanwhile
+                pass
         try:
             os.rmdir(self.path)
         except OSError:

@@ -25,6 +25,8 @@ def demo(model: str = typer.Option("sage", help="sage (GraphSAGE), gcn or gat"),
          time_cap: float = typer.Option(0.0, help="seconds each feature source may train (0: 15 on CPU, 40 "
                                                   "with CUDA); a capped epoch is extrapolated, and says so"),
          policy: str = typer.Option("clock", help="cache eviction policy: clock, lru, fifo, random"),
+         sample_workers: int = typer.Option(0, help="worker processes sampling the batches while the main "
+                                                    "process gathers the features (0: a thread samples)"),
          backends: str = typer.Option("gpuio,mmap,memory", help="feature sources to compare"),
          device: str = typer.Option("", help="cuda or cpu (default: cuda when available)"),
          seed: int = typer.Option(0, help="seed for graph, sampling and model"),
@@ -39,6 +41,7 @@ def demo(model: str = typer.Option("sage", help="sage (GraphSAGE), gcn or gat"),
                           ("--epochs", epochs), ("--batches", batches), ("--batch-size", batch_size)):
         _check.int_at_least(option, value, 0, " (0: the machine's default)")
     _check.int_at_least("--seed", seed, 0)
+    _check.int_at_least("--sample-workers", sample_workers, 0)
     fan = (_check.int_list("--fanouts", fanouts, lambda v: v >= 1 or v == -1, "integers >= 1 (or -1: all)")
            if fanouts else ())
     _check.number_in("--cache-fraction", cache_fraction, 0.0, 1.0)
@@ -61,4 +64,4 @@ def demo(model: str = typer.Option("sage", help="sage (GraphSAGE), gcn or gat"),
     run(DemoConfig(model=model, nodes=nodes, edges=edges, features=features, epochs=epochs, batches=batches,
                    batch_size=batch_size, fanouts=fan, cache_fraction=cache_fraction,
                    host_fraction=host_fraction, memory_fraction=memory_fraction, time_cap_s=time_cap,
-                   policy=policy, backends=chosen, device=device, seed=seed, workdir=workdir, plot=plot))
+                   policy=policy, sample_workers=sample_workers, backends=chosen, device=device, seed=seed, workdir=workdir, plot=plot))

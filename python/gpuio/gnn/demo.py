@@ -14,12 +14,20 @@ back to evicting the file before each source (then the page cache may grow durin
 gpuio's own caches are host memory and come out of the same budget. Warm-up (CUDA context, cuBLAS, kernel
 loading, the engine's GPU path) runs before anything is timed. Each source gets `time_cap_s`; one that runs
 out stops after the batch in hand and its epoch time is extrapolated from the batches it did (said so).
+`sample_workers` > 0 (`--sample-workers`) samples in that many worker processes over a host copy of the graph
+while the main process gathers the features (GraphBolt's split; gpuio.loader): the same batches for every
+source (each batch has its own generator), which on the CPU are also those of `sample_workers=0`; on a GPU
+they are other draws than the GPU sampler's (the workers sample on the CPU). The workers are started outside
+the memory cgroup (they hold no features; the limit bounds feature loading) by a forkserver, not by fork:
+forked children share the main process's pages, and each page it then writes is copied into its own memory
+(about 100 MiB over an epoch of the CPU demo: four times its memory budget).
 The check: every batch's features are byte-identical across sources (an exact integer checksum); losses
 are identical on the CPU; on a GPU PyG's scatter-add uses atomics, so losses agree only within rounding
 (the demo prints the largest difference, mmap-vs-memory beside gpuio-vs-memory).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -58,6 +66,7 @@ class DemoConfig:
     memory_fraction: float = 0.25  # page-cache budget of gpuio and mmap, as a share of the table
     time_cap_s: float = 0.0  # per feature source (timed epochs); 0: the default
     policy: str = "clock"
+    sample_workers: int = 0  # processes sampling the batches (0: the loader's thread samples)
     seed: int = 0
     workdir: str = "."
     backends: tuple = BACKENDS
@@ -81,6 +90,8 @@ class DemoConfig:
             self.cache_fraction = 0.25 if self.device.startswith("cuda") else 0.8 * self.memory_fraction
         if not 0 <= self.cache_fraction <= 1:
             raise ValueError(f"cache_fraction must lie in [0, 1], got {self.cache_fraction}")
+        if isinstance(self.sample_workers, bool) or not isinstance(self.sample_workers, int) or self.sample_workers < 0:
+            raise ValueError(f"sample_workers must be an int >= 0, got {self.sample_workers!r}")
         return self
 
 
@@ -120,17 +131,31 @@ class Prepared:
         from gpuio.graph.hot import degree_scores
         from gpuio.graph.csc import csc_from_edge_index
         self.cfg, self.data, self.feat_path = cfg, data, feat_path
-        self.graph = csc_from_edge_index(data.edge_index, data.num_nodes).to(cfg.device)
+        host = csc_from_edge_index(data.edge_index, data.num_nodes)
+        self.graph = host.to(cfg.device)
+        # sampling workers sample a host copy (GraphBolt's split: CPU sampling in the workers)
+        self.sample_graph = host if cfg.sample_workers else self.graph
+        if cfg.sample_workers:  # the forkserver's children start with torch and the sampler imported
+            import multiprocessing
+            multiprocessing.get_context("forkserver").set_forkserver_preload(["gpuio.loader", "gpuio.pyg"])
         self.hot_scores = degree_scores(self.graph)
+        self.limit = None  # the memory cgroup the sources run in, once entered (see run)
 
     def loader(self, source, idx, shuffle=True, seed_offset=0):
+        """A NodeBatchLoader over `source`; with sample_workers its processes are started on the first
+        iteration and stopped by its close()."""
         from gpuio.loader import NodeBatchLoader
         from gpuio.pyg import NeighborSampler
         cfg = self.cfg
-        sampler = NeighborSampler(self.graph, list(cfg.fanouts), seed=cfg.seed + seed_offset,
-                                  num_nodes=self.data.num_nodes, device=cfg.device)
-        return NodeBatchLoader(sampler, source, idx, cfg.batch_size, labels=self.data.y, seed=cfg.seed,
-                               shuffle=shuffle, device=cfg.device)
+        sampler = NeighborSampler(self.sample_graph, list(cfg.fanouts), seed=cfg.seed + seed_offset,
+                                  num_nodes=self.data.num_nodes)
+        loader = NodeBatchLoader(sampler, source, idx, cfg.batch_size, labels=self.data.y, seed=cfg.seed,
+                                 shuffle=shuffle, device=cfg.device, sample_workers=cfg.sample_workers,
+                                 start_method="forkserver")
+        if cfg.sample_workers:  # started (and waited for) here, not in the timed epoch
+            with self.limit.outside() if self.limit is not None else contextlib.nullcontext():
+                loader.start_workers()  # they hold no features: not charged to the features' memory limit
+        return loader
 
     def source(self, backend: str):
         from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
@@ -165,6 +190,7 @@ def train_on_zeros(prep: Prepared, batches: int = 2) -> None:
                          prep.data.train_idx[: batches * cfg.batch_size])
     model = make_model(cfg.model, cfg.features, cfg.classes, cfg.hidden, cfg.seed, cfg.device)
     train_epoch(model, loader, torch.optim.Adam(model.parameters(), lr=0.01))
+    loader.close()
 
 
 def warm_up(prep: Prepared) -> None:
@@ -198,6 +224,7 @@ def run_backend(backend: str, prep: Prepared, progress=None) -> dict:
         if r["batches"] < len(loader):
             capped = True
             break
+    loader.close()
     full = len(loader)
     # s/epoch: measured epochs; a capped one extrapolated from its batches (whole epochs first when any).
     whole = [e for e in epochs if e["batches"] == full]
@@ -209,6 +236,7 @@ def run_backend(backend: str, prep: Prepared, progress=None) -> dict:
     out["feature_share"] = out["feature_s"] / max(out["epoch_s"], 1e-9)
     test = prep.loader(source, prep.data.test_idx[: 4 * cfg.batch_size], shuffle=False, seed_offset=1)
     out["test_acc"] = accuracy(model, test) if not capped else float("nan")
+    test.close()
     if hasattr(source, "stats"):
         s = source.stats()
         out.update(host_hit_rate=s["host_hit_rate"], gpu_hit_rate=s["gpu_hit_rate"],
@@ -227,7 +255,8 @@ def run(cfg: DemoConfig, console=None) -> list[dict]:
     torch.set_num_threads(min(torch.get_num_threads(), os.cpu_count() or 1))
     console.print(f"[bold]gpuio demo[/]: {cfg.model.upper()} on an R-MAT graph, {cfg.nodes:,} nodes, "
                   f"{cfg.edges:,} edges, {cfg.features} features, fan-outs {tuple(cfg.fanouts)}, "
-                  f"{cfg.epochs} epochs of {cfg.batches} batches, device {cfg.device}")
+                  f"{cfg.epochs} epochs of {cfg.batches} batches, device {cfg.device}"
+                  + (f", sampling in {cfg.sample_workers} worker processes" if cfg.sample_workers else ""))
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     results, regime = [], ""
     with Progress(*cols, console=console, transient=False) as progress:
@@ -244,8 +273,15 @@ def run(cfg: DemoConfig, console=None) -> list[dict]:
         lim = MemoryLimit.enter("gpuio-demo") if limited else None
         try:
             if lim is not None:  # the fresh group's peak after training on zeros = the run's own memory
+                # sampling workers hold no features: they are started outside the group, so the limit bounds
+                # what it is meant to (the feature loading); sampling in the main process is charged here and
+                # counted in the run's own memory below
+                prep.limit = lim
                 train_on_zeros(prep)
                 own, headroom = lim.peak_bytes() or lim.anon_bytes(), 16 << 20
+                # receiving samples from workers costs the main process buffers a 2-batch warm-up does not
+                # reach (measured: ~15 MiB over an epoch of the CPU demo)
+                headroom += (32 << 20) if cfg.sample_workers else 0
                 lim.set(own + budget + headroom)
                 regime = (f"features {table / 2**20:.0f} MiB, memory given {budget / 2**20:.0f} MiB "
                           f"({lim.describe()} = the run's own peak {own / 2**20:.0f} MiB + those "

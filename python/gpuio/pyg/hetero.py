@@ -292,12 +292,13 @@ class HeteroNeighborSampler(BaseSampler, ForkAware):
             edge={et: cat(edges[et]) for et in self.edge_types}, batch=None,
             num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
 
-    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> HeteroSamplerOutput:
-        """PyG's BaseSampler contract (NodeLoader): `sample(index.node, index.input_type)` with the input ids
-        and times as metadata. ValueError when the input has no node type."""
+    def sample_from_nodes(self, index: NodeSamplerInput, generator: torch.Generator | None = None,
+                          **kwargs) -> HeteroSamplerOutput:
+        """PyG's BaseSampler contract (NodeLoader): `sample(index.node, index.input_type, generator)` with the
+        input ids and times as metadata. ValueError when the input has no node type."""
         if index.input_type is None:
             raise ValueError("heterogeneous sampling needs the input node type (input_nodes=(type, ids))")
-        out = self.sample(index.node, index.input_type)
+        out = self.sample(index.node, index.input_type, generator)
         out.metadata = (index.input_id, index.time)
         return out
 

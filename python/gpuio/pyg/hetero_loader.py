@@ -21,7 +21,11 @@ Sampling: batch i (counted over the loader's iterations) is sampled with a gener
 from the sampler's seed and i, so the samples do not depend on timing or on `sample_threads`: that many
 threads sample the coming batches in parallel (torch ops release the GIL), at most `sample_threads`
 batches ahead of the producer, which takes them in order — announcing, submitting and serving stay as
-above. `times["sample_s"]` is the producer's wait for sampled batches.
+above. `sample_workers=N` samples in N worker processes instead (gpuio.loader.SampleWorkers: start
+method fork by default, spawn for a sampler on a CUDA device), the same batches again, while the producer
+in the main process announces, submits and gathers through the feature stores as above (GraphBolt's
+split: GPU caches stay in the process that owns them). `times["sample_s"]` is the producer's wait for
+sampled batches.
 
 `trace`: a dict filled with, per node type, the list of each served batch's requested node ids (in
 serving order) — the row-access trace gpuio.cache.belady turns into the offline optimum.
@@ -38,18 +42,22 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import background, hand_over, ramped_lookahead, ready_event, worker_stream
+from gpuio.loader import (SampleWorkers, background, batch_generator, check_sample_workers, hand_over,
+                          ramped_lookahead, ready_event, worker_stream)
 from gpuio.rows import OnDevice, SupportsLookahead
 
 SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
-_SEED_MIX = 0x9E3779B97F4A7C15  # spreads (sampler seed, batch serial) over the generator's seed space
 
 
-def batch_generator(seed: int, serial: int, device) -> torch.Generator:
-    """The generator batch number `serial` of a loader over a sampler seeded `seed` samples with."""
-    g = torch.Generator(device=device)
-    g.manual_seed((int(seed) * _SEED_MIX + serial) % (1 << 63))
-    return g
+class _HeteroSample:
+    """HeteroBatchLoader's sampling task: batch `serial` of `input_type` seeds, with its own generator."""
+
+    def __init__(self, sampler, input_type: str):
+        self.sampler, self.input_type = sampler, input_type
+
+    def __call__(self, serial: int, seeds: torch.Tensor):
+        s = self.sampler
+        return s.sample(seeds, self.input_type, generator=batch_generator(s.seed, serial, s.device))
 
 
 @dataclass
@@ -77,17 +85,22 @@ class HeteroBatchLoader:
                  batch_size: int = 1024, labels=None, shuffle: bool = True, seed: int = 0, depth: int = 4,
                  device=None, rank: int = 0, world_size: int = 1, max_batches: int | None = None,
                  background: bool = True, trace: dict | None = None, lookahead: int = 4,
-                 sample_threads: int = SAMPLE_THREADS_DEFAULT):
+                 sample_threads: int = SAMPLE_THREADS_DEFAULT, sample_workers: int = 0,
+                 start_method: str | None = None, worker_options: dict | None = None):
         """sampler: a gpuio.pyg.HeteroNeighborSampler. features: node type -> gpuio.FeatureStore (or any row
         source with gather(idx)), one for every node type of the graph (else KeyError). input_nodes: seed ids
         of `input_type`; labels: their labels indexed by node id. depth: finished batches queued ahead;
         lookahead: batches announced to the feature stores' windows before their rows are submitted, once
         ramped up (gpuio.loader.ramped_lookahead; the windows must exceed lookahead + depth, else ValueError).
-        rank/world_size: data parallelism. sample_threads: threads sampling ahead (>= 1)."""
+        rank/world_size: data parallelism. sample_threads: threads sampling ahead (>= 1). sample_workers:
+        processes sampling ahead instead (default 0: threads), started with `start_method` (fork by
+        default, spawn for a CUDA sampler), worker_options: further torch DataLoader arguments
+        (gpuio.loader.SampleWorkers); `close()` stops them."""
         if batch_size < 1 or depth < 1:
             raise ValueError(f"batch_size and depth must be >= 1, got {batch_size}, {depth}")
         if isinstance(sample_threads, bool) or not isinstance(sample_threads, int) or sample_threads < 1:
             raise ValueError(f"sample_threads must be an int >= 1, got {sample_threads!r}")
+        check_sample_workers(sample_workers, start_method, sampler.device)
         if lookahead < 0:
             raise ValueError(f"lookahead must be >= 0 batches, got {lookahead}")
         if not 0 <= rank < world_size:
@@ -112,6 +125,19 @@ class HeteroBatchLoader:
             raise ValueError(f"lookahead {lookahead} with depth {depth} needs feature-store windows > "
                              f"{lookahead + depth} batches, got window={too_small[0]}")
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
+        self.sample_workers = sample_workers
+        self._workers = (SampleWorkers(_HeteroSample(sampler, input_type), sample_workers, start_method,
+                                       worker_options, sampler.device) if sample_workers else None)
+
+    def start_workers(self) -> None:
+        """Start the sampling processes now (else the first iteration does); no-op without workers."""
+        if self._workers is not None:
+            self._workers.start()
+
+    def close(self) -> None:
+        """Stop the sampling processes, if any (idempotent; iterating afterwards raises ValueError)."""
+        if self._workers is not None:
+            self._workers.close()
 
     def _epoch_batches(self) -> list:
         nodes = self.input_nodes
@@ -143,15 +169,17 @@ class HeteroBatchLoader:
         seeds = self._seed_batches()
         first = self._serial
         self._serial += len(seeds)
+        workers = None  # started here, on the caller's thread (gpuio.loader.SampleWorkers)
+        if self._workers is not None:
+            workers = self._workers.samples([(first + i, s) for i, s in enumerate(seeds)])
         if not self.background:
-            yield from self._produce(seeds, threading.Event(), first)
+            yield from self._produce(seeds, threading.Event(), first, workers)
             return
-        yield from background(lambda stop: self._produce(seeds, stop, first), len(seeds), self.depth, self.times,
-                              self.device)
+        yield from background(lambda stop: self._produce(seeds, stop, first, workers), len(seeds), self.depth,
+                              self.times, self.device)
 
     def _sample(self, s, serial):
-        sampler = self.sampler
-        return sampler.sample(s, self.input_type, generator=batch_generator(sampler.seed, serial, sampler.device))
+        return _HeteroSample(self.sampler, self.input_type)(serial, s)
 
     def _sample_on_worker(self, s, serial):
         """On a sampling thread; CUDA: on a stream of its own, finished before the producer takes it."""
@@ -194,8 +222,8 @@ class HeteroBatchLoader:
                 f.cancel()
             pool.shutdown(wait=True)
 
-    def _produce(self, seeds, stop: threading.Event, first: int):
-        samples = self._sampled(seeds, stop, first)
+    def _produce(self, seeds, stop: threading.Event, first: int, workers=None):
+        samples = self._sampled(seeds, stop, first) if workers is None else (s for s in workers)
         try:
             yield from self._produce_from(seeds, stop, samples)
         finally:  # an iteration left early stops its sampling threads

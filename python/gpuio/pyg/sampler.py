@@ -10,7 +10,10 @@ drawn uniformly (Floyd's algorithm, vectorised over the frontier: k steps, each 
 nodes), or `k` draws with replacement when `replace=True`. Sampled nodes are relabelled in order of first
 appearance, seeds first, so `node[:batch_size]` are the seeds (PyG's contract).
 
-Thread contract: one call at a time per sampler (the generator is shared state).
+Thread contract: calls drawing from the sampler's own generator run one at a time (it is shared state);
+calls that pass their own `generator` may run concurrently. gpuio's loaders that sample in several threads or
+worker processes give batch i a generator of its own (gpuio.loader.batch_generator), so their batches do not
+depend on how many sample them.
 
 Other processes: a sampler pickles as what it is (graph tensors, fan-outs, generator state) and a forked child
 inherits it. In a DataLoader worker (PyG's loaders with num_workers) the sampler draws from a generator of that
@@ -29,16 +32,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from gpuio.gpu import refuse_bad_fork
 from gpuio.graph.csc import CSC, to_csc
-
-_SEED_MIX = 0x9E3779B97F4A7C15  # golden-ratio odd constant: spreads (seed, salt) over the generator's 63 bits
-
-
-def mixed_generator(seed: int, salt: int, device) -> torch.Generator:
-    """A generator on device seeded from (seed, salt): one stream per salt (a worker, a batch number)."""
-    g = torch.Generator(device=device)
-    g.manual_seed((int(seed) * _SEED_MIX + int(salt)) % (1 << 63))
-    return g
-
+from gpuio.loader import batch_generator
 
 class WorkerGenerator:
     """A sampler's generator, or in a DataLoader worker process one of that worker's own (see the module
@@ -70,7 +64,7 @@ class WorkerGenerator:
             from torch.utils.data import get_worker_info
             info = get_worker_info()
             if info is not None:
-                self.generator = mixed_generator(self.seed, info.seed, self.device)
+                self.generator = batch_generator(self.seed, info.seed, self.device)
         return self.generator
 
 
@@ -201,9 +195,10 @@ class NeighborSampler(BaseSampler):
         """Nodes of the sampled graph."""
         return self.csc.num_nodes
 
-    def sample(self, seeds: torch.Tensor) -> SamplerOutput:
-        """Sample the multi-hop neighbourhood of seeds (int64 node ids); IndexError for an id outside [0, num_nodes)."""
-        gen = self.generator
+    def sample(self, seeds: torch.Tensor, generator: torch.Generator | None = None) -> SamplerOutput:
+        """Sample the multi-hop neighbourhood of seeds (int64 node ids), drawing from `generator` (default: the
+        sampler's own); IndexError for an id outside [0, num_nodes)."""
+        gen = self.generator if generator is None else generator
         seeds = torch.as_tensor(seeds).to(self.device, torch.long).flatten()
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.num_nodes):
             raise IndexError(f"seed node ids must lie in [0, {self.num_nodes}), "
@@ -227,9 +222,10 @@ class NeighborSampler(BaseSampler):
                              edge=torch.cat(edges), num_sampled_nodes=nodes_per_hop,
                              num_sampled_edges=edges_per_hop)
 
-    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput:
-        """PyG's BaseSampler entry: sample(index.node), with the input ids kept as metadata."""
-        out = self.sample(index.node)
+    def sample_from_nodes(self, index: NodeSamplerInput, generator: torch.Generator | None = None,
+                          **kwargs) -> SamplerOutput:
+        """PyG's BaseSampler entry: sample(index.node, generator), with the input ids kept as metadata."""
+        out = self.sample(index.node, generator)
         out.metadata = (index.input_id, index.time)
         return out
 
