@@ -29,6 +29,10 @@ void register_exception_translators(nb::module_& m) { register_io_error_translat
 
 NB_MODULE(_core, m) {
   using namespace gpuio::bindings;
+  // The process engine lives in a module global until the interpreter ends (its workers are stopped by an atexit
+  // handler first): nanobind's report of instances still alive at shutdown would print on every DataLoader
+  // worker's exit and say nothing useful.
+  nb::set_leak_warnings(false);
   register_exception_translators(m);
   auto& e = entries();
   std::sort(e.begin(), e.end(), [](const Entry& a, const Entry& b) { return a.order < b.order; });
