@@ -273,12 +273,15 @@ def run(cfg: DemoConfig, console=None) -> list[dict]:
         lim = MemoryLimit.enter("gpuio-demo") if limited else None
         try:
             if lim is not None:  # the fresh group's peak after training on zeros = the run's own memory
+                # (often 0: the memory run warmed the allocator's heap before the group existed, so the run's own
+                # pages were charged elsewhere; pages it adds later, NumPy's 2 MiB huge pages among them, are
+                # charged here: the headroom covers them. 16 MiB saw the CPU demo killed in 1 run of 3-5.)
                 # sampling workers hold no features: they are started outside the group, so the limit bounds
                 # what it is meant to (the feature loading); sampling in the main process is charged here and
                 # counted in the run's own memory below
                 prep.limit = lim
                 train_on_zeros(prep)
-                own, headroom = lim.peak_bytes() or lim.anon_bytes(), 16 << 20
+                own, headroom = lim.peak_bytes() or lim.anon_bytes(), 32 << 20
                 # receiving samples from workers costs the main process buffers a 2-batch warm-up does not
                 # reach (measured: ~15 MiB over an epoch of the CPU demo)
                 headroom += (32 << 20) if cfg.sample_workers else 0
