@@ -25,6 +25,7 @@ or already complete (`Future.completed`, `Future.failed`).
 """
 from __future__ import annotations
 
+import _thread
 import errno
 import math
 import threading
@@ -66,7 +67,7 @@ class Future:
         self._state = _PENDING
         self._value: Any = result
         self._finish: Callable[[], Any] | None = finish
-        self._lock: threading.Lock | None = None if finish is None else threading.Lock()
+        self._lock: _thread.LockType | None = None if finish is None else threading.Lock()
         self._event: Callable[[], Any] | None = event
 
     @classmethod
