@@ -224,5 +224,5 @@ prologue() {
   local used; used=$("$py" -c 'import gpuio; print(gpuio.__file__)' 2>&1)
   [[ -z $site || $used == "$site"/* ]] \
     || note "WARNING: $py imports gpuio from $used, not from the build in $site (an editable install shadows PYTHONPATH)"
-  "$py" -c "from gpuio.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
+  "$py" -c "from gpuio_apps.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
 }
