@@ -422,5 +422,6 @@ def background(produce, count: int, depth: int, times: dict, device: torch.devic
             except queue.Empty:
                 worker.join(0.01)
 
-__all__ = ["worker_stream", "ready_event", "hand_over", "NodeBatch", "ramped_lookahead", "NodeBatchLoader",
-           "background"]
+__all__ = ["START_METHODS", "WORKER_TIMEOUT_S_DEFAULT", "batch_generator", "worker_stream", "ready_event", "hand_over",
+           "NodeBatch", "ramped_lookahead", "to_device", "Keys", "stop_workers", "check_sample_workers",
+           "SampleWorkers", "NodeBatchLoader", "background"]

@@ -627,6 +627,4 @@ class TensorFile(ForkAware):
                             f"exact=True); without exact=True, scatter casts as torch's copy_ does")
         return out
 
-# element_type and read_npy_header: what TensorFile takes for a dtype and how it reads a .npy header, for the tools
-# that check a user's input the same way (gpuio import)
 __all__ = ["DATA_ALIGN_BYTES", "npy_header", "file_bytes", "TensorFile", "element_type", "read_npy_header"]

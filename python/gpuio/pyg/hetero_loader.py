@@ -280,4 +280,4 @@ class HeteroBatchLoader:
             batch.ready = ready_event(self.device)
         return batch
 
-__all__ = ["SAMPLE_THREADS_DEFAULT", "batch_generator", "HeteroBatch", "HeteroBatchLoader"]
+__all__ = ["SAMPLE_THREADS_DEFAULT", "HeteroBatch", "HeteroBatchLoader"]

@@ -112,3 +112,5 @@ class NodeLoader(PygNodeLoader):
     def close(self) -> None:
         """Stop the sampling processes, if any (idempotent)."""
         stop_workers(self)
+
+__all__ = ["NodeLoader"]

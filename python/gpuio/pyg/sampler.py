@@ -239,4 +239,4 @@ class NeighborSampler(BaseSampler):
         """None: the output's edge ids are already the caller's edge ids."""
         return None  # `edge` already holds original edge ids
 
-__all__ = ["mixed_generator", "WorkerGenerator", "sample_hop", "sample_positions", "NeighborSampler"]
+__all__ = ["WorkerGenerator", "sample_hop", "sample_positions", "NeighborSampler"]
