@@ -14,7 +14,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCUMENTED = ["gpuio.engine", "gpuio.gpu", "gpuio.tensor", "gpuio.device_array", "gpuio.rows", "gpuio.cache",
-              "gpuio.graph", "gpuio.loader", "gpuio.streams", "gpuio.sim", "gpuio.volumes",
+              "gpuio.graph", "gpuio.loader", "gpuio.streams", "gpuio.sim", "gpuio.volumes", "gpuio.outputs",
               "gpuio.pyg.feature_store", "gpuio.pyg.graph_store", "gpuio.pyg.sampler", "gpuio.pyg.hetero",
               "gpuio.pyg.hetero_loader", "gpuio.pyg.hetero_ops"]
 
@@ -103,3 +103,22 @@ def test_every_public_module_says_what_it_exports():
     assert len(_library_modules()) > 40
     assert "importlib" not in dir(gpuio) and "TYPE_CHECKING" not in dir(gpuio)
     assert set(dir(gpuio)) == set(gpuio.__all__) | {"__version__"} and {"TensorFile", "TableCache"} <= set(dir(gpuio))
+
+
+def test_old_names_warn_and_are_the_new_objects():
+    """The single-table cache was gpuio.FeatureStore (a name PyG users took for PyG's FeatureStore) and the Python GPU
+    side gpuio.gpu.GpuPath (C++ said GpuRuntime): for one release the old names are the same objects, with a
+    DeprecationWarning naming the new one; neither is exported."""
+    pytest.importorskip("torch")
+    import gpuio
+    import gpuio.cache
+    import gpuio.gpu
+
+    for module, old, new, says in ((gpuio, "FeatureStore", "TableCache", "gpuio.pyg.PygFeatureStore"),
+                                   (gpuio.cache, "FeatureStore", "TableCache", "gpuio.pyg.PygFeatureStore"),
+                                   (gpuio.gpu, "GpuPath", "GpuRuntime", "gpuio.gpu.GpuRuntime")):
+        with pytest.warns(DeprecationWarning, match=f"{module.__name__}.{old} is deprecated: use ") as w:
+            value = getattr(module, old)
+        assert value is getattr(module, new) and says in str(w[0].message), w[0].message
+        assert w[0].filename == __file__  # the warning points at the caller
+        assert old not in module.__all__ and new in module.__all__
