@@ -30,7 +30,7 @@ import math
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Optional, Protocol
 
 __all__ = ["Future", "Work"]
 
@@ -66,7 +66,8 @@ class Future:
         self._state = _PENDING
         self._value: Any = result
         self._finish: Callable[[], Any] | None = finish
-        self._lock: threading.Lock | None = None if finish is None else threading.Lock()
+        # Optional, not `| None`: threading.Lock is a function, which `|` refuses when pdoc evaluates the annotation
+        self._lock: Optional[threading.Lock] = None if finish is None else threading.Lock()
         self._event: Callable[[], Any] | None = event
 
     @classmethod

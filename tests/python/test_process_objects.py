@@ -62,13 +62,13 @@ def test_feature_store_pickles_its_host_tiers_and_rebuilds_an_empty_page_cache(t
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a receiver without CUDA")
 def test_a_gpu_cache_refuses_to_arrive_where_there_is_no_cuda(tmp_path):
-    from gpuio.cache import feature_store, host_buffer
+    from gpuio.cache import host_buffer, table_cache
 
     fs = _host_store(make_table(tmp_path / "t.npy"))
     # what a store made with device="cuda" pickles as, unpickled here
     with pytest.raises(RuntimeError, match="page cache on cuda:0 arrived in a process without CUDA: send one made "
                                            "with device='cpu'"):
-        feature_store._arrive(fs.tf, None, "cuda:0", fs._config)
+        table_cache._arrive(fs.tf, None, "cuda:0", fs._config)
     with pytest.raises(RuntimeError, match="host buffer indexed on cuda:0 arrived in a process without CUDA"):
         host_buffer._arrive(fs.host.rows, fs.host.data, ROWS, "cuda:0")
 
