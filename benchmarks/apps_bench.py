@@ -1,4 +1,4 @@
-"""The applications of issue 12 beside their baselines, at one size, one table (gpuio.apps.bench).
+"""The applications of issue 12 beside their baselines, at one size, one table (gpuio_apps.papers.suite).
 
     python3 benchmarks/apps_bench.py --size tiny --device cpu                 # CI smoke: correctness only
     python3 benchmarks/apps_bench.py --size large --device cuda --cold --store /data --json apps.json
@@ -9,7 +9,7 @@ reference; then the judged ratios with their targets. `--apps sort` (repeatable)
 """
 import sys
 
-from gpuio.apps.bench import main
+from gpuio_apps.papers.suite import main
 
 if __name__ == "__main__":
     sys.exit(main())

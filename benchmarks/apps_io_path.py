@@ -12,7 +12,7 @@ issued. Passes:
   engine 1 chunk   the panel cut into bounce-slot chunks (--chunk-mib, 4 by default), one in flight: what a
                    stream-ordered read with block ids on the GPU does (one publish per chunk per stream);
   engine N chunks  the same chunks, up to --slots in flight: a stream-ordered read with host ids;
-  cuda ids=...     (--device cuda) gpuio.apps.store.Store reads into GPU memory, ids on the device / host;
+  cuda ids=...     (--device cuda) gpuio_apps.papers.store.Store reads into GPU memory, ids on the device / host;
   pread+copy       (--device cuda) the apps' baseline: pread into pinned memory, then cudaMemcpy.
 """
 from __future__ import annotations
@@ -51,9 +51,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from gpuio.apps.iodiag import disk_sectors
-    from gpuio.apps.store import PosixStore, Store
-    from gpuio.apps.pipeline import drop_caches
+    from gpuio_apps.papers.iodiag import disk_sectors
+    from gpuio_apps.papers.store import PosixStore, Store
+    from gpuio_apps.papers.pipeline import drop_caches
     from gpuio.engine import aligned_empty
 
     nbytes, panel = a.mib * MiB, a.panel_mib * MiB

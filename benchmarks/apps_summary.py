@@ -27,7 +27,7 @@ def _load(path: str):
 
 
 def app_rows(out: str) -> dict:
-    """{app name: row} from every apps-*.json (gpuio.apps.bench's {"meta", "rows"})."""
+    """{app name: row} from every apps-*.json (gpuio_apps.papers.suite's {"meta", "rows"})."""
     rows = {}
     for p in sorted(glob.glob(os.path.join(out, "apps-*.json"))):
         for r in _load(p).get("rows", []):

@@ -1,4 +1,4 @@
-"""Reading less, not only reading fast: bytes a `gpuio.FeatureStore` reads from storage for N GNN
+"""Reading less, not only reading fast: bytes a `gpuio.TableCache` reads from storage for N GNN
 mini-batches against Belady's MIN (the offline optimum) on the same row-access trace, same capacity.
 
 Homogeneous GNN job (R-MAT graph, GraphSAGE-style sampling as `gpuio demo` / benchmarks/gnn_epoch.py),
@@ -26,7 +26,7 @@ import torch
 
 
 def keep_on_overflow(store) -> None:
-    """Experimental admission (a prototype for cache/feature_store.py, applied by wrapping the store's
+    """Experimental admission (a prototype for cache/table_cache.py, applied by wrapping the store's
     page cache): when a group misses at least as many pages as the cache has evictable slots, fill only
     the empty slots and bypass the rest instead of replacing every resident page (which keeps whatever
     pages had the lowest ids). Otherwise the policy chooses victims as usual."""
@@ -62,9 +62,9 @@ def main(argv=None) -> list[dict]:
     a = p.parse_args(argv)
     if a.tiny:
         a.nodes, a.edges, a.features, a.batch_size, a.steps, a.fanouts = 3000, 15000, 16, 64, 6, "5,3"
-    from gpuio.cache import FeatureStore
+    from gpuio.cache import TableCache
     from gpuio.cache.belady import record_served, store_vs_min
-    from gpuio.data import synthetic_graph
+    from gpuio_apps.data import synthetic_graph
     from gpuio.graph import degree_scores
     from gpuio.loader import NodeBatchLoader
     from gpuio.pyg import NeighborSampler
@@ -86,7 +86,7 @@ def main(argv=None) -> list[dict]:
         if admission not in ("replace", "keep"):
             raise ValueError(f"--admissions takes replace and/or keep, got {admission!r}")
         tf = TensorFile.open(path)
-        store = FeatureStore(tf, gpu_cache_bytes=int(tf.nbytes * a.cache_fraction),
+        store = TableCache(tf, gpu_cache_bytes=int(tf.nbytes * a.cache_fraction),
                              host_cache_rows=int(a.nodes * a.host_fraction),
                              hot_scores=degree_scores(data.edge_index, a.nodes),
                              window=window, accumulate=True, policy=policy, device=a.device)

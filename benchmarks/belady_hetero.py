@@ -23,14 +23,14 @@ import torch
 
 
 def run_config(ds, graph, scores, hosts, window, lookahead, a) -> dict:
-    from gpuio.cache import FeatureStore, InMemoryRows
+    from gpuio.cache import TableCache, InMemoryRows
     from gpuio.cache.belady import record_served, store_vs_min
     from gpuio.pyg.hetero import HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     stores = {}
     for nt, n in ds.num_nodes.items():
         table = InMemoryRows(torch.zeros(n, 1), block_size=4)  # 4-byte rows, 4-byte blocks: a row per page
-        stores[nt] = FeatureStore(table, gpu_cache_bytes=int(n * 4 * a.cache_fraction),
+        stores[nt] = TableCache(table, gpu_cache_bytes=int(n * 4 * a.cache_fraction),
                                   host_cache_rows=int(n * a.host_fraction), hot_scores=scores[nt], window=window,
                                   accumulate=True, device="cpu", host_buffer=hosts.get(nt))
         hosts.setdefault(nt, stores[nt].host)
@@ -69,8 +69,8 @@ def main(argv=None) -> list[dict]:
         a.papers, a.steps, a.batch_size, a.fanouts, a.cache_fraction = 2000, 8, 32, "3,2", 0.02
     a.fanouts = [int(x) for x in a.fanouts.split(",")]
     configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",")]
-    from gpuio.gnn.hetero_data import prepare_dataset, sample_scores
-    from gpuio.gnn.hetero_job import HeteroConfig
+    from gpuio_apps.gnn.hetero_data import prepare_dataset, sample_scores
+    from gpuio_apps.gnn.hetero_job import HeteroConfig
     from gpuio.pyg.hetero import HeteroGraphStore
     t0 = time.perf_counter()
     ds, _ = prepare_dataset(HeteroConfig(root=a.root, papers=a.papers, features=1))

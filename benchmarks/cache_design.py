@@ -1,8 +1,8 @@
 """Issue 15's multi-GPU cache design on the CPU: bytes read from storage with per-GPU caches vs one cache
 partitioned by row owner (WholeGraph / cuGraph), and command G's question (does doubling one GPU's cache cut
 the storage bytes by > 30 %?). Bytes from storage for a given capacity depend only on the access sequence and
-the cache policy, not on the GPU, so this runs the job's own stores and loader (gpuio.gnn.hetero_job's
-make_sources and make_loader, no model: gpuio.gnn.rgat.load_only) on "cpu".
+the cache policy, not on the GPU, so this runs the job's own stores and loader (gpuio_apps.gnn.hetero_job's
+make_sources and make_loader, no model: gpuio_apps.gnn.rgat.load_only) on "cpu".
 
   (a) per-GPU, W = 2: rank 0 and rank 1 of world_size 2, `steps` batches each, each with its own stores of
       device-cache fraction f; bytes = the sum over both ranks;
@@ -30,8 +30,8 @@ def run_design(ds, graph, scores, hosts, a, fraction: float, rank: int, world: i
                sampler_seed: int) -> dict:
     """One loader (rank of world, `steps` batches) over fresh stores with device-cache `fraction`: bytes read
     from storage per node type over the batches, seeds served, seconds."""
-    from gpuio.gnn.hetero_job import HeteroConfig, make_loader, make_sources, storage_bytes
-    from gpuio.gnn.rgat import load_only
+    from gpuio_apps.gnn.hetero_job import HeteroConfig, make_loader, make_sources, storage_bytes
+    from gpuio_apps.gnn.rgat import load_only
     cfg = HeteroConfig(root=a.root, papers=a.papers, features=a.features, steps=steps, batch_size=a.batch_size,
                        fanouts=tuple(a.fanouts), gpu_cache_fraction=fraction, host_fraction=a.host_fraction,
                        window=a.window, lookahead=a.lookahead, depth=a.depth, device="cpu", seed=a.seed,
@@ -100,8 +100,8 @@ def main(argv=None) -> dict:
     if a.tiny:
         a.papers, a.features, a.steps, a.batch_size = 600, 16, 6, 32
     a.fanouts = [int(x) for x in a.fanouts.split(",")]
-    from gpuio.gnn.hetero_data import prepare_dataset, sample_scores
-    from gpuio.gnn.hetero_job import HeteroConfig
+    from gpuio_apps.gnn.hetero_data import prepare_dataset, sample_scores
+    from gpuio_apps.gnn.hetero_job import HeteroConfig
     from gpuio.pyg.hetero import HeteroGraphStore
     t0 = time.perf_counter()
     ds, reused = prepare_dataset(HeteroConfig(root=a.root, papers=a.papers, features=a.features, seed=a.seed))

@@ -16,7 +16,7 @@ import time
 import torch
 
 from gpuio.cache.page_cache import POLICIES, PageCache
-from gpuio.data import rmat_edges
+from gpuio_apps.data import rmat_edges
 from gpuio.graph import coalesce_undirected
 from gpuio.pyg import NeighborSampler
 

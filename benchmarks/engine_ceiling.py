@@ -4,7 +4,7 @@ Grid: device kinds (null device, sim free-running or paced, paced null devices, 
 x N devices x W workers; per run IOPS, GB/s, CPU cores busy, GPU SMs, scaling efficiency and the per-stage time
 the engine counts, with the bound named from those counters; then the engine's own worker count (controller)
 next to the best hand-picked one; then one-block latency vs pread O_DIRECT. The logic lives in
-gpuio.bench.ceiling (also `gpuio bench ceiling`).
+gpuio_apps.bench.ceiling (also `gpuio bench ceiling`).
 
   python benchmarks/engine_ceiling.py                       # full grid (~4-5 min on a 16-core box)
   python benchmarks/engine_ceiling.py --tiny --json r.json  # CI smoke (seconds; numbers meaningless)
@@ -27,7 +27,7 @@ def parse(argv=None):
     ap.add_argument("--seconds", type=float, default=0.4, help="measured seconds per configuration")
     ap.add_argument("--judge-seconds", type=float, default=None,
                     help="controller section: seconds of each judged measurement (the settled controller, the "
-                         "hand-picked counts re-measured; default gpuio.bench.ceiling_controller.JUDGE_S)")
+                         "hand-picked counts re-measured; default gpuio_apps.bench.ceiling_controller.JUDGE_S)")
     ap.add_argument("--batch", type=int, default=16384, help="blocks per batch")
     ap.add_argument("--inflight", type=int, default=2, help="batches kept outstanding per configuration")
     ap.add_argument("--queue-depth", type=int, default=512, help="entries per worker ring")
@@ -51,7 +51,7 @@ def parse(argv=None):
 
 
 def main(argv=None) -> dict:
-    from gpuio.bench import ceiling
+    from gpuio_apps.bench import ceiling
 
     a = parse(argv)
     judge = {} if a.judge_seconds is None else dict(judge_s=a.judge_seconds)

@@ -2,12 +2,12 @@
 
 Issue 4 asks: "on a cache-missing gather, >= 0.85 x the raw device's 4 KiB random-read rate". This
 measures, on real-data files (random float32, O_DIRECT), interleaved, --repeats times, median:
-  ref        gpuio.bench's in-process raw reference: C++ io_uring, 2 threads x QD128 (where built)
+  ref        gpuio_apps.bench's in-process raw reference: C++ io_uring, 2 threads x QD128 (where built)
   raw        n random 4 KiB blocks through gpuio.Engine (workers=--workers, 4 KiB-aligned buffers,
              --inflight async batches in flight at once; short reads go through the engine's
              registered staging unless --host-read direct, its direct_min_bytes policy)
   tf         TensorFile.gather of random rows (one row per distinct block), in calls of --batch rows
-  fs         FeatureStore.gather of the same kind of rows, cache far smaller than the table (misses)
+  fs         TableCache.gather of the same kind of rows, cache far smaller than the table (misses)
 for rows of 4096 B and 512 B. Prints rows/s, blocks/s, each one's ratio to the raw pass just before
 it, and to the reference of the same repeat ("vs ref": the judged ratio).
 
@@ -93,9 +93,9 @@ def raw_rate(engine, base_block: int, nblocks: int, n: int, inflight: int, g: to
 
 
 def ref_rate(path: str, seconds: float, threads: int = 2, queue_depth: int = 128) -> float | None:
-    """IOPS of gpuio.bench's in-process raw reference (C++ io_uring, O_DIRECT, 4 KiB random reads; no
+    """IOPS of gpuio_apps.bench's in-process raw reference (C++ io_uring, O_DIRECT, 4 KiB random reads; no
     engine, no Python): what the device can do. None where this build has no raw_bench."""
-    from gpuio.bench import raw_bench
+    from gpuio_apps.bench import raw_bench
     if seconds <= 0:
         return None
     r = raw_bench(path, block_bytes=4096, queue_depth=queue_depth, threads=threads, seconds=seconds,
@@ -116,21 +116,21 @@ def batched_rate(gather, rows: torch.Tensor, batch: int, blocks_read) -> tuple[f
 
 
 def check(tf, path: str, g: torch.Generator, device: str) -> None:
-    """TensorFile and FeatureStore (small cache, so hits, misses and bypasses) return NumPy's rows."""
-    from gpuio.cache import FeatureStore
-    fs = FeatureStore(tf, gpu_cache_bytes=16 << 12, window=0, device=device)
+    """TensorFile and TableCache (small cache, so hits, misses and bypasses) return NumPy's rows."""
+    from gpuio.cache import TableCache
+    fs = TableCache(tf, gpu_cache_bytes=16 << 12, window=0, device=device)
     distinct = one_row_per_block(tf, 64, g)
     for rows in (distinct, torch.cat([distinct, distinct[:8]]), torch.randint(tf.num_rows, (64,), generator=g)):
         ref = np.load(path, mmap_mode="r")[rows.numpy()]
         rows = rows.to(device)
-        for name, got in (("TensorFile", tf.gather(rows)), ("FeatureStore", fs.gather(rows)),
-                          ("FeatureStore (cached)", fs.gather(rows))):
+        for name, got in (("TensorFile", tf.gather(rows)), ("TableCache", fs.gather(rows)),
+                          ("TableCache (cached)", fs.gather(rows))):
             if got.device.type != torch.device(device).type or not np.array_equal(got.cpu().numpy(), ref):
                 raise SystemExit(f"{path}: {name}.gather differs from np.load(mmap_mode='r')")
 
 
 def run(a) -> dict:
-    from gpuio.cache import FeatureStore
+    from gpuio.cache import TableCache
     os.makedirs(a.workdir, exist_ok=True)
     tfs = {rb: make_table(os.path.join(a.workdir, f"gather_rate_{rb}.npy"), rb, a.file_mib,
                           a.workers or None, a.queue_depth, a.host_read)
@@ -168,7 +168,7 @@ def run(a) -> dict:
             runs.setdefault("ref IOPS (2x QD128)", []).append(ref[0])
         for rb, tf in tfs.items():
             measure(f"tf {rb} B", tf.gather, tf)
-            fs = FeatureStore(tf, gpu_cache_bytes=a.cache_kib << 10, host_cache_rows=0, window=0,
+            fs = TableCache(tf, gpu_cache_bytes=a.cache_kib << 10, host_cache_rows=0, window=0,
                               device=a.device)
             measure(f"fs {rb} B", fs.gather, tf)
     a.data_path = tfs[4096].stats()["engine"].get("data_path", "?")
@@ -213,11 +213,11 @@ def main(argv=None):
                    help="distinct 4 KiB rows read in request order into the result (yes) or sorted + permuted "
                         "(no); default: TensorFile's choice per device")
     p.add_argument("--queue-depth", type=int, default=128, help="engine ring entries per worker")
-    p.add_argument("--cache-kib", type=int, default=1024, help="FeatureStore page-cache budget")
+    p.add_argument("--cache-kib", type=int, default=1024, help="TableCache page-cache budget")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ref-seconds", type=float, default=0.5,
-                   help="in-process raw reference (gpuio.bench's) pass per repeat; 0: skip")
+                   help="in-process raw reference (gpuio_apps.bench's) pass per repeat; 0: skip")
     p.add_argument("--device", default="cpu", help="where rows are delivered (cpu or cuda)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             print(m, "MISSING:", e)
     if "/tmp/whl-site" not in sys.path:
         sys.path.append("/tmp/whl-site")  # where scripts/gpu.sh installs the carried wheels
-    from gpuio.apps.kvikio_store import load_kvikio
+    from gpuio_apps.papers.kvikio_store import load_kvikio
 
     try:
         print("kvikio", load_kvikio().__version__, "(compat mode ON)")

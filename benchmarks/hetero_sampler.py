@@ -25,7 +25,7 @@ import time
 import torch
 
 from gpuio.cache import InMemoryRows
-from gpuio.data import igbh
+from gpuio_apps.data import igbh
 from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
 from gpuio.pyg.hetero_loader import HeteroBatchLoader
 

@@ -15,7 +15,7 @@ import json
 import statistics
 import sys
 
-from gpuio.gnn.hetero_report import all_ranks, regime
+from gpuio_apps.gnn.hetero_report import all_ranks, regime
 
 GOAL = 1.8  # issue 15: steps/s of 2 GPUs >= 1.8 x one GPU when the data fits the caches
 

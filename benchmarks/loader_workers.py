@@ -5,7 +5,7 @@ demo with its sampling in worker processes.
     python benchmarks/loader_workers.py --tiny          # CI smoke: seconds, numbers meaningless
 
 Loader part. A float32 table of `--table-ratio` (4) x `--memory-mib` is written (before the cgroup), then the
-run enters a memory cgroup (gpuio.bench.memlimit: v2 or v1; root) and, for 0 workers and for 1, 2, 4 workers
+run enters a memory cgroup (gpuio_apps.bench.memlimit: v2 or v1; root) and, for 0 workers and for 1, 2, 4 workers
 under each start method, a torch DataLoader (persistent workers, batch_size=None) yields batches of
 `--batch-rows` random rows, read in whichever process runs the Dataset: by gpuio (a TensorFile opened in the
 main process: forked children inherit it, spawned ones receive it pickled; each process reads on its own
@@ -33,9 +33,9 @@ import time
 
 import torch
 
-from gpuio.bench.loader_workers import SOURCES, RowBatches, io_by, make_loader, run_pass, write_table
-from gpuio.bench.measure import raw_best
-from gpuio.bench.memlimit import MemoryLimit
+from gpuio_apps.bench.loader_workers import SOURCES, RowBatches, io_by, make_loader, run_pass, write_table
+from gpuio_apps.bench.measure import raw_best
+from gpuio_apps.bench.memlimit import MemoryLimit
 from gpuio.loader import Keys, stop_workers
 
 HEADROOM_BYTES = 64 << 20  # the group's anonymous memory grows a little while passes run
@@ -212,7 +212,7 @@ def report(a, samples: dict, detail: dict, ref_iops: float, ref_cfg: str, regime
 DEMO_CHILD = """
 import io, json, sys
 from rich.console import Console
-from gpuio.gnn.demo import DemoConfig, run
+from gpuio_apps.gnn.demo import DemoConfig, run
 kw = json.loads(sys.argv[1])
 results = run(DemoConfig(**kw), Console(file=io.StringIO(), width=140))
 print(json.dumps({r["backend"]: r["epoch_s"] for r in results}))

@@ -11,7 +11,7 @@ CUDA start outside the clock), every tensor compared bit for bit with the genera
 in --rounds rounds, the methods' order rotated each round; best and median per method. Beside them: saving
 the same tensors from the device, fsynced (gpuio.safetensors.save_file vs safetensors.torch.save_file +
 fsync), a check that gpuio's file loads bit-exact in all three peers, and the raw device on the same file:
-the raw reference grid (gpuio.bench, O_DIRECT sequential reads of 128 KiB and 1 MiB) and one sustained pass
+the raw reference grid (gpuio_apps.bench, O_DIRECT sequential reads of 128 KiB and 1 MiB) and one sustained pass
 over the file's own blocks. One table of ratios (gpuio / best peer, gpuio / the disk's best read rate) and
 JSON beside it (--json).
 
@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from gpuio.apps.checkpoint import fsync_path as fsync
+from gpuio_apps.papers.checkpoint import fsync_path as fsync
 
 METHODS = ("gpuio", "safetensors", "fastsafetensors", "runai")
 PEERS = METHODS[1:]
@@ -98,7 +98,7 @@ def sync(device: torch.device) -> None:
 def evict(path: str, how: str) -> str:
     """Drop the file from the page cache; returns the regime's name."""
     if how == "drop_caches":
-        from gpuio.bench.cache import drop_caches
+        from gpuio_apps.bench.os_cache import drop_caches
 
         why = drop_caches()
         if why is None:
@@ -278,8 +278,8 @@ def run_child(kind: str, spec: dict, timeout: float) -> dict:
 def raw_reference(path: str, seconds: float) -> dict:
     """The raw device reading the file (O_DIRECT, no engine): the reference grid's best at 128 KiB and 1 MiB
     sequential requests, and one sustained front-to-back pass over the file's blocks."""
-    from gpuio.apps.common import raw_file_pass
-    from gpuio.bench.measure import raw_best
+    from gpuio_apps.papers.common import raw_file_pass
+    from gpuio_apps.bench.measure import raw_best
 
     out: dict = {}
     for req in (128 << 10, 1 << 20):
@@ -521,7 +521,7 @@ def main(argv=None) -> int:
     if os.path.exists(saved):
         res["verify"] = run_child("verify", {"path": saved, "device": str(device), "size_bytes": size_bytes}, timeout * 3)
         os.unlink(saved)
-        from gpuio.apps.common import raw_first_write
+        from gpuio_apps.papers.common import raw_first_write
 
         scratch = saved + ".raw"  # the like of gpuio's save: a new preallocated file written once, to fdatasync
         res["raw_write_Bps"] = raw_first_write(scratch, nbytes).get("raw_first_write_Bps", 0.0)

@@ -58,7 +58,7 @@ SUITES = {
             "np.memmap loader, its own overlap, and the cache-missing gather against the raw device",
             "bash scripts/gpu.sh gnn"),
     "gather": ("Cache-missing gather",
-               "TensorFile (tf) and FeatureStore (fs) gathers of rows one per distinct block, 4 KiB and 512 B rows, "
+               "TensorFile (tf) and TableCache (fs) gathers of rows one per distinct block, 4 KiB and 512 B rows, "
                "to host memory and to CUDA, against the raw device's 4 KiB random-read rate",
                "bash scripts/gpu.sh gather"),
     "hetero": ("RGAT on IGBH-shaped graphs, one and two GPUs",

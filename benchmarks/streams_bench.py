@@ -13,7 +13,7 @@ Workloads, interleaved per repeat:
   buffer for CUDA; bytes go slot -> GPU by DMA), against the same references as read.
 Passes alternate their order every repeat (stream first on even repeats, raw first on odd ones): the
 first writer after a sync/drop_caches was seen to pay more on this disk. Beside the engine's raw pass, the
-raw device itself (``gpuio.bench.raw_bench``: iobench's algorithm, O_DIRECT, sequential ``--sblock``
+raw device itself (``gpuio_apps.bench.raw_bench``: iobench's algorithm, O_DIRECT, sequential ``--sblock``
 requests, best of gpuio bench's thread x depth grid) runs on the raw file every repeat; the judged ratio
 divides by the faster of the two references.
 Cold cache: as root, ``sync; echo 3 > /proc/sys/vm/drop_caches`` before every measured pass; otherwise the
@@ -93,7 +93,7 @@ def raw_pass(engine, starts: np.ndarray, chunk_blocks: int, depth: int, buf: np.
 
 def device_pass(path: str, request_bytes: int, write: bool, seconds: float) -> tuple[float, str]:
     """The raw device's best sequential rate (bytes/s) over gpuio bench's reference grid, and its label."""
-    from gpuio.bench.measure import raw_best
+    from gpuio_apps.bench.measure import raw_best
     r, label = raw_best(path, request_bytes, sequential=True, write=write, seconds=seconds)
     return (r["bytes"] / r["seconds"], label) if r else (0.0, "")
 

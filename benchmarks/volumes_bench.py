@@ -265,7 +265,7 @@ def main() -> int:
         print(json.dumps(client_gpuio(c) if c["tool"] == "gpuio" else client_basic(c)), flush=True)
         return 0
     from gpuio import volumes
-    from gpuio.volumes import cluster as cl
+    from gpuio_apps import cluster as cl
 
     for name in ("qd", "batches", "batch", "repeat"):
         if getattr(a, name) < 1:

@@ -1,6 +1,7 @@
-"""The public API reference: pdoc over the library's public modules, HTML into a folder. The applications (cli,
-apps, gnn, bench) and private modules (gpuio._*) are left out. Fails when pdoc warns (an annotation it cannot
-read, an __all__ name that does not resolve): fix the docstring or annotation it names.
+"""The public API reference: pdoc over the library's public modules, HTML into a folder. The applications (the
+package gpuio_apps), the `python -m gpuio` launcher and private modules (gpuio._*) are left out. Fails when pdoc
+warns (an annotation it cannot read, an __all__ name that does not resolve): fix the docstring or annotation it
+names.
 
     python docs/api_reference.py [OUT_DIR]      # default build/api-docs; pdoc comes with the docs (or test) extra
 
@@ -14,8 +15,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# pdoc's module spec: the package, less what is not the library's public API
-MODULES = ["gpuio", "!gpuio\\._.*", "!gpuio\\.cli", "!gpuio\\.apps", "!gpuio\\.gnn", "!gpuio\\.bench"]
+# pdoc's module spec: the library's package, less what is not its public API
+MODULES = ["gpuio", "!gpuio\\._.*"]
 
 
 class PdocWarned(RuntimeError):

@@ -28,7 +28,7 @@ def commands() -> list[tuple[list[str], str]]:
     a flag command (`gpuio demo --hetero`) follows the command it is a flag of."""
     import typer
 
-    from gpuio import cli
+    from gpuio_apps import cli
     cli._register()
     out: list[tuple[list[str], str]] = []
 
@@ -51,7 +51,7 @@ def help_text(words: list[str]) -> str:
     """What `gpuio WORDS --help` prints (trailing blanks stripped)."""
     from typer.testing import CliRunner
 
-    from gpuio import cli
+    from gpuio_apps import cli
     cli._register()
     routed = cli._routed(words + ["--help"])
     app, args, prog = routed or (cli.app, words + ["--help"], "gpuio")

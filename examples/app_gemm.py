@@ -3,12 +3,12 @@
     python3 examples/app_gemm.py --size tiny --device cpu
     python3 examples/app_gemm.py --size large --device cuda --cold --store /data/a.bin,/data/b.bin   # RAID-0
 
-The code is the library module gpuio.apps.gemm (its docstring says what is measured and checked);
+The code is the library module gpuio_apps.papers.gemm (its docstring says what is measured and checked);
 --help lists the options.
 """
 import sys
 
-from gpuio.apps.gemm import main
+from gpuio_apps.papers.gemm import main
 
 if __name__ == "__main__":
     sys.exit(main())

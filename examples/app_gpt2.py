@@ -3,12 +3,12 @@
     python3 examples/app_gpt2.py --size tiny --device cpu
     python3 examples/app_gpt2.py --size large --device cuda --cold --store /data/gpt2.safetensors
 
-The code is the library module gpuio.apps.gpt2 (its docstring says what is measured and checked);
+The code is the library module gpuio_apps.papers.gpt2 (its docstring says what is measured and checked);
 --help lists the options.
 """
 import sys
 
-from gpuio.apps.gpt2 import main
+from gpuio_apps.papers.gpt2 import main
 
 if __name__ == "__main__":
     sys.exit(main())

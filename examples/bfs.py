@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from gpuio.apps.graph import (CSRGraph, bfs, choose_root, generate_kronecker, load_edges, make_source,
-                              scipy_reference, validate_bfs)
+from gpuio_apps.papers.graph_analytics import (CSRGraph, bfs, choose_root, generate_kronecker, load_edges, make_source,
+                                               scipy_reference, validate_bfs)
 
 
 def main(argv=None) -> dict:

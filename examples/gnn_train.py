@@ -3,7 +3,7 @@ np.memmap and in-memory features in the same run. `python examples/gnn_train.py 
 `gpuio demo`."""
 import typer
 
-from gpuio.cli.demo import demo
+from gpuio_apps.cli.demo import demo
 
 if __name__ == "__main__":
     typer.run(demo)

@@ -9,7 +9,7 @@ What a PyG user writes, with gpuio's stores in place of `Data`:
   (a pure-PyTorch sampler, no pyg-lib or torch-sparse needed), and, when pyg-lib or torch-sparse is
   installed, PyG's own `NeighborLoader((feature_store, graph_store), ...)` over the same stores;
 - `torch_geometric.nn.GraphSAGE`, trained on the public split, then test accuracy.
-Cora is read from its Planetoid raw files (`ind.cora.*`) by `gpuio.data.load_planetoid`.
+Cora is read from its Planetoid raw files (`ind.cora.*`) by `gpuio_apps.data.load_planetoid`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from torch_geometric.loader import NeighborLoader, NodeLoader
 from torch_geometric.nn import GraphSAGE
 
 import gpuio
-from gpuio.data import load_planetoid
+from gpuio_apps.data import load_planetoid
 from gpuio.pyg import GraphStore, NeighborSampler, PygFeatureStore
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ Data parallel, any number of ranks (NCCL on GPUs, gloo on CPU):
 checks, one-line errors)."""
 import sys
 
-from gpuio.cli import main
+from gpuio_apps.cli import main
 
 if __name__ == "__main__":
     main(["demo", "--hetero", *sys.argv[1:]])

@@ -112,7 +112,7 @@ apps_sort() {
   if [[ $keys == 2G ]] && (( $(free_gib) < 26 )); then
     note "[sort] SKIPPED: needs 26 GiB free on $work for 2 Gi keys, $(free_gib) GiB free"; row sort skipped-disk 0 0
   else
-    GPUIO_TAIL=16 indir "$work" bounded sort 420 "$py" -m gpuio.apps.sort --size "$size" --device "$dev" $cold \
+    GPUIO_TAIL=16 indir "$work" bounded sort 420 "$py" -m gpuio_apps.papers.sort --size "$size" --device "$dev" $cold \
       --store "$work/gpuio-apps-sort.bin" ${keys:+--keys $keys} ${GPUIO_APPS_SORT_ARGS---no-threads} \
       --json "$OUT/$suite/apps-sort.json" || rc=1
   fi

@@ -65,7 +65,7 @@ suite_ceph() {
   ((GPU_DRY)) || "$py" -c "import gpuio._core as c, sys; why = c.rbd_unavailable(); print(why); sys.exit(1 if why else 0)" \
     || { note "gpuio's rbd backend cannot be used (the line above says why)"; return 1; }
   local cdir=/tmp/gpuio-ceph-gpu conf f
-  ((GPU_DRY)) || "$py" -c "import sys; from gpuio.volumes import cluster as c; sys.exit(0 if c.direct_io_works('/tmp') else 1)" \
+  ((GPU_DRY)) || "$py" -c "import sys; from gpuio_apps import cluster as c; sys.exit(0 if c.direct_io_works('/tmp') else 1)" \
     || cdir=$repo/.gpu-ceph-cluster  # /tmp on tmpfs: BlueStore needs O_DIRECT
   ((GPU_DRY)) || [[ ! -f $cdir/cluster.json ]] || "$py" -m gpuio cluster down --dir $cdir > /dev/null 2>&1
   GPUIO_TAIL=3 bounded cluster-up 120 "$py" -m gpuio --debug cluster up --dir $cdir --osds "${GPU_CEPH_OSDS:-3}" --no-mgr \

@@ -62,7 +62,7 @@ host_bench() {
   local cap=$1; shift
   GPUIO_TAIL=16 bounded gpuio-bench "$cap" "$py" -m gpuio bench "$@" --cold --json "$OUT/$suite/gpuio_bench.json" \
     --plot "$OUT/$suite/gpuio_bench.png" || return 1
-  ((GPU_DRY)) || "$py" -m gpuio.bench.markdown "$OUT/$suite/gpuio_bench.json" >> "$summary" 2>&1 || true
+  ((GPU_DRY)) || "$py" -m gpuio_apps.bench.markdown "$OUT/$suite/gpuio_bench.json" >> "$summary" 2>&1 || true
 }
 
 suite demo build "gpuio demo as the README runs it, from an empty directory, bounded (GPUIO_DEMO_TIMEOUT=300, \

@@ -157,14 +157,15 @@ iobench_setup() {
 }
 
 # build_tree SRC BUILD SITE [CMAKE_ARG...]: configure (only when BUILD holds another tree's or other options' cache),
-# build with ninja, then SITE = SRC's python/gpuio with the built modules (_core, _raw). Log: $OUT/build.log.
+# build with ninja, then SITE = SRC's python/gpuio (with _core) and python/gpuio_apps (with _raw; older trees have no
+# gpuio_apps and keep _raw in gpuio). Log: $OUT/build.log.
 build_tree() {
   local src=$1 bdir=$2 sdir=$3; shift 3
   local args=(-G Ninja -DGPUIO_BUILD_PYTHON=ON -DGPUIO_BUILD_TESTS=OFF -DPython_EXECUTABLE="$(command -v "$py")" "$@")
   local key; key=$(q "$src" "${args[@]}")
   if ((GPU_DRY)); then
     run cmake -S "$src" -B "$bdir" "${args[@]}"; run cmake --build "$bdir" -j"$(nproc)"
-    echo "+ cp -r $src/python/gpuio $bdir/cpp/src/bindings/_core*.so $bdir/cpp/tools/raw/_raw*.so [$bdir/cpp/libgpuio_rbd.so.1] $sdir/gpuio/"
+    echo "+ cp -r $src/python/gpuio $src/python/gpuio_apps $sdir/; cp $bdir/cpp/src/bindings/_core*.so [$bdir/cpp/libgpuio_rbd.so.1] $sdir/gpuio/; cp $bdir/cpp/tools/raw/_raw*.so $sdir/gpuio_apps/"
     return 0
   fi
   [[ $(cat "$bdir/.gpuio-configure" 2>/dev/null) == "$key" ]] || rm -rf "$bdir"  # another tree or other options
@@ -176,9 +177,12 @@ build_tree() {
   if ((rc)); then note "BUILD FAILED (the end of build.log above)"; return 1; fi
   local mods=("$bdir"/cpp/src/bindings/_core*.so) raw=("$bdir"/cpp/tools/raw/_raw*.so) rbd=("$bdir"/cpp/libgpuio_rbd.so.1)
   [[ -f ${mods[0]} ]] || { note "BUILD FAILED: no _core module in $bdir"; return 1; }
-  [[ -f ${raw[0]} ]] && mods+=("${raw[@]}")  # trees before the raw reference left libgpuio have no _raw
   [[ -f ${rbd[0]} ]] && mods+=("${rbd[@]}")  # the rbd plugin (built where librbd is found), loaded on demand
+  local apps=gpuio  # where _raw goes: the applications' package, or gpuio in trees from before it
   rm -rf "$sdir" && mkdir -p "$sdir" && cp -r "$src/python/gpuio" "$sdir/" && cp "${mods[@]}" "$sdir/gpuio/" || return 1
+  if [[ -d $src/python/gpuio_apps ]]; then cp -r "$src/python/gpuio_apps" "$sdir/" && apps=gpuio_apps || return 1; fi
+  # trees before the raw reference left libgpuio have no _raw
+  if [[ -f ${raw[0]} ]]; then cp "${raw[@]}" "$sdir/$apps/" || return 1; fi
   note "build of $src: $(( $(date +%s) - t0 )) s ($bdir)"
 }
 
@@ -224,5 +228,5 @@ prologue() {
   local used; used=$("$py" -c 'import gpuio; print(gpuio.__file__)' 2>&1)
   [[ -z $site || $used == "$site"/* ]] \
     || note "WARNING: $py imports gpuio from $used, not from the build in $site (an editable install shadows PYTHONPATH)"
-  "$py" -c "from gpuio.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
+  "$py" -c "from gpuio_apps.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
 }

@@ -39,9 +39,9 @@ OWNERS = {
     "table": "gpuio.TensorFile's own engine (a table whose engine options name none), from limits.hpp",
     "array": "gpuio.DeviceArray(...) keywords",
     "streams": "gpuio.streams.StreamStore(...) keywords",
-    "cache": "gpuio.FeatureStore(...) keywords",
+    "cache": "gpuio.TableCache(...) keywords",
     "volumes": "gpuio.volumes (create, open, map) keywords",
-    "cluster": "gpuio.volumes.cluster.up(...) keywords (`gpuio cluster up`)",
+    "cluster": "gpuio_apps.cluster.up(...) keywords (`gpuio cluster up`)",
     "faults": "gpuio.volumes.faults.osd_kill_run(...) keywords",
     "environment": "variables only, read where they act (no keyword; set them in the environment)",
 }

@@ -365,3 +365,5 @@ def write_raw(tf, values: np.ndarray, start: int = 0) -> None:
             tf.target.read(np.array([first + lo // bs + nblk - 1], np.int64), tail)
             buf[part.size:] = tail[part.size % bs:]
         tf.target.write(np.arange(first + lo // bs, first + lo // bs + nblk, dtype=np.int64), buf)
+
+__all__ = ["DEFAULTS", "ELEM_BYTES", "DeviceArray", "pad_to_pages", "write_raw"]

@@ -27,7 +27,7 @@ from ._buffers import block_ids, cuda_device, data_array
 from .future import Future, deprecated_alias
 
 if TYPE_CHECKING:
-    from .gpu import GpuPath
+    from .gpu import GpuRuntime
 
 try:
     from . import _core as _core_module
@@ -60,6 +60,12 @@ def aligned_empty(nbytes: int, align: int = ALIGN_BYTES) -> np.ndarray:
     raw = np.empty(nbytes + align, dtype=np.uint8)
     start = (-raw.ctypes.data) % align
     return raw[start:start + nbytes]
+
+def auto_workers(devices: int = 1) -> dict:
+    """What workers=0 (the default) gives an engine over `devices` devices in this process: "threads", the worker
+    threads it starts (from the CPUs this process may use), and "start", the count its controller begins with."""
+    return dict(_core_module.auto_workers(devices))
+
 
 # Engines still open when the interpreter exits are closed first: their worker and control-plane threads
 # must stop before C++ static destructors and the CUDA runtime's teardown run under them.
@@ -214,7 +220,7 @@ class Engine:
         self.backend = backend
         self._inflight: collections.deque[Future] = collections.deque()
         self._inflight_lock = threading.Lock()
-        self._gpu: GpuPath | None = None  # the CUDA layer (Engine.gpu), created on first use
+        self._gpu: GpuRuntime | None = None  # the CUDA layer (Engine.gpu), created on first use
         _open_engines.add(self)
 
     # -- properties -----------------------------------------------------------------------------------------
@@ -284,26 +290,26 @@ class Engine:
 
     # -- the CUDA layer -------------------------------------------------------------------------------------
     @property
-    def gpu(self) -> "GpuPath":
-        """This engine's GPU path (gpuio.gpu.GpuPath: stream-ordered reads and writes of CUDA memory, the
+    def gpu(self) -> "GpuRuntime":
+        """This engine's GPU path (gpuio.gpu.GpuRuntime: stream-ordered reads and writes of CUDA memory, the
         device-API queues), created with the default GPU options on first use. RuntimeError naming the reason
         when gpuio was built without CUDA or no GPU is usable."""
         if self._gpu is None:
             self.attach_gpu()
         return self._gpu  # type: ignore[return-value]
 
-    def attach_gpu(self, **options: Any) -> "GpuPath":
+    def attach_gpu(self, **options: Any) -> "GpuRuntime":
         """Create this engine's GPU path with non-default GPU options (gpuio.defaults' gpu rows, below; the ones not
         given take their process-wide values, gpuio.defaults.get("gpu.<name>")) and return it. ValueError if the
         engine already has one (pass options before the first GPU request). Options:"""
         if self._gpu is not None:
             raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
         self._check_process()
-        from .gpu import GpuPath, refuse_bad_fork
+        from .gpu import GpuRuntime, refuse_bad_fork
 
         refuse_bad_fork()
 
-        self._gpu = GpuPath(self, **options)
+        self._gpu = GpuRuntime(self, **options)
         return self._gpu
 
     def read_async(self, blocks: Any, out: Any) -> Future:
@@ -558,3 +564,6 @@ class Target:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"blocks {self.base_block}..{self.base_block + self.total_blocks - 1}"
         return f"gpuio.Target({self.paths!r}, {state} of {self.engine!r})"
+
+__all__ = ["DEFAULTS", "check_option", "READ", "WRITE", "ALIGN_BYTES", "aligned_empty", "auto_workers",
+           "fork_generation", "process_engine_options", "default_engine", "Engine", "open_files", "Target"]

@@ -1,7 +1,7 @@
 """`gpuio.Future`: what every asynchronous call of gpuio returns.
 
     f = engine.read_async(blocks, out)     # also Target.read_async/write_async, TensorFile.prefetch,
-    ...                                    # FeatureStore.submit/prefetch, the GPU path's stream-ordered calls
+    ...                                    # TableCache.submit/prefetch, the GPU path's stream-ordered calls
     out = f.wait()                         # blocks (bounded), returns the result or raises the call's error
 
 - `done()` polls: True once the work is complete (failed included); never raises, never blocks.

@@ -173,7 +173,7 @@ class StreamRequest:
     # No per-call tuple or torch objects: on a one-block read every microsecond here is latency.
     __slots__ = ("_gpu", "_done", "_keep", "_op", "_call", "_stream", "_device", "_event")
 
-    def __init__(self, gpu: "GpuPath", done, keep, op: int, call: int, stream: int, device: int):
+    def __init__(self, gpu: "GpuRuntime", done, keep, op: int, call: int, stream: int, device: int):
         self._gpu, self._done, self._keep = gpu, done, keep
         self._op, self._call, self._stream, self._device, self._event = op, call, stream, device, None
 
@@ -226,6 +226,10 @@ class StreamRequest:
 def __getattr__(name: str):
     if name == "StreamHandle":  # the old name of what stream-ordered calls return, kept for one release
         return deprecated_alias("gpuio.gpu.StreamHandle")
+    if name == "GpuPath":  # the old name of an engine's GPU runtime (C++ and Python now say GpuRuntime)
+        from ._deprecated import renamed
+
+        return renamed("gpuio.gpu.GpuPath", "gpuio.gpu.GpuRuntime", GpuRuntime)
     raise AttributeError(f"module 'gpuio.gpu' has no attribute {name!r}")
 
 
@@ -248,7 +252,7 @@ def mapped_view(host: Any, device: Any):
     return torch.from_dlpack(raw).view(host.dtype).view(host.shape)
 
 
-class GpuPath:
+class GpuRuntime:
     """The CUDA layer of one gpuio.Engine, owned by it: engine.gpu (default options, created on first GPU
     use) or engine.attach_gpu(**options). The runtime holds the engine's C++ object alive (keep-alive)."""
 
@@ -393,7 +397,7 @@ class GpuPath:
         self._rt.close()
 
 
-__all__ = ["BAD_FORK", "DEFAULTS", "GpuPath", "StreamRequest", "cuda_built", "empty", "gds_status", "in_bad_fork",
+__all__ = ["BAD_FORK", "DEFAULTS", "GpuRuntime", "StreamRequest", "cuda_built", "empty", "gds_status", "in_bad_fork",
            "mapped_view", "refuse_bad_fork",
            "pread_memcpy_baseline", "probe",
            "stream_wait_selftest"]

@@ -265,7 +265,7 @@ class NodeBatchLoader:
     def __init__(self, sampler, features, input_nodes, batch_size: int = 1024, labels=None,
                  shuffle: bool = True, seed: int = 0, depth: int = 4, device=None, sample_workers: int = 0,
                  start_method: str | None = None, worker_options: dict | None = None):
-        """sampler: gpuio.pyg.NeighborSampler. features: a gpuio.FeatureStore (window + accumulator used)
+        """sampler: gpuio.pyg.NeighborSampler. features: a gpuio.TableCache (window + accumulator used)
         or any row source with gather(idx). depth: finished batches queued ahead (default 4).
         sample_workers: processes sampling the coming batches (default 0: the background thread samples);
         start_method: theirs ("fork", "spawn", "forkserver"; default fork, spawn for a CUDA sampler);
@@ -421,3 +421,7 @@ def background(produce, count: int, depth: int, times: dict, device: torch.devic
                 out.get_nowait()
             except queue.Empty:
                 worker.join(0.01)
+
+__all__ = ["START_METHODS", "WORKER_TIMEOUT_S_DEFAULT", "batch_generator", "worker_stream", "ready_event", "hand_over",
+           "NodeBatch", "ramped_lookahead", "to_device", "Keys", "stop_workers", "check_sample_workers",
+           "SampleWorkers", "NodeBatchLoader", "background"]

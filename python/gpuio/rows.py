@@ -2,17 +2,17 @@
 row tables that are not a `gpuio.TensorFile` (the baselines the GNN demo compares against).
 
 A row table has `shape`, `torch_dtype`, `block_size`, `num_rows` and `gather(idx) -> rows on idx.device`,
-like `gpuio.TensorFile`; `gpuio.FeatureStore` sits on any of them. What a table may offer beyond that is a
+like `gpuio.TensorFile`; `gpuio.TableCache` sits on any of them. What a table may offer beyond that is a
 protocol of its own, which the cache, the loaders and the PyG stores name (isinstance) instead of probing for
 attributes:
   PagedRows          gather_pages, reads_in_place: whole pages read with no per-row cut (TensorFile)
-  SupportsPrefetch   prefetch(idx) -> gpuio.Future: starts the reads now (TensorFile, FeatureStore)
+  SupportsPrefetch   prefetch(idx) -> gpuio.Future: starts the reads now (TensorFile, TableCache)
   SupportsScatter    scatter(idx, rows): rows written back (TensorFile)
-  SupportsStats      stats() -> dict: the table's own counters (TensorFile, FeatureStore)
+  SupportsStats      stats() -> dict: the table's own counters (TensorFile, TableCache)
   SupportsLookahead  announce, submit, flush, window_batches: a cache that knows the coming batches and merges
-                     their reads (FeatureStore); the loaders announce and submit ahead through it
-  OnDevice           device: where the rows are delivered (FeatureStore, ZeroRows)
-`RowSource` (shape, gather) is what the loaders and the PyG store read from: a Rows, or a FeatureStore.
+                     their reads (TableCache); the loaders announce and submit ahead through it
+  OnDevice           device: where the rows are delivered (TableCache, ZeroRows)
+`RowSource` (shape, gather) is what the loaders and the PyG store read from: a Rows, or a TableCache.
 `require(obj, protocol, what)` refuses a table without a capability in one line naming what is missing.
 
 Other processes: `InMemoryRows` and `ZeroRows` pickle as their tensors and shape; `MemmapRows` as its path and
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class RowSource(Protocol):
-    """What the loaders and the PyG store read rows from: a shape and gather (a gpuio.FeatureStore, any Rows)."""
+    """What the loaders and the PyG store read rows from: a shape and gather (a gpuio.TableCache, any Rows)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -115,7 +115,7 @@ class SupportsStats(Protocol):
 @runtime_checkable
 class SupportsLookahead(Protocol):
     """A cache that is told the coming batches (announce) and merges the reads of submitted ones (submit, flush):
-    what the loaders drive `window_batches` ahead (gpuio.FeatureStore)."""
+    what the loaders drive `window_batches` ahead (gpuio.TableCache)."""
 
     @property
     def window_batches(self) -> int:
@@ -259,3 +259,7 @@ class ZeroRows:
     def gather(self, idx) -> torch.Tensor:
         """Zeros of shape (len(idx), *shape[1:]) on the table's device."""
         return torch.zeros((idx.numel(), *self.shape[1:]), device=self.device)
+
+__all__ = ["RowSource", "Rows", "PagedRows", "SupportsPrefetch", "SupportsScatter", "SupportsStats",
+           "SupportsLookahead", "OnDevice", "missing", "require", "check_row_ids", "InMemoryRows", "MemmapRows",
+           "ZeroRows"]

@@ -3,7 +3,7 @@ platform study. The models run in C++ (``gpuio._core``); results come back as pl
 
     >>> import gpuio.sim as sim
     >>> r = sim.replay("tpcc-small.trace", preset="znand")      # dict: iops, latency p50/p99/p99.9, waf, gc...
-    >>> from gpuio.sim_report import zng_report; zng_report("out/", scale=0.25)   # table + plots (six platforms)
+    >>> from gpuio_apps.sim_report import zng_report; zng_report("out/", scale=0.25)   # table + plots (six platforms)
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ __all__ = ["presets", "limits", "load_trace", "synthesize", "replay", "ReplayRes
            "zng_generate", "zng_load_trace", "zng_run", "ORDERED_PLATFORMS",
            "REGULAR_WORKLOADS"]
 
-# The ZnG paper's claimed bandwidth ordering among its own designs, checked by gpuio.sim_report.zng_report.
+# The ZnG paper's claimed bandwidth ordering among its own designs, checked by gpuio_apps.sim_report.zng_report.
 ORDERED_PLATFORMS = ("zng", "zng-wropt", "zng-rdopt")
 # The generated workloads with regular (streaming / tiled) access patterns: the judge's "predictor accuracy
 # >= 0.85 on regular patterns" is checked on these. bfs and pagerank gather through CSR indices.

@@ -7,9 +7,8 @@ import platform
 import tempfile
 
 
-
 def _uring_probe() -> dict:
-    import gpuio
+    from gpuio.engine import Engine
 
     with tempfile.TemporaryDirectory(dir=os.getcwd() if os.access(os.getcwd(), os.W_OK) else None) as d:
         path = os.path.join(d, "probe.bin")
@@ -18,7 +17,7 @@ def _uring_probe() -> dict:
         res = {}
         for direct in (True, False):
             try:
-                with gpuio.Engine(path, backend="uring", workers=1, direct=direct) as eng:
+                with Engine(path, backend="uring", workers=1, direct=direct) as eng:
                     s = eng.stats()
                     res["direct" if direct else "buffered"] = s["backend"]
             except (OSError, ValueError) as e:
@@ -49,3 +48,5 @@ def info() -> dict:
     if has_gpu:
         r["stream_wait_value_selftest"] = gpu.stream_wait_selftest()
     return r
+
+__all__ = ["info"]

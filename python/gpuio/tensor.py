@@ -33,7 +33,7 @@ import weakref
 import numpy as np
 import torch
 
-from gpuio import _files
+from gpuio import outputs
 from gpuio import engine as _engine_mod
 from gpuio._blocklocks import READ_TRIES, BlockLocks
 from gpuio._dtypes import element_type, moved_as
@@ -166,7 +166,7 @@ class TensorFile(ForkAware):
         """New zero-filled file at `path`. An existing non-empty file is refused (FileExistsError) unless
         overwrite=True, a non-regular one (device, fifo, directory) always; the file system must have room for
         the whole file (OSError ENOSPC, nothing created), which is written under a temporary name and renamed
-        when complete (gpuio._files). engine_options go to `gpuio.Engine` (direct=..., direct_min_bytes=... where host
+        when complete (gpuio.outputs). engine_options go to `gpuio.Engine` (direct=..., direct_min_bytes=... where host
         reads land in place or through staging)."""
         cls._check_block_size(block_size)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -176,7 +176,7 @@ class TensorFile(ForkAware):
         offset = max(DATA_ALIGN_BYTES, block_size)
         size = file_bytes(shape, et, block_size)
         header = npy_header(et, shape, offset)
-        with _files.atomic_output(path, overwrite=overwrite, need_bytes=size) as tmp:
+        with outputs.atomic_output(path, overwrite=overwrite, need_bytes=size) as tmp:
             with open(tmp, "r+b") as f:
                 f.write(header)
                 f.truncate(size)
@@ -626,3 +626,5 @@ class TensorFile(ForkAware):
                             f"{out[bad[0], bad[1]].item()!r} when stored as {self.torch_dtype} (lossy, "
                             f"exact=True); without exact=True, scatter casts as torch's copy_ does")
         return out
+
+__all__ = ["DATA_ALIGN_BYTES", "npy_header", "file_bytes", "TensorFile", "element_type", "read_npy_header"]

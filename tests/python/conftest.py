@@ -1,6 +1,6 @@
 """Shared pytest fixtures.
 
-ceph_cluster (session): one throwaway one-node Ceph cluster per test run (gpuio.volumes.cluster: mon, mgr,
+ceph_cluster (session): one throwaway one-node Ceph cluster per test run (gpuio_apps.cluster: mon, mgr,
 3 BlueStore-on-file OSDs, replicas 2), started on first use (~30 s) and stopped at the end. Skipped, with
 the reason, only where the Ceph packages or gpuio's rbd backend are absent (scripts/setup.sh installs them).
 GPUIO_TEST_CEPH_CONF=<ceph.conf of a running gpuio cluster> reuses that one instead (it is left running).
@@ -17,7 +17,7 @@ import pytest
 @pytest.fixture(scope="session")
 def ceph_cluster():
     from gpuio import _core
-    from gpuio.volumes import cluster
+    from gpuio_apps import cluster
 
     if _core.rbd_unavailable():
         pytest.skip(_core.rbd_unavailable())

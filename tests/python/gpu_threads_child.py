@@ -7,7 +7,7 @@ launches (cuBLAS, new PyTorch kernels) then load modules lazily while the loader
 
     python gpu_threads_child.py --wait kernel --path store --seconds 6 --main all
 
---path store: gpuio.FeatureStore over a TensorFile (host row ids, the loader's path);
+--path store: gpuio.TableCache over a TensorFile (host row ids, the loader's path);
 --path stream: Engine.read with block ids already on the GPU (the stream-ordered path, GPU-resident ids).
 --path event: one-block Engine.read_async with host ids, consumed on another stream through handle.event.
 --main lazy|free|sync|all: what the main thread does (first launches of new kernels / torch.cuda.empty_cache,
@@ -63,7 +63,7 @@ def main() -> int:
     tf.scatter(np.arange(ROWS), ref)
     tf.engine.attach_gpu(stream_wait=a.wait, stream_copy=a.stream_copy)
     if a.path == "store":
-        fs = gpuio.FeatureStore(tf, gpu_cache_bytes=1 << 20, device="cuda", accumulate=False)
+        fs = gpuio.TableCache(tf, gpu_cache_bytes=1 << 20, device="cuda", accumulate=False)
 
         def read(ids):
             return fs.gather(torch.from_numpy(ids)), ref[ids]

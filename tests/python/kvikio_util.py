@@ -3,8 +3,8 @@ with the real one): the engine's store, the pread baseline and the KvikIO store 
 1 MiB extents x and y allocated by the engine and known to the other two."""
 import contextlib
 
-from gpuio.apps import kvikio_store
-from gpuio.apps.store import PosixStore, Store, same_layout
+from gpuio_apps.papers import kvikio_store
+from gpuio_apps.papers.store import PosixStore, Store, same_layout
 
 
 @contextlib.contextmanager

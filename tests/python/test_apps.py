@@ -1,4 +1,4 @@
-"""The applications of issue 12 (gpuio.apps) at tiny sizes on the CPU: each run checks its result against an
+"""The applications of issue 12 (gpuio_apps.papers) at tiny sizes on the CPU: each run checks its result against an
 in-memory reference (a wrong result raises), on one file and on RAID-0 over files; corrupting an output
 makes each check fail; the checkpoint layout is read by safetensors itself."""
 import json
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from gpuio.apps import bench, checkpoint, common, gemm, resize, sort, vecadd
-from gpuio.apps.pipeline import run_steps
-from gpuio.apps.store import PosixStore, Store
+from gpuio_apps.papers import suite, checkpoint, common, gemm, resize, sort, vecadd
+from gpuio_apps.papers.pipeline import run_steps
+from gpuio_apps.papers.store import PosixStore, Store
 
 CPU = torch.device("cpu")
 REPO = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -161,7 +161,7 @@ def test_vecadd_tiny_and_a_wrong_element(tmp_path):
 def test_measure_steps_rounds_rotate_take_the_best_and_verify_every_pass(tmp_path, monkeypatch):
     """Round 1 runs pipeline, io-only, baseline; round 2 starts one kind later. Each figure is its kind's best
     pass, and a pipeline pass that writes a wrong result shows in the check even when the first was right."""
-    from gpuio.apps import pipeline
+    from gpuio_apps.papers import pipeline
 
     app = vecadd.VecAdd(1 << 16, 1 << 14, depth=4)
     labels, verified = [], []
@@ -287,7 +287,7 @@ def test_checkpoint_resave_over_a_longer_file_and_its_pieces(tmp_path):
 
 
 def test_preallocate_reserves_blocks(tmp_path):
-    from gpuio.apps.store import preallocate
+    from gpuio_apps.papers.store import preallocate
 
     path = str(tmp_path / "r.bin")
     if not preallocate(path, 1 << 20):
@@ -342,7 +342,7 @@ def test_checkpoint_rejects_what_safetensors_cannot_store():
 def test_gpt2_tiny_load_train_checkpoint(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("safetensors")
-    from gpuio.apps import gpt2
+    from gpuio_apps.papers import gpt2
 
     r = gpt2.run("tiny", str(tmp_path / "g.safetensors"), "cpu", raw_seconds=0)
     assert r["check"].startswith("ok (bitwise equal on all 3 paths")
@@ -355,7 +355,7 @@ def test_gpt2_raw_references(tmp_path):
     """The raw rewrite and first-write rates beside the checkpoint's (tiny: the figures are not judged)."""
     pytest.importorskip("transformers")
     pytest.importorskip("safetensors")
-    from gpuio.apps import gpt2
+    from gpuio_apps.papers import gpt2
 
     r = gpt2.run("tiny", str(tmp_path / "g.safetensors"), "cpu", raw_seconds=0.02)
     assert r["raw_write_Bps"] > 0 and r["raw_first_write_Bps"] > 0
@@ -373,16 +373,16 @@ def test_gpt2_raw_references(tmp_path):
 # -- the runner -------------------------------------------------------------------------------------------
 def test_bench_runner_table_and_json(tmp_path):
     js = str(tmp_path / "apps.json")
-    rc = bench.main(["--size", "tiny", "--device", "cpu", "--apps", "vecadd", "--store", str(tmp_path),
+    rc = suite.main(["--size", "tiny", "--device", "cpu", "--apps", "vecadd", "--store", str(tmp_path),
                      "--json", js])
     assert rc == 0
     rows = json.load(open(js))["rows"]
     assert [r["app"] for r in rows] == ["vecadd"] and rows[0]["check"].startswith("ok")
-    text = bench.table(rows)
+    text = suite.table(rows)
     assert "gpuio/ideal" in text and "vecadd" in text
-    assert any("target <= 1.1" in line for line in bench.acceptance(rows))
+    assert any("target <= 1.1" in line for line in suite.acceptance(rows))
     with pytest.raises(ValueError, match="matches none"):
-        bench.select(["nosuchapp"])
+        suite.select(["nosuchapp"])
 
 
 def test_apps_bench_script_and_cli_smoke(tmp_path):
@@ -391,7 +391,7 @@ def test_apps_bench_script_and_cli_smoke(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "gemm-fp32" in r.stdout and "time / max(I/O, compute)" in r.stdout
-    r = subprocess.run([sys.executable, "-c", "from gpuio.cli import main; main()", "bench", "apps", "--size", "tiny",
+    r = subprocess.run([sys.executable, "-m", "gpuio_apps", "bench", "apps", "--size", "tiny",
                         "--workload", "resize"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resize" in r.stdout and "ok (48 images" in r.stdout

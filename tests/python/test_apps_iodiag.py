@@ -1,4 +1,4 @@
-"""The applications' I/O diagnostic (gpuio.apps.iodiag), the store's record of writes in flight that keeps an
+"""The applications' I/O diagnostic (gpuio_apps.papers.iodiag), the store's record of writes in flight that keeps an
 overlapping CUDA read ordered, and GEMM's resident block row of A, on the CPU."""
 import os
 import subprocess
@@ -7,10 +7,10 @@ import sys
 import pytest
 import torch
 
-from gpuio.apps import common, gemm
-from gpuio.apps.iodiag import IoCounters, PassProbe, PendingWrites
-from gpuio.apps.pipeline import Step, buffer, run_steps
-from gpuio.apps.store import Store
+from gpuio_apps.papers import common, gemm
+from gpuio_apps.papers.iodiag import IoCounters, PassProbe, PendingWrites
+from gpuio_apps.papers.pipeline import Step, buffer, run_steps
+from gpuio_apps.papers.store import Store
 from gpuio.future import Future
 
 CPU = torch.device("cpu")

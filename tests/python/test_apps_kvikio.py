@@ -1,4 +1,4 @@
-"""The KvikIO baseline of the GEMM app (gpuio.apps.kvikio_store) on the CPU box: KvikIO itself needs libcuda even
+"""The KvikIO baseline of the GEMM app (gpuio_apps.papers.kvikio_store) on the CPU box: KvikIO itself needs libcuda even
 for host buffers, so here (1) without kvikio the GEMM run prints one skip line and passes, and (2) KvikioStore's
 own logic (the RAID-0 runs, one future per run, the handles, measure_steps' extra baseline) runs over a stand-in
 `kvikio` whose CuFile is os.pread/os.pwrite. The real library is exercised on the GPU machine
@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuio.apps import gemm, kvikio_store  # noqa: E402
+from gpuio_apps.papers import gemm, kvikio_store  # noqa: E402
 from kvikio_util import three_stores  # noqa: E402
 
 

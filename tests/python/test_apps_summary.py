@@ -3,7 +3,7 @@ runs write: every judged point appears, a missing run reads "not measured", runs
 labelled, a bar is called met only when the value passes it."""
 import json
 
-from gpuio.apps import bench
+from gpuio_apps.papers import suite
 from repo_scripts import load_script
 
 summ = load_script("benchmarks/apps_summary.py")
@@ -15,7 +15,7 @@ def _cells(text: str, point: str) -> list[str]:
 
 
 def test_summary_of_tiny_runs_and_missing_ones(tmp_path):
-    rows = bench.run_all("tiny", "cpu", store=str(tmp_path), apps=["sort", "vecadd"])
+    rows = suite.run_all("tiny", "cpu", store=str(tmp_path), apps=["sort", "vecadd"])
     with open(tmp_path / "apps-tiny.json", "w") as f:
         json.dump({"rows": rows}, f, default=str)
     graph = load_script("benchmarks/graph_bench.py").main(

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from gpuio import volumes
-from gpuio.apps import common, vecadd
-from gpuio.apps.store import PosixStore, Store
+from gpuio_apps.papers import common, vecadd
+from gpuio_apps.papers.store import PosixStore, Store
 
 from volumes_util import admin, fresh
 
@@ -62,7 +62,7 @@ def test_mixing_volumes_and_files_is_refused(conf, tmp_path):
 def test_gpt2_checkpoint_on_a_volume_is_a_safetensors_file(conf, ceph_cluster, capsys):
     pytest.importorskip("transformers")
     pytest.importorskip("safetensors")
-    from gpuio.apps import gpt2
+    from gpuio_apps.papers import gpt2
 
     v = "rbd:" + fresh("gpt2")
     r = gpt2.run("tiny", store=v, device="cpu")
@@ -76,7 +76,7 @@ def test_gpt2_checkpoint_on_a_volume_is_a_safetensors_file(conf, ceph_cluster, c
 
 def test_checkpoint_length_and_bytes_come_from_the_volume(conf, ceph_cluster):
     sft = pytest.importorskip("safetensors.torch")
-    from gpuio.apps import checkpoint
+    from gpuio_apps.papers import checkpoint
 
     v = "rbd:" + fresh("ckpt")
     state = {"w": torch.arange(3000, dtype=torch.float32).reshape(30, 100), "b": torch.arange(7, dtype=torch.int16)}
@@ -101,8 +101,8 @@ def test_checkpoint_length_and_bytes_come_from_the_volume(conf, ceph_cluster):
 
 def test_graph_on_volumes_cpu_matches_scipy(conf, ceph_cluster, tmp_path):
     pytest.importorskip("scipy")
-    from gpuio.apps.graph import (bfs, choose_root, connected_components, copy_to_volumes, generate_kronecker,
-                                  make_source, scipy_reference, sssp, validate_bfs)
+    from gpuio_apps.papers.graph_analytics import (bfs, choose_root, connected_components, copy_to_volumes,
+                                                   generate_kronecker, make_source, scipy_reference, sssp, validate_bfs)
 
     g = generate_kronecker(tmp_path / "g", scale=7, edgefactor=4, seed=5)
     vol = "rbd:" + fresh("csr")

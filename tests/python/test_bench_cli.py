@@ -8,13 +8,13 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from gpuio.bench import RAW_GRID, WORKLOADS
+from gpuio_apps.bench import RAW_GRID, WORKLOADS
 from gpuio.engine import DEFAULTS
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    from gpuio.cli import _register, app
+    from gpuio_apps.cli import _register, app
 
     _register()
     where = tmp_path_factory.mktemp("bench")

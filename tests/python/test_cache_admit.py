@@ -1,11 +1,11 @@
-"""MIN's eviction and bypass with the window's next uses (PageCache.admit, FeatureStore._admit): the pages
+"""MIN's eviction and bypass with the window's next uses (PageCache.admit, TableCache._admit): the pages
 kept are the ones needed soonest, checked by hand and against gpuio.cache.belady on random traces."""
 import random
 
 import pytest
 import torch
 
-from gpuio.cache import FeatureStore, InMemoryRows
+from gpuio.cache import TableCache, InMemoryRows
 from gpuio.cache.belady import group_min_misses
 from gpuio.cache.page_cache import NO_USE, PageCache
 
@@ -80,7 +80,7 @@ def test_admit_pairs_with_the_known_use_tier_when_the_policy_gives_fewer_victims
 
 def _store_misses(batches: list, slots: int, window: int) -> int:
     table = torch.arange(64, dtype=torch.float32).view(64, 1).repeat(1, 1024)  # 4 KiB rows: a row per page
-    fs = FeatureStore(InMemoryRows(table), gpu_cache_bytes=slots * 4096, window=window, accumulate=False,
+    fs = TableCache(InMemoryRows(table), gpu_cache_bytes=slots * 4096, window=window, accumulate=False,
                       device="cpu")
     for b in batches[:window]:
         fs.announce(torch.tensor(b))

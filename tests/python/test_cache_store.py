@@ -1,9 +1,9 @@
-"""gpuio.FeatureStore tiers: results equal the table; window, host buffer, accumulator behave as stated."""
+"""gpuio.TableCache tiers: results equal the table; window, host buffer, accumulator behave as stated."""
 import numpy as np
 import pytest
 import torch
 
-from gpuio.cache import FeatureStore, InMemoryRows
+from gpuio.cache import TableCache, InMemoryRows
 from gpuio.graph import degree_scores, pagerank_scores
 from gpuio.tensor import TensorFile
 
@@ -29,7 +29,7 @@ def test_results_equal_table(tfile, table, policy):
     print(f"seed={SEED}")
     g = torch.Generator().manual_seed(SEED)
     hot = torch.rand(2000, generator=g)
-    fs = FeatureStore(tfile, gpu_cache_bytes=6 * 4096, host_cache_rows=100, hot_scores=hot, window=3,
+    fs = TableCache(tfile, gpu_cache_bytes=6 * 4096, host_cache_rows=100, hot_scores=hot, window=3,
                       accumulate=True, policy=policy, inflight_pages_min=10, device="cpu")
     tickets = []
     for i in range(40):
@@ -53,7 +53,7 @@ def test_results_equal_table(tfile, table, policy):
 def test_window_protects_announced_pages(table):
     src = InMemoryRows(table)
     for announce in (False, True):
-        fs = FeatureStore(src, gpu_cache_bytes=4 * 4096, window=3, accumulate=False, device="cpu")
+        fs = TableCache(src, gpu_cache_bytes=4 * 4096, window=3, accumulate=False, device="cpu")
         later = torch.tensor([0, 64])  # pages 0 and 1
         new = torch.arange(128, 128 + 64 * 6, 64)  # 6 new pages through a 4-slot cache
         fs.gather(later)  # now cached
@@ -73,7 +73,7 @@ def test_host_buffer_serves_hot_rows(table):
     src = InMemoryRows(table)
     hot = torch.zeros(2000)
     hot[[3, 700, 1999]] = 1.0
-    fs = FeatureStore(src, gpu_cache_bytes=4096 * 8, host_cache_rows=3, hot_scores=hot, accumulate=False,
+    fs = TableCache(src, gpu_cache_bytes=4096 * 8, host_cache_rows=3, hot_scores=hot, accumulate=False,
                       device="cpu")
     idx = torch.tensor([3, 700, 1999, 3, 5])
     assert torch.equal(fs.gather(idx), table[idx])
@@ -85,17 +85,17 @@ def test_host_buffer_serves_hot_rows(table):
 
 def test_host_rows_by_degree(table):
     edge_index = torch.stack([torch.full((50,), 42), torch.arange(50) + 100])  # node 42 feeds 50 nodes
-    fs = FeatureStore(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1,
+    fs = TableCache(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1,
                       hot_scores=degree_scores(edge_index, 2000), device="cpu")
     assert fs.host.rows.tolist() == [42]
-    fs2 = FeatureStore(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1,
+    fs2 = TableCache(InMemoryRows(table), gpu_cache_bytes=0, host_cache_rows=1,
                        hot_scores=pagerank_scores(edge_index, 2000), device="cpu")
     assert fs2.host.num_rows == 1
     assert torch.equal(fs2.gather(torch.tensor([42, 7])), table[[42, 7]])
 
 
 def test_accumulator_merges_micro_batches(tfile, table):
-    fs = FeatureStore(tfile, gpu_cache_bytes=64 * 4096, accumulate=True, inflight_pages_min=5, device="cpu")
+    fs = TableCache(tfile, gpu_cache_bytes=64 * 4096, accumulate=True, inflight_pages_min=5, device="cpu")
     reads = tfile.stats()["gathers"]
     t1 = fs.submit(torch.tensor([0, 1]))  # page 0
     t2 = fs.submit(torch.tensor([64 * 3]))  # page 3
@@ -105,12 +105,12 @@ def test_accumulator_merges_micro_batches(tfile, table):
     assert t1.done() and t2.done() and t3.done()
     assert tfile.stats()["gathers"] == reads + 1  # one merged read for three batches
     assert torch.equal(t2.wait(), table[[192]]) and torch.equal(t3.wait(), table[[320, 384, 448]])
-    off = FeatureStore(tfile, gpu_cache_bytes=64 * 4096, accumulate=False, device="cpu")
+    off = TableCache(tfile, gpu_cache_bytes=64 * 4096, accumulate=False, device="cpu")
     assert off.submit(torch.tensor([0])).done()
 
 
 def test_batch_larger_than_cache_bypasses(tfile, table):
-    fs = FeatureStore(tfile, gpu_cache_bytes=2 * 4096, accumulate=False, device="cpu")
+    fs = TableCache(tfile, gpu_cache_bytes=2 * 4096, accumulate=False, device="cpu")
     idx = torch.arange(0, 2000, 7)
     assert torch.equal(fs.gather(idx), table[idx])
     s = fs.stats()
@@ -121,12 +121,12 @@ def test_batch_larger_than_cache_bypasses(tfile, table):
 def test_bad_arguments(table):
     src = InMemoryRows(table)
     with pytest.raises(ValueError, match="-1"):
-        FeatureStore(src, gpu_cache_bytes=-1)
+        TableCache(src, gpu_cache_bytes=-1)
     with pytest.raises(ValueError, match="needs hot_scores"):
-        FeatureStore(src, host_cache_rows=10)
+        TableCache(src, host_cache_rows=10)
     with pytest.raises(ValueError, match="1999"):
-        FeatureStore(src, host_cache_rows=10, hot_scores=np.ones(1999))
-    fs = FeatureStore(src, device="cpu")
+        TableCache(src, host_cache_rows=10, hot_scores=np.ones(1999))
+    fs = TableCache(src, device="cpu")
     with pytest.raises(IndexError, match="2000"):
         fs.gather(torch.tensor([2000]))
     with pytest.raises(TypeError, match="float"):
@@ -142,7 +142,7 @@ def test_block_sized_rows_all_miss_hit_and_mixed(tmp_path, in_place):
     with TensorFile.create(tmp_path / "b.npy", (300, 1024), "float32") as tf:
         tf.scatter(torch.arange(300), table)
         tf.in_place_devices = ("cpu",) if in_place else ()
-        fs = FeatureStore(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=10, hot_scores=torch.arange(300.0),
+        fs = TableCache(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=10, hot_scores=torch.arange(300.0),
                           window=0, device="cpu")
         first = torch.randperm(250, generator=g)[:40]  # distinct, none hot, none cached: all miss
         batches = [first, first[:8], torch.cat([first[:4], first[30:]]), torch.tensor([299, 5, 5, 7]),

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("gpuio._core")
 import gpuio  # noqa: E402
-from gpuio.bench import ceiling, ceiling_scaling as scaling  # noqa: E402
+from gpuio_apps.bench import ceiling, ceiling_scaling as scaling  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

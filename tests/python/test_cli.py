@@ -13,7 +13,7 @@ COMMANDS = ["info", "demo", "bench", "import", "sim"]
 def _gpuio() -> list[str]:
     # The script installed beside this interpreter (a venv's bin/), not whichever `gpuio` PATH finds first.
     exe = Path(sys.executable).with_name("gpuio")
-    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from gpuio.cli import main; main()"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from gpuio_apps.cli import main; main()"]
 
 
 def test_top_level_help_lists_every_command():

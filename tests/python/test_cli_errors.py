@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuio.cli import main
+from gpuio_apps.cli import main
 
 RAW_FLOATS = 8000
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fs_util import fill, file_size_limit, kind_of, listing, non_regular, small_tmpfs
-from gpuio.cli import main
+from gpuio_apps.cli import main
 
 QUICK = ["bench", "--quick", "--size", "32M", "--workload", "seq 1MiB read", "--backend", "uring", "--engine-qd", "32"]
 
@@ -105,7 +105,7 @@ def test_import_replaces_only_with_force_and_never_the_source(cwd, capsys):
 
 def test_import_that_runs_out_of_space_leaves_nothing(tmp_path, capsys):
     from gpuio._dtypes import element_type
-    from gpuio.cli.importer import convert
+    from gpuio_apps.cli.importer import convert
     src = np.arange(3 << 20, dtype=np.float32).reshape(-1, 1024)  # 12 MiB
     f32 = element_type("float32")
     with small_tmpfs(tmp_path / "fs", 8 << 20) as fs:
@@ -140,7 +140,7 @@ def test_import_failing_with_efbig_is_one_line_exit_1_and_leaves_nothing(tmp_pat
 
 # -- resources checked first -----------------------------------------------------------------------------
 def test_bench_size_larger_than_the_free_space_is_refused_first(cwd, capsys):
-    from gpuio._files import free_bytes
+    from gpuio.outputs import free_bytes
     big = f"{free_bytes(cwd) // (1 << 20) + 1024}M"
     _refused(["bench", "--size", big], capsys, cwd, f"--size '{big}'", "needs", "available")
 
@@ -199,7 +199,7 @@ def test_sim_replay_reads_disksim_milliseconds(cwd, capsys):
 def test_help_shows_no_type_beside_flags(capsys):
     from typer.main import get_command
 
-    from gpuio.cli import _register, app
+    from gpuio_apps.cli import _register, app
     _register()
     seen = 0
     stack = [(get_command(app), [])]
@@ -242,9 +242,9 @@ def test_feature_store_says_what_it_takes():
     import gpuio
     from gpuio.rows import InMemoryRows
     with pytest.raises(TypeError, match=r"row table.*got a torch\.Tensor.*InMemoryRows"):
-        gpuio.FeatureStore(torch.zeros(10, 4))
-    fs = gpuio.FeatureStore(InMemoryRows(torch.zeros(10, 4)), gpu_cache_bytes=1 << 16, device="cpu")
-    assert repr(fs).startswith("gpuio.FeatureStore(gpuio.rows.InMemoryRows(shape=(10, 4)") and "cache=" in repr(fs)
+        gpuio.TableCache(torch.zeros(10, 4))
+    fs = gpuio.TableCache(InMemoryRows(torch.zeros(10, 4)), gpu_cache_bytes=1 << 16, device="cpu")
+    assert repr(fs).startswith("gpuio.TableCache(gpuio.rows.InMemoryRows(shape=(10, 4)") and "cache=" in repr(fs)
 
 
 def test_stream_store_repr(tmp_path):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from gpuio.data import find_dataset, load_planetoid
+from gpuio_apps.data import find_dataset, load_planetoid
 
 
 @pytest.mark.parametrize("name,nodes,features,classes,train", [("cora", 2708, 1433, 7, 140),

@@ -86,11 +86,12 @@ def _signature_defaults(fn) -> dict:
 
 
 def test_signatures_take_their_defaults_from_the_table():
-    from gpuio.cache import FeatureStore
+    from gpuio.cache import TableCache
     from gpuio.device_array import DeviceArray
     from gpuio.streams import StreamStore
     from gpuio.tensor import TensorFile
-    from gpuio.volumes import api, cluster, tensors
+    from gpuio.volumes import api, tensors
+    from gpuio_apps import cluster
 
     def agree(fn, owner, skip=()):
         table = defaults.defaults_of(owner)
@@ -99,7 +100,7 @@ def test_signatures_take_their_defaults_from_the_table():
 
     agree(StreamStore.__init__, "streams")
     assert set(_signature_defaults(StreamStore.__init__)) == set(defaults.defaults_of("streams"))
-    agree(FeatureStore.__init__, "cache")
+    agree(TableCache.__init__, "cache")
     agree(DeviceArray.__init__, "array")
     agree(DeviceArray.open, "array")
     agree(cluster.up, "cluster")
@@ -262,7 +263,7 @@ def test_cli_knob_options_default_from_the_table():
     """Every CLI option named like an engine knob takes the table's default, or states its own with a reason."""
     import typer.main
 
-    from gpuio.cli import _knobs, _register, app
+    from gpuio_apps.cli import _knobs, _register, app
 
     _register()
     engine_keys = {k.key for k in defaults.knobs("engine")}
@@ -286,7 +287,7 @@ def test_cli_knob_options_default_from_the_table():
 
 
 def test_gpuio_defaults_lists_every_knob(capsys):
-    from gpuio.cli import main
+    from gpuio_apps.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["defaults", "--json"])

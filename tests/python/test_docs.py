@@ -70,7 +70,7 @@ def test_site_builds_without_warnings(site):
 
 
 def test_cli_reference_has_every_command(site):
-    from gpuio import cli
+    from gpuio_apps import cli
 
     page = (site[0] / "reference" / "cli" / "index.html").read_text()
     for name in cli._COMMANDS:

@@ -14,8 +14,8 @@ import gpuio  # noqa: E402
 
 
 def test_engine_ceiling_tiny(tmp_path, capsys, monkeypatch):
-    from gpuio.bench import ceiling
-    from gpuio.bench.ceiling_controller import GRID_TOP
+    from gpuio_apps.bench import ceiling
+    from gpuio_apps.bench.ceiling_controller import GRID_TOP
 
     monkeypatch.delenv("GPUIO_SIM", raising=False)
     res = load_script("benchmarks/engine_ceiling.py").main(["--tiny", "--json", str(tmp_path / "r.json")])
@@ -129,7 +129,7 @@ def test_low_latency_option_checked(tmp_path):
 def test_gpuio_bench_ceiling_cli(tmp_path):
     from typer.testing import CliRunner
 
-    from gpuio.cli import _register, app
+    from gpuio_apps.cli import _register, app
 
     _register()
     r = CliRunner().invoke(app, ["bench", "ceiling", "--quick", "--json", str(tmp_path / "c.json")])
@@ -142,7 +142,7 @@ def test_gpuio_bench_ceiling_cli(tmp_path):
 def test_ceiling_staging_choice_is_checked_and_reported(monkeypatch):
     """--staging picks the GPU path's staging (ordered area vs per-block slots); a bad name is a ValueError naming
     it, and host rows say how their engine staged (no device reads: neither path ran)."""
-    from gpuio.bench import ceiling
+    from gpuio_apps.bench import ceiling
 
     with pytest.raises(ValueError, match="--staging: 'bogus' is not one of ordered, slots"):
         ceiling.run(staging="bogus", sections=())

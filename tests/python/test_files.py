@@ -1,4 +1,4 @@
-"""gpuio._files (safe output) and TensorFile.create on top of it: never over a non-regular file, an existing
+"""gpuio.outputs (safe output) and TensorFile.create on top of it: never over a non-regular file, an existing
 file only when told (or gpuio's own), free space checked first, written under a temporary name and renamed
 when complete, so a failure (ENOSPC for real, an exception, Ctrl-C) leaves nothing behind."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fs_util import KINDS, fill, kind_of, listing, non_regular, small_tmpfs
-from gpuio import TensorFile, _files
+from gpuio import TensorFile, outputs
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -21,11 +21,11 @@ def test_non_regular_is_never_written(tmp_path, kind, overwrite):
     before, mode = listing(tmp_path), kind_of(p)
     reader = os.open(p, os.O_RDONLY | os.O_NONBLOCK) if kind == "fifo" else None  # a buggy writer won't block
     try:
-        with pytest.raises(_files.OutputRefused, match="not a regular file") as ei:
-            with _files.atomic_output(p, overwrite=overwrite) as tmp:
+        with pytest.raises(outputs.OutputRefused, match="not a regular file") as ei:
+            with outputs.atomic_output(p, overwrite=overwrite) as tmp:
                 open(tmp, "w").write("x")
         assert not ei.value.forceable and ei.value.filename == str(p)
-        with pytest.raises(_files.OutputRefused, match="not a regular file"):
+        with pytest.raises(outputs.OutputRefused, match="not a regular file"):
             TensorFile.create(p, (4, 4), overwrite=overwrite)
         if reader is not None:
             assert os.read(reader, 1) == b""  # nothing was written into the fifo
@@ -38,19 +38,19 @@ def test_non_regular_is_never_written(tmp_path, kind, overwrite):
 def test_existing_file_only_with_overwrite_or_ours(tmp_path):
     p = tmp_path / "notes.txt"
     p.write_text("mine")
-    with pytest.raises(_files.OutputRefused, match=r"exists \(4 bytes\).*overwrite=True") as ei:
-        _files.write_text(p, "new")
+    with pytest.raises(outputs.OutputRefused, match=r"exists \(4 bytes\).*overwrite=True") as ei:
+        outputs.write_text(p, "new")
     assert ei.value.forceable and ei.value.errno == errno.EEXIST
     assert p.read_text() == "mine"
-    _files.write_text(p, "new", ours=lambda path: open(path).read() == "mine")  # recognised as ours
+    outputs.write_text(p, "new", ours=lambda path: open(path).read() == "mine")  # recognised as ours
     assert p.read_text() == "new"
     os.chmod(p, 0o600)
-    _files.write_text(p, "newer", overwrite=True)
+    outputs.write_text(p, "newer", overwrite=True)
     assert p.read_text() == "newer" and listing(tmp_path) == ["notes.txt"]
     assert os.stat(p).st_mode & 0o777 == 0o600  # a replaced file keeps its permissions
     empty = tmp_path / "empty"
     empty.touch()  # holds nothing to lose
-    _files.write_text(empty, "x")
+    outputs.write_text(empty, "x")
     assert empty.read_text() == "x"
 
 
@@ -67,8 +67,8 @@ def test_a_failure_inside_leaves_nothing_and_the_old_file_intact(tmp_path, error
     p = tmp_path / "out.json"
     p.write_text("old")
     with pytest.raises(type(error)):
-        with _files.atomic_output(p, overwrite=True) as tmp:
-            assert os.path.dirname(tmp) == str(tmp_path) and _files.TEMP_TAG in tmp and tmp.endswith(".json")
+        with outputs.atomic_output(p, overwrite=True) as tmp:
+            assert os.path.dirname(tmp) == str(tmp_path) and outputs.TEMP_TAG in tmp and tmp.endswith(".json")
             open(tmp, "w").write("half")
             raise error
     assert p.read_text() == "old" and listing(tmp_path) == ["out.json"]
@@ -79,7 +79,7 @@ def test_enospc_for_real_leaves_nothing_and_the_old_file_intact(tmp_path):
         p = fs / "t.npy"
         TensorFile.create(p, (64, 1024), "float32").close()  # 256 KiB: an old file to keep
         with pytest.raises(OSError) as ei:
-            with _files.atomic_output(p, overwrite=True) as tmp:
+            with outputs.atomic_output(p, overwrite=True) as tmp:
                 with open(tmp, "wb") as f:
                     while True:
                         f.write(b"\x01" * (1 << 20))
@@ -91,7 +91,7 @@ def test_enospc_mid_scatter_leaves_no_tensor_file(tmp_path):
     """A TensorFile written under atomic_output (what `gpuio import` does) whose rows no longer fit."""
     with small_tmpfs(tmp_path / "fs", 8 << 20) as fs:
         with pytest.raises(OSError) as ei:
-            with _files.atomic_output(fs / "x.npy", need_bytes=4 << 20) as tmp, \
+            with outputs.atomic_output(fs / "x.npy", need_bytes=4 << 20) as tmp, \
                     TensorFile.create(tmp, (1024, 1024), "float32", overwrite=True) as tf:
                 tf[0:256] = torch.ones(256, 1024)
                 fill(fs)  # another writer takes the rest of the space

@@ -168,8 +168,8 @@ def test_engine_batches_are_futures_bounded_by_io_timeout_ms(tmp_path):
 
 
 def test_every_asynchronous_call_returns_a_gpuio_future(tmp_path):
-    from gpuio.apps.sort import ThreadedStore
-    from gpuio.apps.store import PosixStore, Store
+    from gpuio_apps.papers.sort import ThreadedStore
+    from gpuio_apps.papers.store import PosixStore, Store
 
     path = tmp_path / "d.bin"
     data = np.frombuffer(np.random.default_rng(1).bytes(64 * BS), np.uint8).copy()
@@ -190,10 +190,10 @@ def test_every_asynchronous_call_returns_a_gpuio_future(tmp_path):
     futures["TensorFile.prefetch"] = f = tf.prefetch(idx)
     assert torch.equal(f.wait(), table[idx])
     futures["TensorFile.prefetch (no rows)"] = tf.prefetch(torch.tensor([], dtype=torch.long))
-    fs = gpuio.FeatureStore(tf, gpu_cache_bytes=4 * BS, inflight_pages_min=1000, device="cpu")
-    futures["FeatureStore.submit"] = queued = fs.submit(idx)
+    fs = gpuio.TableCache(tf, gpu_cache_bytes=4 * BS, inflight_pages_min=1000, device="cpu")
+    futures["TableCache.submit"] = queued = fs.submit(idx)
     assert not queued.done()  # accumulated: read with a later group, or when a wait() needs it
-    futures["FeatureStore.prefetch"] = started = fs.prefetch(torch.tensor([7]))
+    futures["TableCache.prefetch"] = started = fs.prefetch(torch.tensor([7]))
     assert started.done() and queued.done()  # prefetch starts the reads now, the queued ones with it
     assert torch.equal(queued.wait(), table[idx]) and torch.equal(started.wait(), table[[7]])
     tf.close()
@@ -250,7 +250,7 @@ def test_row_sources_satisfy_the_protocols_the_cache_and_loaders_name(tmp_path):
     for proto in (PagedRows, SupportsPrefetch, SupportsScatter, SupportsStats):
         assert isinstance(tf, proto), proto.__name__
         assert not isinstance(InMemoryRows(torch.zeros(1, 1)), proto), proto.__name__
-    fs = gpuio.FeatureStore(tf, gpu_cache_bytes=BS, window=5, device="cpu")
+    fs = gpuio.TableCache(tf, gpu_cache_bytes=BS, window=5, device="cpu")
     for proto in (SupportsLookahead, SupportsPrefetch, SupportsStats, OnDevice, RowSource):
         assert isinstance(fs, proto), proto.__name__
     assert fs.window_batches == 5 and not isinstance(tf, SupportsLookahead)
@@ -265,9 +265,9 @@ class Shaped:
 
 def test_a_table_without_gather_is_refused_naming_what_it_lacks():
     with pytest.raises(TypeError) as ei:
-        gpuio.FeatureStore(Shaped())
+        gpuio.TableCache(Shaped())
     msg = str(ei.value)
-    assert msg.endswith("FeatureStore's table must be a row table (gpuio.rows.Rows: shape, gather, num_rows, "
+    assert msg.endswith("TableCache's table must be a row table (gpuio.rows.Rows: shape, gather, num_rows, "
                         "torch_dtype, block_size); got a test_future.Shaped without gather"), msg
     assert "\n" not in msg
 
@@ -284,7 +284,7 @@ def test_pyg_store_refuses_a_put_without_gather():
 
 def test_a_failed_group_read_is_every_queued_requests_error(tmp_path):
     tf = gpuio.TensorFile.create(tmp_path / "t.npy", (100, 4), "float32")
-    fs = gpuio.FeatureStore(tf, gpu_cache_bytes=BS, inflight_pages_min=1000, device="cpu")
+    fs = gpuio.TableCache(tf, gpu_cache_bytes=BS, inflight_pages_min=1000, device="cpu")
     a, b = fs.submit(torch.tensor([1, 2])), fs.submit(torch.tensor([50]))
     tf.close()  # the group's read now fails: neither request may be lost
     with pytest.raises(ValueError, match="closed") as ea:

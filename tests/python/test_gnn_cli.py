@@ -3,7 +3,7 @@ import numpy as np
 import torch
 from rich.console import Console
 
-from gpuio.gnn.demo import DemoConfig, run
+from gpuio_apps.gnn.demo import DemoConfig, run
 
 
 def test_demo_tiny_runs_all_backends(tmp_path):
@@ -39,7 +39,7 @@ def test_demo_sampling_in_worker_processes_trains_on_the_same_batches(tmp_path):
 def test_import_npy_pt_raw(tmp_path):
     from typer.testing import CliRunner
     import typer
-    from gpuio.cli.importer import import_
+    from gpuio_apps.cli.importer import import_
     app = typer.Typer()
     app.command()(import_)
     ref = np.arange(6000, dtype=np.float32).reshape(500, 12)
@@ -59,7 +59,7 @@ def test_import_npy_pt_raw(tmp_path):
 
 
 def test_demo_check_fails_on_different_bytes():
-    from gpuio.gnn.demo_report import check
+    from gpuio_apps.gnn.demo_report import check
     ref = dict(backend="memory", sums=[1, 2, 3], losses=[0.5, 0.4, 0.3])
     same = dict(backend="gpuio", sums=[1, 2, 3], losses=[0.5, 0.4, 0.3])
     assert check([ref, same], "cpu")[0]

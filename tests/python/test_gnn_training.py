@@ -4,9 +4,9 @@ import time
 import numpy as np
 import torch
 
-from gpuio.cache import FeatureStore, InMemoryRows, MemmapRows
-from gpuio.data import find_dataset, load_planetoid, synthetic_graph
-from gpuio.gnn.train import accuracy, make_model, train_epoch
+from gpuio.cache import TableCache, InMemoryRows, MemmapRows
+from gpuio_apps.data import find_dataset, load_planetoid, synthetic_graph
+from gpuio_apps.gnn.train import accuracy, make_model, train_epoch
 from gpuio.graph import degree_scores
 from gpuio.loader import NodeBatchLoader
 from gpuio.pyg import NeighborSampler
@@ -25,7 +25,7 @@ def test_same_seed_same_losses(tmp_path):
     data = synthetic_graph(tmp_path / "f.npy", num_nodes=3000, num_edges=20000, num_features=32,
                            num_classes=4, seed=5, split=(0.2, 0.1, 0.1))
     table = torch.from_numpy(np.load(tmp_path / "f.npy"))
-    gp = FeatureStore(data.features, gpu_cache_bytes=table.numel(), host_cache_rows=100,
+    gp = TableCache(data.features, gpu_cache_bytes=table.numel(), host_cache_rows=100,
                       hot_scores=degree_scores(data.edge_index, data.num_nodes),
                       window=4, accumulate=True, inflight_pages_min=64, device="cpu")
     in_memory = _losses(data, InMemoryRows(table), seed=3)
@@ -45,7 +45,7 @@ def test_graphsage_on_cora_through_gpuio(tmp_path):
     data = load_planetoid(find_dataset("cora"), "cora")  # ships in the repository's datasets/
     tf = TensorFile.create(tmp_path / "cora.npy", data.features.shape, "float32")
     tf.scatter(torch.arange(data.num_nodes), data.features.table)
-    store = FeatureStore(tf, gpu_cache_bytes=8 << 20, host_cache_rows=200,
+    store = TableCache(tf, gpu_cache_bytes=8 << 20, host_cache_rows=200,
                          hot_scores=degree_scores(data.edge_index, data.num_nodes), device="cpu")
     train = NodeBatchLoader(NeighborSampler(data.edge_index, [10, 10], seed=0, num_nodes=data.num_nodes),
                             store, data.train_idx, 140, labels=data.y, seed=0, device="cpu")

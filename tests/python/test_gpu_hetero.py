@@ -19,7 +19,7 @@ pytestmark = skip_without_gpu(NO_GPU)
 
 @pytest.fixture(scope="module")
 def ds(tmp_path_factory):
-    from gpuio.data import igbh
+    from gpuio_apps.data import igbh
     return igbh.generate_igbh(str(tmp_path_factory.mktemp("igbh")), igbh.IGBHConfig(papers=3000, features=32, seed=5))
 
 
@@ -47,7 +47,7 @@ def test_file_and_memory_structure_sample_the_same_on_cuda(ds):
 
 
 def test_deterministic_kernels_make_both_structures_give_bit_equal_losses(ds, tmp_path):
-    from gpuio.gnn.hetero_job import HeteroConfig, run
+    from gpuio_apps.gnn.hetero_job import HeteroConfig, run
     cfg = HeteroConfig(root=ds.root, papers=3000, features=32, steps=12, batch_size=128, eval_nodes=64,
                        runs="gpuio/file,gpuio/memory", device="cuda", seed=5, struct_cache_mb=1, deterministic=True)
     import torch

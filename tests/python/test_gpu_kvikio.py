@@ -1,4 +1,4 @@
-"""The KvikIO baseline (gpuio.apps.kvikio_store) with the real library on the GPU machine: KvikioStore reads and
+"""The KvikIO baseline (gpuio_apps.papers.kvikio_store) with the real library on the GPU machine: KvikioStore reads and
 writes CUDA and host tensors over a RAID-0 pair exactly as the engine and the pread baseline see the bytes, and
 the tiny GEMM runs it as its second baseline. Skipped, with the reason, without a GPU path or a usable kvikio
 (the wheels in /tmp/whl-site, put there by scripts/gpu.sh from .whl/)."""
@@ -9,7 +9,7 @@ from gpu_util import skip_without_gpu, watchdog_fixture, why_no_gpu
 
 torch = pytest.importorskip("torch")
 
-from gpuio.apps import gemm, kvikio_store  # noqa: E402
+from gpuio_apps.papers import gemm, kvikio_store  # noqa: E402
 from kvikio_util import three_stores  # noqa: E402
 
 

@@ -20,7 +20,7 @@ BOUND = dict(timeout=60)
 
 
 def _graph():
-    from gpuio.data import rmat_edges
+    from gpuio_apps.data import rmat_edges
     from gpuio.graph import coalesce_undirected
     return coalesce_undirected(rmat_edges(ROWS, 600, seed=5), ROWS)
 
@@ -35,7 +35,7 @@ def test_node_batch_loader_samples_in_workers_and_gathers_through_the_gpu_cache(
     runs = []
     with cuda_training(tf):
         for workers in (0, 2):
-            store = gpuio.FeatureStore(tf, gpu_cache_bytes=8 * 4096, window=4, device="cuda")
+            store = gpuio.TableCache(tf, gpu_cache_bytes=8 * 4096, window=4, device="cuda")
             sampler = NeighborSampler(graph, [4, 3], seed=1, num_nodes=ROWS, device=sampler_device)
             loader = NodeBatchLoader(sampler, store, torch.arange(ROWS), 16, device="cuda", sample_workers=workers,
                                      start_method=method if workers else None,
@@ -65,7 +65,7 @@ def test_fork_over_a_cuda_sampler_is_refused_when_the_loader_is_made(tmp_path):
 def test_pyg_node_loader_gathers_through_the_gpu_cache_in_the_main_process(tmp_path, method):
     tf = make_table(tmp_path / "x.npy")
     feats, gs = gpuio.pyg.PygFeatureStore(), gpuio.pyg.GraphStore()
-    feats.put_tensor(gpuio.FeatureStore(tf, gpu_cache_bytes=8 * 4096, device="cuda"), group_name=None,
+    feats.put_tensor(gpuio.TableCache(tf, gpu_cache_bytes=8 * 4096, device="cuda"), group_name=None,
                      attr_name="x", index=None)
     gs.put_edge_index(_graph(), edge_type=None, layout="coo", size=(ROWS, ROWS))
     with cuda_training(tf):

@@ -31,7 +31,7 @@ def cuda_training(table):
     gathers through a GPU page cache of the main process, every row checked, until the block ends."""
     from gpu_threads_child import main_thread_work
 
-    fs = gpuio.FeatureStore(table, gpu_cache_bytes=8 * 4096, device="cuda", accumulate=False)
+    fs = gpuio.TableCache(table, gpu_cache_bytes=8 * 4096, device="cuda", accumulate=False)
     stop, errors, steps = threading.Event(), [], [0]
 
     def run():
@@ -67,8 +67,8 @@ def _refused_at_once(call) -> bool:
 
 def test_forked_child_touching_inherited_cuda_state_fails_at_once(tmp_path):
     tf = make_table(tmp_path / "t.npy")
-    gpu_fs = gpuio.FeatureStore(tf, gpu_cache_bytes=8 * 4096, device="cuda")
-    host_fs = gpuio.FeatureStore(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=20,
+    gpu_fs = gpuio.TableCache(tf, gpu_cache_bytes=8 * 4096, device="cuda")
+    host_fs = gpuio.TableCache(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=20,
                                  hot_scores=torch.arange(ROWS), device="cpu")  # pinned host buffer
     ids = torch.tensor([1, 50, 95])
     assert torch.equal(gpu_fs.gather(ids).cpu(), expected_rows(ids))
@@ -91,7 +91,7 @@ def test_forked_child_touching_inherited_cuda_state_fails_at_once(tmp_path):
         # what lives on the host just works: the table, a host-tier store inherited or made here, stream reads
         ok = ok and torch.equal(tf[torch.arange(ROWS)], expected_rows(range(ROWS)))
         ok = ok and torch.equal(host_fs.gather(torch.arange(ROWS)), expected_rows(range(ROWS)))
-        mine = gpuio.FeatureStore(tf, host_cache_rows=10, hot_scores=torch.arange(ROWS), device="cpu")
+        mine = gpuio.TableCache(tf, host_cache_rows=10, hot_scores=torch.arange(ROWS), device="cpu")
         ok = ok and torch.equal(mine.gather(torch.arange(ROWS)), expected_rows(range(ROWS)))
         ok = ok and store.read_stream(reader) is not None
         return 0 if ok else 3
@@ -105,7 +105,7 @@ def test_forked_child_touching_inherited_cuda_state_fails_at_once(tmp_path):
 def test_dataloader_workers_beside_cuda_training(tmp_path, method):
     tf = make_table(tmp_path / "t.npy")
     store = make_stream_store(tmp_path / "s.bin")
-    host_fs = gpuio.FeatureStore(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=30, hot_scores=torch.arange(ROWS),
+    host_fs = gpuio.TableCache(tf, gpu_cache_bytes=8 * 4096, host_cache_rows=30, hot_scores=torch.arange(ROWS),
                                  device="cpu")
     with cuda_training(tf) as gpu_fs:
         loaders = [
@@ -127,13 +127,13 @@ def test_dataloader_workers_beside_cuda_training(tmp_path, method):
 def test_pyg_loader_samples_in_workers_and_gathers_in_the_main_process(tmp_path, method):
     from torch_geometric.loader import NodeLoader
 
-    from gpuio.data import rmat_edges
+    from gpuio_apps.data import rmat_edges
     from gpuio.graph import coalesce_undirected
 
     tf = make_table(tmp_path / "x.npy")
     graph = coalesce_undirected(rmat_edges(ROWS, 600, seed=5), ROWS)
     feats, gs = gpuio.pyg.PygFeatureStore(), gpuio.pyg.GraphStore()
-    feats.put_tensor(gpuio.FeatureStore(tf, gpu_cache_bytes=8 * 4096, device="cuda"), group_name=None,
+    feats.put_tensor(gpuio.TableCache(tf, gpu_cache_bytes=8 * 4096, device="cuda"), group_name=None,
                      attr_name="x", index=None)
     gs.put_edge_index(graph, edge_type=None, layout="coo", size=(ROWS, ROWS))
     with cuda_training(tf):

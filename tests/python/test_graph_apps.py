@@ -1,13 +1,14 @@
-"""BFS / CC / SSSP on out-of-core CSR graphs (gpuio.apps.graph): every edge source gives SciPy's answer on a
-small Kronecker graph, the Graph500 BFS validation accepts valid trees and rejects broken ones, the CSR builder
+"""BFS / CC / SSSP on out-of-core CSR graphs (gpuio_apps.papers.graph_analytics): every edge source gives SciPy's answer
+on a small Kronecker graph, the Graph500 BFS validation accepts valid trees and rejects broken ones, the CSR builder
 equals SciPy's from an edge-list file, frontier chunking, and the benchmark and example smoke runs."""
 import numpy as np
 import pytest
 import torch
 
-from gpuio.apps.graph import (CSRGraph, SOURCES, bfs, choose_root, connected_components, expand, generate_kronecker,
-                              kronecker_edges, load_edges, make_source, scipy_reference, sssp, sssp_window,
-                              validate_bfs, validate_sssp, vertex_ranges)
+from gpuio_apps.papers.graph_analytics import (CSRGraph, SOURCES, bfs, choose_root, connected_components, expand,
+                                               generate_kronecker, kronecker_edges, load_edges, make_source,
+                                               scipy_reference, sssp, sssp_window, validate_bfs, validate_sssp,
+                                               vertex_ranges)
 from repo_scripts import load_script
 
 

@@ -13,7 +13,7 @@ pytest.importorskip("torch_geometric")
 
 import gpuio  # noqa: E402
 from gpuio.cache.belady import group_min_misses, min_misses, page_sequence, store_vs_min  # noqa: E402
-from gpuio.data import igbh  # noqa: E402
+from gpuio_apps.data import igbh  # noqa: E402
 from gpuio.graph import CSCFile, CSCMemory, build_csc, csc_chunks, open_csc  # noqa: E402
 from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler, hetero_feature_store  # noqa: E402
 from gpuio.pyg.hetero_loader import HeteroBatchLoader  # noqa: E402
@@ -179,7 +179,7 @@ def test_sampler_contract(ds):
 def test_node_loader_over_gpuio_stores(ds):
     from torch_geometric.loader import NodeLoader
     graph = HeteroGraphStore.from_dataset(ds, in_memory=False, device="cpu")
-    tables = {nt: gpuio.FeatureStore(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=64 << 10,
+    tables = {nt: gpuio.TableCache(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=64 << 10,
                                      device="cpu") for nt in ds.node_types}
     fs = hetero_feature_store(tables, y={"paper": ds.y})
     loader = NodeLoader((fs, graph), HeteroNeighborSampler(graph, [5, 3], seed=2),
@@ -272,7 +272,7 @@ def test_belady_min_is_the_optimum():
 
 
 def test_rgat_gpuio_matches_memory_and_learns(ds, one_thread):
-    from gpuio.gnn.hetero_job import HeteroConfig, run
+    from gpuio_apps.gnn.hetero_job import HeteroConfig, run
     cfg = HeteroConfig(root=ds.root, papers=CFG["papers"], features=CFG["features"], seed=CFG["seed"],
                        backends=("gpuio", "memory"), steps=8, batch_size=32, hidden=32, eval_nodes=120, lr=0.02,
                        gpu_cache_fraction=0.05, host_fraction=0.1, belady=True, device="cpu",
@@ -289,10 +289,10 @@ def test_rgat_gpuio_matches_memory_and_learns(ds, one_thread):
 
 
 def test_rgat_computes_only_what_the_target_uses_and_every_parameter_gets_a_gradient(ds, one_thread):
-    """DistributedDataParallel runs with find_unused_parameters=False (gpuio.gnn.hetero_job): that holds only
+    """DistributedDataParallel runs with find_unused_parameters=False (gpuio_apps.gnn.hetero_job): that holds only
     if every parameter gets a gradient on every batch, small batches with empty relations included."""
     import torch.nn.functional as F
-    from gpuio.gnn.rgat import make_rgat, needed_types
+    from gpuio_apps.gnn.rgat import make_rgat, needed_types
     assert needed_types(ds.edge_types, "paper", 1) == [{"paper"}]
     two = needed_types(ds.edge_types, "paper", 2)
     assert two[1] == {"paper"} and two[0] == {"paper"} | {et[0] for et in ds.edge_types if et[2] == "paper"}
@@ -316,7 +316,7 @@ def test_rgat_computes_only_what_the_target_uses_and_every_parameter_gets_a_grad
 
 def test_store_vs_min_counts_host_fill(ds):
     tf = gpuio.TensorFile.open(ds.feature_path("fos"))
-    fs = gpuio.FeatureStore(tf, gpu_cache_bytes=4096, host_cache_rows=5, hot_scores=torch.arange(tf.num_rows),
+    fs = gpuio.TableCache(tf, gpu_cache_bytes=4096, host_cache_rows=5, hot_scores=torch.arange(tf.num_rows),
                             device="cpu", accumulate=False)
     trace = [torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2]), torch.tensor([tf.num_rows - 1])]
     for t in trace:
@@ -343,7 +343,7 @@ def test_two_rank_gloo_training_ends_with_identical_parameters(ds, tmp_path):
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     a, b = torch.load(params + ".rank0"), torch.load(params + ".rank1")
-    from gpuio.gnn.rgat import make_rgat
+    from gpuio_apps.gnn.rgat import make_rgat
     init = make_rgat(ds.edge_types, {nt: CFG["features"] for nt in ds.node_types}, ds.num_classes,
                      seed=CFG["seed"]).state_dict()
     assert a.keys() == b.keys() == init.keys()
@@ -362,7 +362,7 @@ def test_loader_lookahead_protects_coming_batches_and_keeps_results(ds):
     graph = HeteroGraphStore.from_dataset(ds, in_memory=True, device="cpu")
 
     def stores(window):
-        return {nt: gpuio.FeatureStore(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10,
+        return {nt: gpuio.TableCache(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10,
                                        window=window, device="cpu") for nt in ds.node_types}
     runs = []
     for lookahead in (0, 3):
@@ -388,7 +388,7 @@ def test_loader_announces_and_submits_in_the_ramped_order(ds, background):
     (the same order as NodeBatchLoader's), again from the start in each iteration."""
     from test_loader_lookahead import expected_order
     graph = HeteroGraphStore.from_dataset(ds, in_memory=True, device="cpu")
-    feats = {nt: gpuio.FeatureStore(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10,
+    feats = {nt: gpuio.TableCache(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10,
                                     window=8, device="cpu") for nt in ds.node_types}
     log = {nt: [] for nt in feats}
     for nt, store in feats.items():

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch_geometric")
 
-from gpuio.cli import main  # noqa: E402
+from gpuio_apps.cli import main  # noqa: E402
 
 TINY = ["--papers", "300", "--features", "8", "--steps", "3", "--batch-size", "16", "--eval-nodes", "32",
         "--device", "cpu", "--memory-fraction", "0", "--time-cap", "0"]
@@ -194,7 +194,7 @@ def test_sigterm_after_the_steps_keeps_the_cut_runs_step_figures(tmp_path):
 import json, torch
 torch.set_num_threads(1)
 import gpuio.cache.belady as belady
-from gpuio.gnn import hetero_job
+from gpuio_apps.gnn import hetero_job
 def stopped(*a, **k):  # what the SIGTERM handler raises, at the moment the MIN computation starts
     raise hetero_job._Stopped()
 belady.store_vs_min = stopped

@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("torch_geometric")
 
-from gpuio.cli import main  # noqa: E402
-from gpuio.gnn import demo_report  # noqa: E402
-from gpuio.gnn.hetero_memory import HEADROOM_BYTES, RunMemory  # noqa: E402
-from gpuio.gnn.hetero_report import limit_lines, meaning, print_summary  # noqa: E402
+from gpuio_apps.cli import main  # noqa: E402
+from gpuio_apps.gnn import demo_report  # noqa: E402
+from gpuio_apps.gnn.hetero_memory import HEADROOM_BYTES, RunMemory  # noqa: E402
+from gpuio_apps.gnn.hetero_report import limit_lines, meaning, print_summary  # noqa: E402
 
 HEADLINE = re.compile(r"^gpuio \d+\.\d\d s/epoch vs mmap \d+\.\d\d s/epoch (with .*): \d+\.\dx$")
 
@@ -147,7 +147,7 @@ def test_limit_words_name_the_cpu_when_compute_slows_and_nobody_waits():
 
 def test_judged_regime_of_the_two_core_case_is_cpu_bound():
     """--judge's regime line over a run's ranks says the same of the 2-core case: not "loading keeps up"."""
-    from gpuio.gnn.hetero_report import regime
+    from gpuio_apps.gnn.hetero_report import regime
     mem = dict(backend="memory", steps=20, compute_s=1.67)
     gpuio = dict(backend="gpuio", steps=20, compute_s=7.16)
     ranks = [dict(run_s=7.69, stall_s=0.30, sample_s=0.0, feature_s=1.9)]
@@ -212,7 +212,7 @@ def test_deterministic_kernels_warn_only_catch_the_alerts_and_restore():
 
     import torch
 
-    from gpuio.gnn.hetero_kernels import DeterministicKernels
+    from gpuio_apps.gnn.hetero_kernels import DeterministicKernels
 
     class Cfg:
         deterministic, device = True, "cuda"
@@ -236,7 +236,7 @@ def test_deterministic_kernels_warn_only_catch_the_alerts_and_restore():
 
 
 def test_a_limit_the_process_was_started_under_counts_only_where_it_keeps_features_out_of_core(monkeypatch):
-    from gpuio.gnn import hetero_memory
+    from gpuio_apps.gnn import hetero_memory
 
     class Outer:
         def __init__(self, limit):

@@ -1,4 +1,4 @@
-"""gpuio.gnn.hetero_report (issue 15's judged lines, time caps, budgets) and the pieces the one-call GPU
+"""gpuio_apps.gnn.hetero_report (issue 15's judged lines, time caps, budgets) and the pieces the one-call GPU
 run relies on: a shared host buffer reads the constant tier once, load_only stops at its deadline."""
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import time
 import pytest
 import torch
 
-from gpuio.gnn.hetero_report import (at, cap_for, judged_lines, pace, parse_caps, plan_caps, projected,
-                                     warm_steps)
+from gpuio_apps.gnn.hetero_report import (at, cap_for, judged_lines, pace, parse_caps, plan_caps, projected, warm_steps)
 
 
 def test_parse_caps_accepts_numbers_and_labels():
@@ -124,7 +123,7 @@ def test_judged_scale_line_flags_a_small_run_without_a_cgroup():
 
 
 def test_shared_host_buffer_is_filled_once_and_serves_the_same_rows(tmp_path):
-    from gpuio.cache import FeatureStore
+    from gpuio.cache import TableCache
     from gpuio.tensor import TensorFile
     table = torch.randn(3000, 1024, generator=torch.Generator().manual_seed(3))  # 4 KiB rows: a page each
     tf = TensorFile.create(tmp_path / "f.npy", tuple(table.shape), "float32")
@@ -132,17 +131,17 @@ def test_shared_host_buffer_is_filled_once_and_serves_the_same_rows(tmp_path):
     tf.close()
     hot = torch.arange(3000, 0, -1).double()  # rows 0..299 hottest
     a_tf, b_tf = TensorFile.open(tmp_path / "f.npy"), TensorFile.open(tmp_path / "f.npy")
-    a = FeatureStore(a_tf, gpu_cache_bytes=0, host_cache_rows=300, hot_scores=hot, device="cpu")
+    a = TableCache(a_tf, gpu_cache_bytes=0, host_cache_rows=300, hot_scores=hot, device="cpu")
     filled = a_tf.stats()["bytes_read"]
     assert filled >= 300 * 4096
-    b = FeatureStore(b_tf, gpu_cache_bytes=0, host_cache_rows=999, hot_scores=None, device="cpu", host_buffer=a.host)
+    b = TableCache(b_tf, gpu_cache_bytes=0, host_cache_rows=999, hot_scores=None, device="cpu", host_buffer=a.host)
     assert b.host is a.host and b_tf.stats()["bytes_read"] == 0  # nothing read to build b
     idx = torch.tensor([5, 299, 300, 2999, 5])
     assert torch.equal(b.gather(idx), table[idx]) and b.stats()["rows_host"] == 3
     assert b_tf.stats()["bytes_read"] == 2 * 4096  # only the two rows the buffer does not hold
     with pytest.raises(ValueError, match="indexes 3000 rows"):
         small = TensorFile.create(tmp_path / "g.npy", (10, 1024), "float32")
-        FeatureStore(small, gpu_cache_bytes=0, device="cpu", host_buffer=a.host)
+        TableCache(small, gpu_cache_bytes=0, device="cpu", host_buffer=a.host)
     a_tf.close(), b_tf.close()
 
 
@@ -161,7 +160,7 @@ class _SlowLoader:
 
 def test_load_only_stops_after_its_deadline_and_closes_the_loader():
     pytest.importorskip("torch_geometric")
-    from gpuio.gnn.rgat import load_only
+    from gpuio_apps.gnn.rgat import load_only
     ld = _SlowLoader(100, 0.01)
     r = load_only(ld, deadline=time.perf_counter() + 0.05)
     assert 3 <= r["steps"] < 100 and ld.closed and len(r["step_end_s"]) == r["steps"]
@@ -172,7 +171,7 @@ def test_load_only_stops_after_its_deadline_and_closes_the_loader():
 def test_a_capped_pass_is_timed_to_the_end_of_its_last_step():
     """A capped pass's wall time also holds the wait for the loader's read in hand after the cap (up to one
     batch of page faults for mmap): comparisons must not charge it to the capped backend."""
-    from gpuio.gnn.hetero_job import _end_at_last_step
+    from gpuio_apps.gnn.hetero_job import _end_at_last_step
     r = dict(run_s=30.0, steps=3, step_end_s=[5.0, 10.0, 15.0], capped=True)
     _end_at_last_step(r)
     assert r["run_s"] == 15.0 and r["wall_s"] == 30.0 and at(r, 3) == 15.0

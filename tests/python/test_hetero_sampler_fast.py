@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("torch_geometric")
 
 import gpuio  # noqa: E402
-from gpuio.data import igbh  # noqa: E402
+from gpuio_apps.data import igbh  # noqa: E402
 from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler  # noqa: E402
 from gpuio.pyg.hetero_loader import HeteroBatchLoader, batch_generator  # noqa: E402
 from gpuio.pyg.hetero_ops import DenseRelabel, sample_positions_many  # noqa: E402

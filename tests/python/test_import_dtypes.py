@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gpuio._npy import read_header
-from gpuio.cli import main
+from gpuio_apps.cli import main
 from gpuio.tensor import TensorFile
 
 SHAPE = (300, 19)  # 38-byte float16 rows: rows straddle blocks

@@ -7,7 +7,7 @@ import pytest
 
 import gpuio
 from gpuio import _core
-from gpuio.cli import main
+from gpuio_apps.cli import main
 
 
 def test_info_is_the_cli_report(tmp_path, monkeypatch, capsys):

@@ -7,10 +7,10 @@ import time
 import pytest
 import torch
 
-from gpuio.cache import FeatureStore, InMemoryRows
+from gpuio.cache import TableCache, InMemoryRows
 from gpuio.cache.page_cache import NO_USE
 from gpuio.cache.window import WindowBuffer
-from gpuio.data import synthetic_graph
+from gpuio_apps.data import synthetic_graph
 from gpuio.loader import NodeBatchLoader, ramped_lookahead
 from gpuio.pyg import NeighborSampler
 from repo_scripts import load_script
@@ -29,7 +29,7 @@ def graph(tmp_path_factory):
 
 
 def _store(table, window, cache_pages=8, policy="clock", inflight=32):
-    return FeatureStore(InMemoryRows(table), gpu_cache_bytes=cache_pages * 4096, window=window,
+    return TableCache(InMemoryRows(table), gpu_cache_bytes=cache_pages * 4096, window=window,
                         accumulate=True, inflight_pages_min=inflight, policy=policy, device="cpu")
 
 

@@ -15,8 +15,8 @@ import torch
 pytest.importorskip("torch_geometric")
 
 import gpuio  # noqa: E402
-from gpuio.cache import FeatureStore  # noqa: E402
-from gpuio.data import igbh, synthetic_graph  # noqa: E402
+from gpuio.cache import TableCache  # noqa: E402
+from gpuio_apps.data import igbh, synthetic_graph  # noqa: E402
 from gpuio.loader import NodeBatchLoader, check_sample_workers  # noqa: E402
 from gpuio.pyg import (GraphStore, HeteroBatchLoader, HeteroGraphStore, HeteroNeighborSampler,  # noqa: E402
                        NeighborSampler, NodeLoader, PygFeatureStore, hetero_feature_store)
@@ -36,7 +36,7 @@ def graph(tmp_path_factory):
 
 
 def _node_loader(data, workers, method=None, sampler_cls=NeighborSampler, **kw):
-    store = FeatureStore(data.features, gpu_cache_bytes=8 * 4096, window=8, accumulate=True, device="cpu")
+    store = TableCache(data.features, gpu_cache_bytes=8 * 4096, window=8, accumulate=True, device="cpu")
     sampler = sampler_cls(data.edge_index, [5, 3], seed=3, num_nodes=data.num_nodes)
     return NodeBatchLoader(sampler, store, data.train_idx, 64, labels=data.y, seed=3, device="cpu",
                            sample_workers=workers, start_method=method,
@@ -106,7 +106,7 @@ def test_a_workers_error_reaches_the_training_loop(graph):
     data, _ = graph
     sampler = NeighborSampler(data.edge_index, [3], seed=0, num_nodes=data.num_nodes)
     bad = torch.tensor([1, 2, data.num_nodes + 5])
-    loader = NodeBatchLoader(sampler, FeatureStore(data.features, 4096, device="cpu"), bad, 2, device="cpu",
+    loader = NodeBatchLoader(sampler, TableCache(data.features, 4096, device="cpu"), bad, 2, device="cpu",
                              sample_workers=2, worker_options=BOUND)
     with pytest.raises(IndexError, match="seed node ids must lie in"):
         list(loader)
@@ -145,7 +145,7 @@ def _crosses_spawn_or_skip(obj, method: str) -> None:
 
 @pytest.mark.parametrize("method", START_METHODS)
 def test_hetero_batches_do_not_depend_on_sampling_workers(ds, method):
-    feats = {nt: FeatureStore(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10, window=8,
+    feats = {nt: TableCache(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10, window=8,
                               device="cpu") for nt in ds.node_types}
     tables = {nt: torch.from_numpy(np.load(ds.feature_path(nt))) for nt in ds.node_types}
     graph = HeteroGraphStore.from_dataset(ds, in_memory=False, device="cpu")  # structure read through gpuio

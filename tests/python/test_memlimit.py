@@ -1,4 +1,4 @@
-"""gpuio.bench.memlimit on this machine's cgroups (v1 on the 2-core machines, v2 on the GPU machine): a
+"""gpuio_apps.bench.memlimit on this machine's cgroups (v1 on the 2-core machines, v2 on the GPU machine): a
 file read inside a limit stays out of the page cache beyond the limit. Skipped where no cgroup can be made
 (not root), saying why."""
 import os
@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from gpuio.bench.memlimit import MemoryLimit, drop_file_cache
+from gpuio_apps.bench.memlimit import MemoryLimit, drop_file_cache
 
 
 def test_page_cache_stays_under_the_limit(tmp_path):

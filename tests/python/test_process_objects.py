@@ -1,4 +1,4 @@
-"""gpuio's data-holding objects in other processes: the table cache (gpuio.FeatureStore, host tiers), PyG stores and
+"""gpuio's data-holding objects in other processes: the table cache (gpuio.TableCache, host tiers), PyG stores and
 samplers, CSC relation files, device arrays and row tables pickle as what they are and reopen on arrival; forked
 children use inherited ones at once (fresh locks, files reopened on their own engine). DataLoader and PyG NodeLoader
 workers under fork and spawn check every byte; every case is bounded by a timeout (DataLoader's own, or an alarm
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import gpuio
-from gpuio.cache import FeatureStore
-from gpuio.data import rmat_edges
+from gpuio.cache import TableCache
+from gpuio_apps.data import rmat_edges
 from gpuio.graph import coalesce_undirected
 from workers_stores import GatherDataset, SamplerSeedDataset
 from workers_util import ROWS, check_loader, expected_rows, fork_and_wait, make_table
@@ -25,9 +25,9 @@ import gpuio.pyg as gp  # noqa: E402
 from torch_geometric.loader import NodeLoader  # noqa: E402
 
 
-def _host_store(tf, **kw) -> FeatureStore:
+def _host_store(tf, **kw) -> TableCache:
     """A table cache on the host with every tier: host buffer of 30 hot rows, a small page cache, window."""
-    return FeatureStore(tf, gpu_cache_bytes=6 * 4096, host_cache_rows=30, hot_scores=torch.arange(ROWS) % 17,
+    return TableCache(tf, gpu_cache_bytes=6 * 4096, host_cache_rows=30, hot_scores=torch.arange(ROWS) % 17,
                         device="cpu", **kw)
 
 
@@ -56,19 +56,19 @@ def test_feature_store_pickles_its_host_tiers_and_rebuilds_an_empty_page_cache(t
     assert back.cache.resident_pages().numel() == 0 and back.stats()["rows_requested"] == 0
     torch.testing.assert_close(back.gather(torch.arange(ROWS)), expected_rows(range(ROWS)), rtol=0, atol=0)
     assert back.stats()["rows_host"] == 30
-    shared = pickle.loads(pickle.dumps([fs, FeatureStore(fs.tf, device="cpu", host_buffer=fs.host)]))
+    shared = pickle.loads(pickle.dumps([fs, TableCache(fs.tf, device="cpu", host_buffer=fs.host)]))
     assert shared[0].host is shared[1].host  # one host buffer shared by two stores stays one
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a receiver without CUDA")
 def test_a_gpu_cache_refuses_to_arrive_where_there_is_no_cuda(tmp_path):
-    from gpuio.cache import feature_store, host_buffer
+    from gpuio.cache import host_buffer, table_cache
 
     fs = _host_store(make_table(tmp_path / "t.npy"))
     # what a store made with device="cuda" pickles as, unpickled here
     with pytest.raises(RuntimeError, match="page cache on cuda:0 arrived in a process without CUDA: send one made "
                                            "with device='cpu'"):
-        feature_store._arrive(fs.tf, None, "cuda:0", fs._config)
+        table_cache._arrive(fs.tf, None, "cuda:0", fs._config)
     with pytest.raises(RuntimeError, match="host buffer indexed on cuda:0 arrived in a process without CUDA"):
         host_buffer._arrive(fs.host.rows, fs.host.data, ROWS, "cuda:0")
 
@@ -104,7 +104,7 @@ def test_pyg_stores_samplers_and_row_tables_pickle(tmp_path):
 
 
 def test_hetero_store_and_sampler_pickle_with_their_relation_files(tmp_path):
-    from gpuio.data import igbh
+    from gpuio_apps.data import igbh
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
 
     ds = igbh.generate_igbh(str(tmp_path / "g"), igbh.IGBHConfig(papers=60, features=8, seed=2))
@@ -170,7 +170,7 @@ def test_forked_child_uses_inherited_stores_samplers_and_arrays(tmp_path):
 
 
 def test_forked_child_samples_while_a_parent_thread_held_the_sampler_lock(tmp_path):
-    from gpuio.data import igbh
+    from gpuio_apps.data import igbh
     from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler
 
     ds = igbh.generate_igbh(str(tmp_path / "g"), igbh.IGBHConfig(papers=60, features=8, seed=2))

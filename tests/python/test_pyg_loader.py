@@ -6,8 +6,8 @@ import torch
 from torch_geometric.loader import NodeLoader
 
 import gpuio.pyg as gp
-from gpuio.cache import FeatureStore
-from gpuio.data import rmat_edges
+from gpuio.cache import TableCache
+from gpuio_apps.data import rmat_edges
 from gpuio.graph import coalesce_undirected
 from gpuio.tensor import TensorFile
 
@@ -25,7 +25,7 @@ def stores(tmp_path, graph):
     tf = TensorFile.create(tmp_path / "x.npy", (N, 8), "float32")
     tf.scatter(torch.arange(N), x)
     fs = gp.PygFeatureStore()
-    fs.put_tensor(FeatureStore(tf, gpu_cache_bytes=8 * 4096, device="cpu"), group_name=None, attr_name="x",
+    fs.put_tensor(TableCache(tf, gpu_cache_bytes=8 * 4096, device="cpu"), group_name=None, attr_name="x",
                   index=None)
     fs.put_tensor(torch.arange(N) % 5, group_name=None, attr_name="y", index=None)
     gs = gp.GraphStore()

@@ -28,7 +28,7 @@ PyG behaviours pinned, per test:
   without store=True) give the same edges from each stored layout, and gpuio's sampler CSC agrees.
 gpuio behaviours beyond PyG's reference (gpuio stores only; each says why the reference differs):
 - test_update_with_index_keeps_other_rows, test_new_attribute_ids_are_dense, test_int_and_nd_indices,
-  test_row_tables_and_files (TensorFile/gpuio.FeatureStore tables, writes reaching the file, owned files
+  test_row_tables_and_files (TensorFile/gpuio.TableCache tables, writes reaching the file, owned files
   removed with their attribute, get_tensor_size None when missing).
 - test_half_precision_features_bit_exact (every store, the reference too): bfloat16/float16 put and read
   bit for bit; test_rows_written_into_bfloat16_features_are_cast, test_store_dtype_option_* (gpuio stores):
@@ -42,7 +42,7 @@ from torch_geometric.data.feature_store import AttrView, _FieldStatus
 from torch_geometric.testing import MyFeatureStore, MyGraphStore
 
 import gpuio.pyg as gp
-from gpuio.cache import FeatureStore as CacheStore
+from gpuio.cache import TableCache as CacheStore
 from gpuio.tensor import TensorFile
 
 FEATURE_STORES = ["pyg-reference", "gpuio-memory", "gpuio-tensorfile"]

@@ -1,6 +1,6 @@
-"""The raw-device reference is a tool of its own (cpp/tools/raw), not part of libgpuio: gpuio._raw runs it in-process
-for `gpuio bench` (same results as the C++ tests check), the gpuio-raw command prints one JSON line per run and
-refuses a bad option with one line naming it, and gpuio._core no longer carries it."""
+"""The raw-device reference is a tool of its own (cpp/tools/raw), not part of libgpuio: gpuio_apps._raw runs it
+in-process for `gpuio bench` (same results as the C++ tests check), the gpuio-raw command prints one JSON line per
+run and refuses a bad option with one line naming it, and gpuio._core no longer carries it."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import gpuio._core as core
-from gpuio.bench import raw_bench
+from gpuio_apps.bench import raw_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = 4096

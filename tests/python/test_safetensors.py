@@ -10,7 +10,7 @@ import struct
 import pytest
 import torch
 
-from gpuio import _files
+from gpuio import outputs
 import gpuio.safetensors as gst
 
 sft = pytest.importorskip("safetensors.torch")
@@ -78,7 +78,7 @@ def test_round_trip_and_peers_read_our_files(tmp_path):
     known = {k: v for k, v in t.items() if k not in NOT_IN_SFT_LOAD}
     gst.save_file(known, p)
     assert same(sft.load(p.read_bytes()), known)
-    assert not [n for n in os.listdir(tmp_path) if _files.TEMP_TAG in n]  # no temporary left behind
+    assert not [n for n in os.listdir(tmp_path) if outputs.TEMP_TAG in n]  # no temporary left behind
 
 
 def test_load_from_bytes_and_layout():

@@ -11,7 +11,7 @@ import pytest
 sim = pytest.importorskip("gpuio.sim")
 from typer.testing import CliRunner  # noqa: E402
 
-from gpuio.cli.sim import app  # noqa: E402
+from gpuio_apps.cli.sim import app  # noqa: E402
 
 SHARED = Path(os.environ.get("GPUIO_SHARED", "/work/shared")) / "traces"
 

@@ -73,7 +73,7 @@ def test_bad_budgets_raise():
 @pytest.fixture(scope="module")
 def ds(tmp_path_factory):
     pytest.importorskip("torch_geometric")
-    from gpuio.data import igbh
+    from gpuio_apps.data import igbh
     return igbh.generate_igbh(str(tmp_path_factory.mktemp("igbh")), igbh.IGBHConfig(papers=600, features=8, seed=3))
 
 

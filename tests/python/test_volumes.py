@@ -17,7 +17,7 @@ from volumes_util import admin, fresh, pattern
 
 
 # The command line of this interpreter's gpuio (the same code as the installed `gpuio` script).
-GPUIO = [sys.executable, "-c", "from gpuio.cli import main; main()"]
+GPUIO = [sys.executable, "-c", "from gpuio_apps.cli import main; main()"]
 
 
 def test_create_list_info_resize_delete(ceph_cluster):
@@ -189,10 +189,10 @@ def test_tensor_file_gather_scatter_on_a_volume(ceph_cluster):
     assert torch.equal(got, rows[[int(idx[0]), int(idx[1]), int(idx[0])]])
     untouched = sorted(set(range(1000)) - set(idx.tolist()))[:5]
     assert torch.count_nonzero(ro.gather(torch.tensor(untouched))) == 0
-    # the caches above the tensor store, unchanged: a FeatureStore on the volume's TensorFile
+    # the caches above the tensor store, unchanged: a TableCache on the volume's TensorFile
     expect = torch.zeros(1000, 24)
     expect[idx] = rows[idx]
-    fs = gpuio.FeatureStore(ro, gpu_cache_bytes=8 * 4096, host_cache_rows=50, hot_scores=torch.rand(1000),
+    fs = gpuio.TableCache(ro, gpu_cache_bytes=8 * 4096, host_cache_rows=50, hot_scores=torch.rand(1000),
                             device="cpu")
     q = torch.randint(0, 1000, (200,), generator=torch.Generator().manual_seed(1))
     assert torch.equal(fs.gather(q), expect[q])

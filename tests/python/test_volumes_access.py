@@ -107,7 +107,7 @@ def test_read_write_caps_write_and_revoke_refuses_new_sessions(team, ceph_cluste
 def test_grant_cli_writes_a_usable_keyring(team, ceph_cluster, tmp_path):
     v, ids, who = team
     user = f"cli{os.getpid()}"
-    r = subprocess.run([__import__("sys").executable, "-c", "from gpuio.cli import main; main()", "volume", "grant",
+    r = subprocess.run([__import__("sys").executable, "-m", "gpuio_apps", "volume", "grant",
                         v, user, "--read-only", "-o", str(tmp_path / "k")], capture_output=True, text=True,
                        env=ceph_cluster.env(), timeout=120)
     assert r.returncode == 0, r.stderr

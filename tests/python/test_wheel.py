@@ -152,6 +152,8 @@ def test_wheel_is_manylinux_and_only_the_rbd_plugin_links_ceph(wheel, unpacked):
     libs = sorted(unpacked.rglob("*.so*"))
     names = [p.name for p in libs]
     assert any(n.startswith("_core") for n in names) and ("libgpuio_rbd.so.1" in names) == RBD_BUILT, names
+    where = {p.name.split(".")[0]: p.parent.relative_to(unpacked).as_posix() for p in libs}
+    assert where["_core"] == "gpuio" and where["_raw"] == "gpuio_apps", where  # the benchmark tool is no library part
     for lib in libs:
         deps = _ldd(lib)
         assert "not found" not in deps, f"{lib.name}:\n{deps}"
@@ -159,7 +161,7 @@ def test_wheel_is_manylinux_and_only_the_rbd_plugin_links_ceph(wheel, unpacked):
         ceph = [n for n in CEPH_SONAMES if n in deps]
         assert ceph == ([] if lib.name != "libgpuio_rbd.so.1" else list(CEPH_SONAMES)), f"{lib.name}:\n{deps}"
     for name in ("cora", "citeseer"):
-        assert len(list((unpacked / "gpuio" / "datasets" / name).glob(f"ind.{name}.*"))) == 8
+        assert len(list((unpacked / "gpuio_apps" / "datasets" / name).glob(f"ind.{name}.*"))) == 8
     assert any(p.name == "LICENSE" for p in unpacked.rglob("*.dist-info/**/*")), "LICENSE is not in the wheel"
 
 

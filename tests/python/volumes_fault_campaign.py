@@ -28,7 +28,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.runs < 1:
         ap.error(f"--runs must be >= 1, got {a.runs}")
-    from gpuio.volumes import Identity, cluster, faults
+    from gpuio.volumes import Identity, faults
+    from gpuio_apps import cluster
 
     t0 = time.monotonic()
     results = []

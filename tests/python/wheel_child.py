@@ -44,7 +44,7 @@ else:
     assert reason == "", reason
     print("ok volumes available")
 
-from gpuio.data import find_dataset, load_planetoid  # noqa: E402
+from gpuio_apps.data import find_dataset, load_planetoid  # noqa: E402
 
 folder = find_dataset("cora")
 assert os.path.realpath(folder).startswith(os.path.realpath(site)), folder

@@ -82,7 +82,7 @@ def check_streams_loader(loader) -> set:
 
 class GatherDataset(torch.utils.data.Dataset):
     """Item i: (ids, rows gathered through the table cache received, pid), as workers_util.RowsDataset over a
-    gpuio.FeatureStore (gather, no indexing); the rows handed back in host memory (a worker's CUDA tensors are
+    gpuio.TableCache (gather, no indexing); the rows handed back in host memory (a worker's CUDA tensors are
     not for another process)."""
 
     def __init__(self, store, rows: int):

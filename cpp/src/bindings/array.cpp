@@ -106,7 +106,7 @@ GPUIO_BIND(array, 30) {
               nb::dict g, uint32_t staging_groups) {
              CacheGeometry geo = geometry(g);
              std::vector<QueueRef> qs;
-             for (const auto& q : queues) {  // (shared, tail, index) as gpuio.gpu.GpuPath.queue(i) gives them
+             for (const auto& q : queues) {  // (shared, tail, index) as gpuio.gpu.GpuRuntime.queue(i) gives them
                if (q.size() != 3) throw std::invalid_argument("a queue is (shared, tail, index), got " +
                                                               std::to_string(q.size()) + " values");
                QueueRef r;

@@ -1,4 +1,4 @@
-// How C++ errors cross into Python for every gpuio extension module (gpuio._core, gpuio._raw): IoError keeps its
+// How C++ errors cross into Python for every gpuio extension module (gpuio._core, gpuio_apps._raw): IoError keeps its
 // errno, so Python sees OSError(errno, message) and callers can test e.errno. nanobind's own translations cover
 // std::invalid_argument (ValueError), std::out_of_range (IndexError) and the rest.
 #pragma once

@@ -1,4 +1,4 @@
-// gpuio._raw: the raw-device reference (raw.hpp) as a Python module of its own, kept out of gpuio._core so the
+// gpuio_apps._raw: the raw-device reference (raw.hpp) as a Python module of its own, kept out of gpuio._core so the
 // library carries no benchmark code. `gpuio bench` calls it in-process, interleaved with the engine's passes.
 // Runs with the GIL released so Python threads (progress display) keep going.
 #include <nanobind/nanobind.h>

@@ -1,6 +1,6 @@
 // The raw-device reference ("what the device can do"): the algorithm of ../shared/tools/iobench.c. A tool of
 // its own, not part of libgpuio: the library gpuio_raw, the command gpuio-raw (main.cpp) and the Python module
-// gpuio._raw (module.cpp), which `gpuio bench` runs in-process so gpuio and the device are measured side by side
+// gpuio_apps._raw (module.cpp), which `gpuio bench` runs in-process so gpuio and the device are measured side by side
 // in one run (BENCHMARKS.md).
 // Each thread opens the file itself (O_DIRECT by default) and either keeps an io_uring queue_depth deep
 // or loops on pread/pwrite; offsets are random (per-thread xorshift64, seed 0x9E37..*(id+1)) or

@@ -1,10 +1,10 @@
 """Layer 4 (DESIGN.md): device page cache, constant host buffer, window buffering, access accumulator,
-and the `FeatureStore` that stacks them over a `gpuio.TensorFile`. Pure tensor ops: GPU or CPU."""
-from gpuio.cache.feature_store import FeatureStore
+and the `TableCache` that stacks them over a `gpuio.TensorFile`. Pure tensor ops: GPU or CPU."""
+from gpuio.cache.table_cache import TableCache
 from gpuio.cache.page_cache import POLICIES, PageCache
 from gpuio.rows import InMemoryRows, MemmapRows  # the row tables live one layer down (gpuio.rows)
 
-__all__ = ["FeatureStore", "PageCache", "POLICIES", "InMemoryRows", "MemmapRows"]
+__all__ = ["TableCache", "PageCache", "POLICIES", "InMemoryRows", "MemmapRows"]
 
 
 def __getattr__(name: str):
@@ -12,4 +12,8 @@ def __getattr__(name: str):
         from gpuio.future import deprecated_alias
 
         return deprecated_alias("gpuio.cache.Ticket")
+    if name == "FeatureStore":  # the table cache's old name, kept for one release
+        from gpuio._deprecated import NOT_PYGS, renamed
+
+        return renamed("gpuio.cache.FeatureStore", "gpuio.cache.TableCache", TableCache, NOT_PYGS)
     raise AttributeError(f"module 'gpuio.cache' has no attribute {name!r}")

@@ -36,3 +36,5 @@ class Accumulator:
     def take(self) -> list:
         out, self.pending, self.pending_miss_pages = self.pending, [], 0
         return out
+
+__all__ = ["INFLIGHT_PAGES_MIN", "ACCUMULATE_BATCHES_MAX", "Accumulator"]

@@ -3,7 +3,7 @@ access sequence (the offline optimum the feature stores are judged against).
 
 A trace is the list of each served group's requested row ids (one tensor per group — a batch, or the
 batches a store's accumulator merged into one read — in serving order; `record_served` records it); a
-page is `page_rows` consecutive rows, the unit a `gpuio.FeatureStore` reads.
+page is `page_rows` consecutive rows, the unit a `gpuio.TableCache` reads.
 
 - `group_min_misses` / `min_bytes`: the store's serving model — a group's missing pages are read
   together (each once), then any `capacity` pages of those resident and those just read may be kept.
@@ -24,9 +24,9 @@ import torch
 
 
 def record_served(store) -> list:
-    """Record what a `gpuio.FeatureStore` serves: appends, per served group (one flush: the batches its
+    """Record what a `gpuio.TableCache` serves: appends, per served group (one flush: the batches its
     accumulator merged, read with one request), the requested row ids. That is the trace MIN must see
-    — pages a group reads once serve every batch of the group, cached or not (FeatureStore.observe_served)."""
+    — pages a group reads once serve every batch of the group, cached or not (TableCache.observe_served)."""
     trace: list = []
     store.observe_served(lambda rows: trace.append(rows.cpu()))
     return trace
@@ -134,7 +134,7 @@ def min_bytes(trace, capacity_pages: int, page_rows: int, page_bytes: int) -> in
 
 
 def store_vs_min(store, trace, lookahead: int | None = None) -> dict:
-    """A `gpuio.FeatureStore`'s storage bytes against MIN on the same trace, two ways.
+    """A `gpuio.TableCache`'s storage bytes against MIN on the same trace, two ways.
 
     gpuio's bytes are the blocks its table actually read (host buffer fill + page reads; the table's
     counters, else the store's page bytes + host rows).
@@ -166,3 +166,5 @@ def store_vs_min(store, trace, lookahead: int | None = None) -> dict:
         w = group_min_misses(cold, s["cache_slots"], lookahead, store.page_rows) * store.page_bytes
         out.update(lookahead=lookahead, window_min_bytes=fill + w, window_min_ratio=div(fill + w, fill + opt_dev))
     return out
+
+__all__ = ["record_served", "page_sequence", "next_use", "min_misses", "group_min_misses", "min_bytes", "store_vs_min"]

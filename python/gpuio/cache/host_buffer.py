@@ -123,7 +123,7 @@ def _arrive(rows: torch.Tensor, data: torch.Tensor, num_rows: int, index_device:
     dev = torch.device(index_device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"a gpuio host buffer indexed on {dev} arrived in a process without CUDA: send a "
-                           f"FeatureStore made with device='cpu', or use it where CUDA is")
+                           f"TableCache made with device='cpu', or use it where CUDA is")
     buf = HostBuffer.__new__(HostBuffer)
     if not isinstance(data, torch.Tensor):
         data = torch.from_numpy(data)
@@ -134,3 +134,5 @@ def _arrive(rows: torch.Tensor, data: torch.Tensor, num_rows: int, index_device:
         buf.data = data
     buf._index(rows, num_rows, dev)
     return buf
+
+__all__ = ["pinned_empty", "HostBuffer", "pick_hot_rows"]

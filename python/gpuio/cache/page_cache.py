@@ -173,3 +173,5 @@ class PageCache:
         slots = res.nonzero().flatten()
         assert bool((self.page_slot[self.slot_page[slots]].long() == slots).all()), "page table mismatch"
         assert int((self.page_slot >= 0).sum()) == int(res.sum()), "stale page table entries"
+
+__all__ = ["POLICIES", "NO_USE", "PageCache"]

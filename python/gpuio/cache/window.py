@@ -1,5 +1,5 @@
 """Window buffering (GIDS): what the next `window` batches will read, and when — the page cache's
-eviction and admission use it the way Belady's MIN uses the future (FeatureStore._serve).
+eviction and admission use it the way Belady's MIN uses the future (TableCache._serve).
 
 The loader samples ahead; each sampled-but-not-yet-served batch is announced with `announce(pages)` and
 gets the next sequence number. Per page the window keeps `next_use`: the sequence number of the soonest
@@ -83,3 +83,5 @@ class WindowBuffer:
 
     def protected_pages(self) -> int:
         return int((self.next_use < NO_USE).sum()) if self.protected else 0
+
+__all__ = ["WindowBuffer"]

@@ -3,7 +3,8 @@ every graph form the package accepts (`to_csc`), hotness scores that rank rows f
 (`degree_scores`, `pagerank_scores`), and graph structure on storage: per-relation CSC TensorFiles built out
 of core and sampled through the engine (`CSCFile`, one page-cache budget shared over a graph's relation files
 by `split_struct_cache`), or held in memory (`CSCMemory`); and `GraphData`, a
-node-classification graph (edges, labels, splits, feature table) as the dataset loaders of gpuio.data give it."""
+node-classification graph (edges, labels, splits, feature table) as the dataset loaders of gpuio_apps.data
+give it."""
 from gpuio.graph.csc import CSC, csc_from_edge_index, to_csc
 from gpuio.graph.csc_file import (STRUCT_CACHE_BYTES_DEFAULT, CSCFile, CSCMemory, build_csc, create_table,
                                   csc_chunks, edge_list_chunks, open_csc, relation_file_bytes, split_struct_cache,

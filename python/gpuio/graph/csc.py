@@ -89,3 +89,5 @@ def to_csc(graph: Any, num_nodes: int | None = None) -> CSC:
         return csc_from_edge_index(graph.edge_index, num_nodes if num_nodes is not None else graph.num_nodes)
     raise TypeError(f"graph must be an edge_index tensor, CSC, Data or gpuio.pyg.GraphStore, "
                     f"got {type(graph).__name__}")
+
+__all__ = ["CSC", "csc_from_edge_index", "SupportsCSC", "EdgeIndexGraph", "to_csc"]

@@ -9,7 +9,7 @@ list). Both are gpuio TensorFiles (block-aligned .npy, so `np.load(mmap_mode="r"
   the edges of one destination range of at most `bucket_edges` edges, sorts them (stable: the stream's
   order is kept within a destination) and writes them at their final place. Passes = edges / bucket_edges.
 - `CSCFile` samples from the files through the engine: the column pointers and the neighbour lists are
-  read on demand through one `gpuio.FeatureStore` each (page caches on `device`), so the host holds neither
+  read on demand through one `gpuio.TableCache` each (page caches on `device`), so the host holds neither
   the edges nor the pointers; a file whose cache share covers it is read whole at open instead.
 - `split_struct_cache` shares one page-cache budget among the files of several relations: pointer files
   whole first, then the neighbour lists in proportion to their file sizes (see its docstring for why).
@@ -18,7 +18,7 @@ list). Both are gpuio TensorFiles (block-aligned .npy, so `np.load(mmap_mode="r"
   draws the same neighbours from either (tests/python/test_hetero.py checks it).
 
 Other processes: both pickle as what they hold: a CSCFile its two TensorFiles (reopened in the receiver), the
-files it holds whole (their tensors travel: nothing is read again) and its page caches (gpuio.FeatureStore:
+files it holds whole (their tensors travel: nothing is read again) and its page caches (gpuio.TableCache:
 rebuilt empty there); a forked child inherits them, its files reopening on first use. Structure on CUDA refuses at
 once in a forked child of a process that used CUDA (gpuio.gpu.BAD_FORK).
 """
@@ -246,10 +246,10 @@ class CSCFile:
 
     def _open(self, tf, budget: int):
         """The file whole in a tensor when `budget` covers it, else a page cache of `budget` bytes over it."""
-        from gpuio.cache import FeatureStore
+        from gpuio.cache import TableCache
         if budget >= tf.nbytes > 0:
             return _whole(tf, self.device)
-        return FeatureStore(tf, gpu_cache_bytes=budget, window=0, accumulate=False, device=self.device)
+        return TableCache(tf, gpu_cache_bytes=budget, window=0, accumulate=False, device=self.device)
 
     @property
     def whole(self) -> tuple:
@@ -323,7 +323,7 @@ def _whole(tf, device) -> torch.Tensor:
 
 
 def _read(src, idx: torch.Tensor) -> torch.Tensor:
-    """Entries idx of a file held whole (a tensor) or read through its cache (a FeatureStore)."""
+    """Entries idx of a file held whole (a tensor) or read through its cache (a TableCache)."""
     return src.index_select(0, idx) if isinstance(src, torch.Tensor) else src.gather(idx)
 
 
@@ -350,3 +350,7 @@ def open_csc(directory: str, in_memory: bool = False, cache_bytes=STRUCT_CACHE_B
         return CSCMemory.load(directory, device if device is not None else
                               ("cuda" if torch.cuda.is_available() else "cpu"))
     return CSCFile(directory, cache_bytes, device)
+
+__all__ = ["CHUNK_EDGES", "BUCKET_EDGES_DEFAULT", "STRUCT_CACHE_BYTES_DEFAULT", "create_table", "write_rows",
+           "relation_paths", "csc_chunks", "edge_list_chunks", "build_csc", "split_struct_cache", "CSCMemory",
+           "CSCFile", "WHOLE_CHUNK_BYTES", "relation_file_bytes", "open_csc"]

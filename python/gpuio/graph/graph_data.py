@@ -1,5 +1,5 @@
 """`GraphData`: what a node-classification job needs — edges, labels, splits, and a feature table — and the two
-edge-list and node-set helpers the dataset loaders (gpuio.data) build it with."""
+edge-list and node-set helpers the dataset loaders (gpuio_apps.data) build it with."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,3 +51,5 @@ def random_split(num_nodes: int, fractions: tuple, seed: int):
     b = a + int(fractions[1] * num_nodes)
     c = b + int(fractions[2] * num_nodes)
     return perm[:a].sort().values, perm[a:b].sort().values, perm[b:c].sort().values
+
+__all__ = ["GraphData", "coalesce_undirected", "random_split"]

@@ -1,4 +1,4 @@
-"""Hotness scores for the cache's constant host buffer (`gpuio.FeatureStore(hot_scores=...)`): degree or
+"""Hotness scores for the cache's constant host buffer (`gpuio.TableCache(hot_scores=...)`): degree or
 PageRank of the graph, as GIDS ranks rows."""
 from __future__ import annotations
 
@@ -32,3 +32,5 @@ def pagerank_scores(graph, num_nodes: int | None = None, damping: float = 0.85, 
         dangling = rank[out_deg == 0].sum()
         rank = (1 - damping) / n + damping * (nxt + dangling / n)
     return rank
+
+__all__ = ["degree_scores", "pagerank_scores"]

@@ -1,6 +1,6 @@
 """`gpuio.pyg.PygFeatureStore`: PyG's remote-backend FeatureStore over gpuio tables.
 
-Each (group_name, attr_name) maps to a row table indexed by node (or edge) id: a `gpuio.FeatureStore`
+Each (group_name, attr_name) maps to a row table indexed by node (or edge) id: a `gpuio.TableCache`
 (tiered cache), a `gpuio.TensorFile`, any row source with `gather(idx)`, or a tensor.
 `NodeLoader(data=(feature_store, graph_store), ...)` then fetches `x[n_id]` through gpuio.
 
@@ -8,7 +8,7 @@ PyG's contract, as its base class and reference store (`torch_geometric.testing.
 - `put_tensor(rows, group, attr, index)`: `index` says which ids the rows belong to. On a new attribute it
   creates the table (ids 0..max(index); ids it does not name read as zeros, like a fresh TensorFile); on an
   existing one it writes those rows in place (a TensorFile-backed table on disk). index=None puts the
-  whole table (replacing the old one). A row table object (TensorFile, gpuio.FeatureStore) is put whole.
+  whole table (replacing the old one). A row table object (TensorFile, gpuio.TableCache) is put whole.
 - `get_tensor(..., index)`: the rows of those ids (int: one row; any-shaped index: index.shape + row
   shape; None or `:`: the whole table in id order); a missing attribute raises KeyError.
 - `update_tensor(rows, ..., index)`: with an index, writes those rows and keeps the others (PyG's default,
@@ -25,7 +25,7 @@ has a stored form for works, bfloat16 included; `PygFeatureStore(dtype=torch.bfl
 of float32 features); rows written later into a table are cast to its type the same way.
 
 Other processes (PyG loaders with workers, spawned ranks): the store pickles with its tables, each as what it is
-(a TensorFile or gpuio.FeatureStore reopens in the receiver, a tensor travels); a forked child inherits it, its
+(a TensorFile or gpuio.TableCache reopens in the receiver, a tensor travels); a forked child inherits it, its
 files reopening themselves on first use. The files a store made under root stay that store's: a copy in another
 process (pickled or forked) never deletes them when it removes the attribute.
 """
@@ -228,3 +228,5 @@ class PygFeatureStore(FeatureStoreBase):
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
         """Every (group_name, attr_name) put into the store, as TensorAttrs."""
         return [TensorAttr(group_name=g, attr_name=a) for g, a in self._tables]
+
+__all__ = ["PygFeatureStore"]

@@ -81,3 +81,5 @@ class GraphStore(PygGraphStore):
                 raise ValueError(f"bipartite edge type {edge_type!r} (size {attr.size}) is not supported")
             self._csc[edge_type] = csc_from_edge_index(torch.stack([row.long(), col.long()]), n)
         return self._csc[edge_type]
+
+__all__ = ["GraphStore"]

@@ -3,7 +3,7 @@ pure-PyTorch heterogeneous neighbour sampler (PyG's `HeteroSamplerOutput` contra
 
     graph = HeteroGraphStore.from_dataset(ds, in_memory=False)     # CSC per relation, read on demand
     sampler = HeteroNeighborSampler(graph, num_neighbors=[10, 5], seed=0)
-    feats = hetero_feature_store({nt: gpuio.FeatureStore(tf_nt, ...) for nt in types}, y={"paper": y})
+    feats = hetero_feature_store({nt: gpuio.TableCache(tf_nt, ...) for nt in types}, y={"paper": y})
     loader = torch_geometric.loader.NodeLoader((feats, graph), sampler, input_nodes=("paper", idx))
 
 Sampling, per hop and per relation (src, rel, dst) in sorted order: the relation's CSC gives each frontier
@@ -121,7 +121,7 @@ class HeteroGraphStore(PygGraphStore):
 
 
 def hetero_feature_store(tables: dict, y: dict | None = None, attr: str = "x"):
-    """A `gpuio.pyg.PygFeatureStore` with group = node type: `tables[nt]` (a gpuio.FeatureStore per type,
+    """A `gpuio.pyg.PygFeatureStore` with group = node type: `tables[nt]` (a gpuio.TableCache per type,
     with its own GPU cache / host buffer / window, or any row source) as attribute `attr`, plus label
     tensors `y[nt]` as attribute "y"."""
     from gpuio.pyg.feature_store import PygFeatureStore
@@ -310,3 +310,5 @@ class HeteroNeighborSampler(BaseSampler, ForkAware):
     def edge_permutation(self):
         """None: the output's `edge` already holds the relations' CSC positions (their edge ids)."""
         return None
+
+__all__ = ["DENSE_RELABEL_MAX_NODES", "HeteroGraphStore", "hetero_feature_store", "HeteroNeighborSampler"]

@@ -1,7 +1,7 @@
 """`HeteroBatchLoader`: sampled heterogeneous mini-batches whose features (one table per node type) are
 fetched ahead of training — the heterogeneous counterpart of `gpuio.loader.NodeBatchLoader`.
 
-The producer samples ahead: each sampled batch is announced at once to every type's `gpuio.FeatureStore`
+The producer samples ahead: each sampled batch is announced at once to every type's `gpuio.TableCache`
 window, but its rows are submitted only `lookahead` batches later — so when a batch is served, the pages
 the next `lookahead` batches need, and when, are known to its eviction and admission (announcing right
 before submitting would tell only the batch being served). The look-ahead ramps up over an iteration's
@@ -87,7 +87,7 @@ class HeteroBatchLoader:
                  background: bool = True, trace: dict | None = None, lookahead: int = 4,
                  sample_threads: int = SAMPLE_THREADS_DEFAULT, sample_workers: int = 0,
                  start_method: str | None = None, worker_options: dict | None = None):
-        """sampler: a gpuio.pyg.HeteroNeighborSampler. features: node type -> gpuio.FeatureStore (or any row
+        """sampler: a gpuio.pyg.HeteroNeighborSampler. features: node type -> gpuio.TableCache (or any row
         source with gather(idx)), one for every node type of the graph (else KeyError). input_nodes: seed ids
         of `input_type`; labels: their labels indexed by node id. depth: finished batches queued ahead;
         lookahead: batches announced to the feature stores' windows before their rows are submitted, once
@@ -279,3 +279,5 @@ class HeteroBatchLoader:
         if self.background:
             batch.ready = ready_event(self.device)
         return batch
+
+__all__ = ["SAMPLE_THREADS_DEFAULT", "HeteroBatch", "HeteroBatchLoader"]

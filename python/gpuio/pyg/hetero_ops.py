@@ -131,3 +131,5 @@ class DenseRelabel:
         for part in self.nodes:
             if part.numel():
                 self.table.index_fill_(0, part, -1)
+
+__all__ = ["sample_positions_many", "DenseRelabel"]

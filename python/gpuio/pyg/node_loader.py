@@ -8,7 +8,7 @@ sampler's one generator, so the batches change with N. This loader keeps PyG's i
 (`Data`/`HeteroData` with `n_id`, `batch_size`, ...) and changes three things:
 - `sample_workers=N` processes sample (a persistent torch DataLoader: fork by default, spawn by default for
   a sampler on a CUDA device, `start_method=` to choose); the gather through the `PygFeatureStore` (its
-  `gpuio.FeatureStore` caches, TensorFiles) runs in the main process (`filter_per_worker=False`);
+  `gpuio.TableCache` caches, TensorFiles) runs in the main process (`filter_per_worker=False`);
 - only the sampler and the input ids go to the workers (under spawn they are pickled; the stores never
   are);
 - batch i (counted over the loader's epochs) is sampled with its own generator
@@ -112,3 +112,5 @@ class NodeLoader(PygNodeLoader):
     def close(self) -> None:
         """Stop the sampling processes, if any (idempotent)."""
         stop_workers(self)
+
+__all__ = ["NodeLoader"]

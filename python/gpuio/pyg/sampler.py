@@ -238,3 +238,5 @@ class NeighborSampler(BaseSampler):
     def edge_permutation(self):
         """None: the output's edge ids are already the caller's edge ids."""
         return None  # `edge` already holds original edge ids
+
+__all__ = ["WorkerGenerator", "sample_hop", "sample_positions", "NeighborSampler"]

@@ -14,7 +14,7 @@ pinned -> cuda:0'; cached_fraction(filename) says beforehand how much is in the 
 evict(filename) drops it (cold loads without root). `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
 through this module (gpuio.safetensors.dcp). `load(bytes)` reads a file held in memory (or a uint8 tensor of
 its bytes, as views); `layout(tensors)` gives the header and byte order save_file writes, for writers of their
-own (gpuio.apps.checkpoint writes it to volumes). Bad files raise SafetensorError (a ValueError) in one line.
+own (gpuio_apps.papers.checkpoint writes it to volumes). Bad files raise SafetensorError (a ValueError) in one line.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ aligned host memory when no tensor is on CUDA): a piece is filled by device->hos
 waiting, then written by O_DIRECT in place through the engine while the next pieces fill, so up to
 PIECE_SLOTS - 1 writes are in flight while one fills.
 
-Durability and atomicity (gpuio._files.atomic_output, as every file gpuio writes): the file is written under a
+Durability and atomicity (gpuio.outputs.atomic_output, as every file gpuio writes): the file is written under a
 temporary name in the destination's directory (its blocks reserved first: into holes of an ext4 file O_DIRECT writes allocate one at a time), cut to its exact
 length, fsynced, renamed over the destination and the directory fsynced, so when save_file returns the file
 is on the device, and a crash at any point leaves either the old file or the new one, never a mix. A
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _core, _files
+from .. import _core, outputs
 from ._format import SafetensorError, dtype_name, header_bytes
 from ._source import _open_io
 
@@ -157,7 +157,7 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str | os.PathLike, met
     cudas = {t.device for _, t in entries if t.is_cuda}
     st: dict[str, Any] = {"bytes": total, "alloc_s": 0.0, "copy_wait_s": 0.0, "write_wait_s": 0.0, "pieces": 0}
     try:
-        with _files.atomic_output(filename, overwrite=True) as tmp:  # as safetensors.torch.save_file, it replaces
+        with outputs.atomic_output(filename, overwrite=True) as tmp:  # as safetensors.torch.save_file, it replaces
             fd = os.open(tmp, os.O_RDWR | os.O_CLOEXEC)
             io = None
             try:
@@ -177,7 +177,7 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str | os.PathLike, met
                 os.close(fd)
             t = time.perf_counter()  # then atomic_output fsyncs the file, renames it, fsyncs the directory
         st["sync_s"] = time.perf_counter() - t
-    except _files.OutputRefused:
+    except outputs.OutputRefused:
         raise SafetensorError(f"{os.fspath(filename)}: exists and is not a regular file; refusing to replace it") \
             from None
     st["seconds"] = time.perf_counter() - t0

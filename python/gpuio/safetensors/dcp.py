@@ -216,3 +216,5 @@ class StorageReader(_Location, _Reader):
                 target.copy_(src)
                 planner.commit_tensor(r, target)
         return _done(None)
+
+__all__ = ["METADATA_NAME", "SUFFIX", "StoredItem", "StorageWriter", "StorageReader"]

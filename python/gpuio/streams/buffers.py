@@ -67,3 +67,5 @@ class BufferPool:
 
     def view(self, slot: int) -> np.ndarray:
         return self._memory[slot * self.slot_bytes:(slot + 1) * self.slot_bytes]
+
+__all__ = ["BufferPool"]

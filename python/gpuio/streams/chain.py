@@ -64,3 +64,5 @@ def validate(sb, buf, off: int, sid: int, index: int, start: int, eff: int) -> T
     if not t.end:
         check_extent(sb, sid, index + 1, t.next_start, t.next_eff)
     return t
+
+__all__ = ["BATCH_TRAILERS_MAX", "walk", "trailer_blocks", "check_extent", "validate"]

@@ -73,3 +73,5 @@ def _consuming_blocks(state: StoreState):
         for start, n in r.held_extents():
             held[start:start + n] = True
     return held
+
+__all__ = ["check_store"]

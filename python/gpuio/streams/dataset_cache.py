@@ -98,3 +98,5 @@ class DatasetCache:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+__all__ = ["DatasetCache"]

@@ -56,3 +56,5 @@ def remove(paths: list) -> None:
             os.unlink(p)
         except OSError:
             pass
+
+__all__ = ["holds_data", "names", "prepare", "remove"]

@@ -223,3 +223,9 @@ class Trailer:
             return None
         _, flags, _, uuid, sid, index, pbytes, pcrc, nstart, neff, _ = fields
         return Trailer(flags, uuid, sid, index, pbytes, pcrc, nstart, neff)
+
+__all__ = ["FORMAT_VERSION", "SUPER_MAGIC", "PAGE_MAGIC", "PAGE_TAIL_MAGIC", "TRAILER_MAGIC", "TRAILER_BYTES",
+           "FLAG_END", "FLAG_PAYLOAD_CRC", "ENTRY_EFF_BITS", "ENTRY_EFF_MASK", "ENTRY_START_MAX", "SBLOCK_BYTES_MAX",
+           "StreamStoreCorrupt", "StreamStoreWarning", "payload_crc", "crc32c_hardware", "entry_pack", "entry_unpack",
+           "blocks_for", "Superblock", "entries_per_page", "page_pack", "VALID", "EMPTY", "TORN", "DAMAGED",
+           "page_unpack", "Trailer"]

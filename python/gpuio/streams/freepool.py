@@ -127,3 +127,5 @@ def _free_runs(used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     free = np.concatenate(([False], ~used, [False])).view(np.int8)
     edges = np.flatnonzero(np.diff(free))
     return edges[0::2], edges[1::2] - edges[0::2]
+
+__all__ = ["FreePool"]

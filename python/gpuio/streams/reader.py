@@ -216,3 +216,5 @@ class StreamReader:
         self._drain_fifo()
         self._release_current()
         self._unfence(every=True)  # the slots go back to the shared pool: no copy may still read them
+
+__all__ = ["END", "StreamReader"]

@@ -178,3 +178,6 @@ def _torch_payload(src, out, payload_len: int):
 def _expect(nbytes: int, payload_len: int) -> None:
     if nbytes != payload_len:
         raise RecordCorrupt(f"record payload is {payload_len} B but its header describes {nbytes} B")
+
+__all__ = ["RECORD_MAGIC", "KIND_NDARRAY", "KIND_TORCH", "KIND_PICKLE", "KIND_BYTES", "FLAG_BYTEARRAY", "HEADER_BYTES",
+           "META_BYTES_MAX", "FencedSource", "RecordCorrupt", "HostSegment", "TorchSegment", "encode", "decode"]

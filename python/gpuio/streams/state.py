@@ -72,3 +72,5 @@ class StoreState:
             if t.end:
                 return
             start, eff, index = t.next_start, t.next_eff, index + 1
+
+__all__ = ["StoreState"]

@@ -570,3 +570,5 @@ class StreamStore(ForkAware, travel.Travelling):
             raise
         t.committed(page, slot, seq)
 
+
+__all__ = ["DEFAULTS", "MODES", "OpenStream", "StreamStore"]

@@ -88,3 +88,5 @@ class StreamTable:
                         return sid
                 pos = end
         return -1
+
+__all__ = ["StreamTable"]

@@ -132,3 +132,5 @@ class Travelling:
         self._this_process()
         with self._lock:
             return self._open_reader(stream_id, position)
+
+__all__ = ["Inherited", "Travelling"]

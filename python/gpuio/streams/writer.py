@@ -190,3 +190,5 @@ class StreamWriter:
             h.wait()
             if slot is not None:  # None: the trailer correction, written from _tail
                 self._free_slots.append(slot)
+
+__all__ = ["StreamWriter"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 
-from gpuio import _files
+from gpuio import outputs
 
 from .api import Identity, _who, parts
 
@@ -43,7 +43,7 @@ def _mon(c, cmd: dict):
 
 
 def keyring_of(user: str):
-    """A test for gpuio._files: True for a keyring file of `user` ('[client.<user>]' first), which grant() may
+    """A test for gpuio.outputs: True for a keyring file of `user` ('[client.<user>]' first), which grant() may
     replace with the same user's new one."""
     entity = _user(user)
 
@@ -65,7 +65,7 @@ def grant(volume: str, user: str, access: str = "rw", keyring: str | None = None
     pool, ns, _ = parts(volume)
     entity = _user(user)
     path = keyring or os.path.join(os.getcwd(), f"ceph.{entity}.keyring")
-    _files.destination(path, overwrite=overwrite, ours=keyring_of(entity))
+    outputs.destination(path, overwrite=overwrite, ours=keyring_of(entity))
     want = caps(pool, ns, access)
     c = _who(who).client()
     rc, _, _ = c.mon_command(json.dumps({"prefix": "auth get", "entity": entity, "format": "json"}))
@@ -73,7 +73,7 @@ def grant(volume: str, user: str, access: str = "rw", keyring: str | None = None
         _mon(c, {"prefix": "auth caps", "entity": entity, "caps": want})
     key = _mon(c, {"prefix": "auth get-or-create", "entity": entity, "caps": want})
     key = key[0]["key"] if isinstance(key, list) else key["key"]
-    _files.write_text(path, f"[{entity}]\n\tkey = {key}\n", overwrite=overwrite, ours=keyring_of(entity), mode=0o600)
+    outputs.write_text(path, f"[{entity}]\n\tkey = {key}\n", overwrite=overwrite, ours=keyring_of(entity), mode=0o600)
     return path
 
 
@@ -92,3 +92,5 @@ def users(who: Identity | None = None) -> dict[str, list[str]]:
     d = _mon(_who(who).client(), {"prefix": "auth ls"})
     return {e["entity"]: e.get("caps", {}).get("osd", "") for e in d.get("auth_dump", [])
             if e["entity"].startswith("client.")}
+
+__all__ = ["ACCESS", "caps", "keyring_of", "grant", "revoke", "users"]

@@ -224,3 +224,6 @@ def open(name: str, mode: str = "r", who: Identity | None = None, pool: str | No
     engine_options.setdefault("workers", DEFAULTS["workers"])
     return Engine(spec(name, pool, namespace), block_size=block_size, backend=engine_options.pop("backend", "rbd"),
                   writable=(mode == "r+"), rbd=rbd, **engine_options)
+
+__all__ = ["DEFAULTS", "Identity", "conf_file", "spec", "parts", "create", "resize", "delete", "list", "info", "map",
+           "lock_owners", "break_lock", "open"]

@@ -1,5 +1,5 @@
 """"Basic": GNStor's CPU-centric volume client — one synchronous librbd call per request (rbd_read /
-rbd_write), no queue, no engine. The baseline the applications (gpuio.apps, a volume as --store) and
+rbd_write), no queue, no engine. The baseline the applications (gpuio_apps.papers, a volume as --store) and
 benchmarks/volumes_bench.py compare gpuio's rbd backend against. librados/librbd through ctypes, the same
 libraries the rbd backend links (python3-rados is not needed).
 
@@ -92,3 +92,5 @@ class SyncVolume:
         if self.cluster:
             self.rados.rados_shutdown(self.cluster)
             self.cluster = ctypes.c_void_p()
+
+__all__ = ["SyncVolume"]

@@ -117,3 +117,5 @@ def _check(eng, acked: np.ndarray, blocks: np.ndarray, count: bool = False) -> i
     if bad and not count:
         raise AssertionError(f"{bad} acknowledged block(s) read back wrong during the run")
     return bad
+
+__all__ = ["DEFAULTS", "contents", "osd_kill_run"]

@@ -1,6 +1,6 @@
 """TensorFiles stored on a volume instead of a file: the same .npy layout (header padded to a block
 boundary, rows packed after it) written to the volume's first bytes, and the same `gpuio.TensorFile`
-(gather/scatter/prefetch, FeatureStore on top) running on the rbd backend.
+(gather/scatter/prefetch, TableCache on top) running on the rbd backend.
 
     tf = create_tensor("rbd/feat", (100_000, 128), "float32")     # makes the volume, writes the header
     tf.scatter(idx, rows); x = tf.gather(idx)
@@ -65,3 +65,5 @@ def open_tensor(name: str, mode: str = "r", block_size: int = api.DEFAULTS["bloc
         raise ValueError(f"volume {v}: header is not a TensorFile's (data at byte {offset}, fortran={fortran})")
     opts = _engine_options(v, mode, who, lock_wait_s, break_lock, dict(engine_options))
     return TensorFile.from_layout(v, shape, dtype, offset, block_size, mode == "r+", opts)
+
+__all__ = ["HEADER_BYTES", "create_tensor", "open_tensor"]
