@@ -9,17 +9,20 @@ run enters a memory cgroup (gpuio_apps.bench.memlimit: v2 or v1; root) and, for 
 under each start method, a torch DataLoader (persistent workers, batch_size=None) yields batches of
 `--batch-rows` random rows, read in whichever process runs the Dataset: by gpuio (a TensorFile opened in the
 main process: forked children inherit it, spawned ones receive it pickled; each process reads on its own
-engine, O_DIRECT) or by np.memmap (opened in the process that reads, MADV_RANDOM: the kinder mmap baseline).
-Both sources read the same row ids (fresh ones every pass, so earlier passes' pages rarely help); every row
-is checked. Per configuration the workers are started and warmed up unlimited, then the cgroup's limit is
+engine, O_DIRECT) or by np.memmap opened in the process that reads, as users open it ("memmap": a fault reads
+ahead) and advised MADV_RANDOM ("memmap-random": the kinder mmap baseline out of core). All read the same row
+ids (fresh ones every pass, so earlier passes' pages rarely help); every row is checked. Per configuration the
+workers are started and warmed up unlimited, then the cgroup's limit is
 set to the group's anonymous memory (main + workers) + `--memory-mib` + headroom, so the page cache the
 workers and the main process share holds at most a quarter of the table. Passes are interleaved (gpuio,
-memmap, then memmap, gpuio, ...), each up to `--batches` batches or `--pass-s` seconds; the 0-worker
+memmap, memmap-random, then the other way round, ...), each up to `--batches` batches or `--pass-s` seconds
+(timed from the first batch asked: what the previous pass left queued is drained before); the 0-worker
 baseline is measured first and again last. Printed: rows/s (median, spread) of each, which processes read
 from the device (/proc/PID/io read_bytes), CPU cores busy, and the ratios judged:
   - gpuio with N workers / gpuio with 0 workers (bar >= 0.9 where the disk is the bound: the "disk" column is
     gpuio's rows/s over the raw device's best 4 KiB random-read rate measured on the same file);
-  - gpuio / memmap with the same workers (bar >= 3 out of core).
+  - gpuio / memmap with the same workers (bar >= 3 out of core); gpuio / memmap-random is printed beside it, with
+    the share of the raw device that mapping reached (which bounds the ratio any reader could reach).
 Demo part: `gpuio demo` (CPU or GPU defaults, or tiny) with --sample-workers 2 and 0 in turn, its headline
 (mmap / gpuio s/epoch) and the epoch times side by side.
 """
@@ -168,26 +171,33 @@ def report(a, samples: dict, detail: dict, ref_iops: float, ref_cfg: str, regime
     med = {k: statistics.median(v) for k, v in samples.items()}
     spread = {k: (min(v), max(v)) for k, v in samples.items()}
     base = med[(0, "-", "gpuio")]
-    lines, judged = [], dict(vs_zero=[], vs_memmap=[])
-    head = (f"{'workers':>7} {'start':>10} {'gpuio rows/s':>22} {'memmap rows/s':>22} {'gpuio/memmap':>12} "
-            f"{'gpuio N/0':>9} {'disk':>5} {'cores g/m':>9}  I/O by (gpuio | memmap)")
+    lines, judged = [], dict(vs_zero=[], vs_memmap=[], vs_random=[])
+
+    def rate(n, method, source):
+        lo, hi = spread[(n, method, source)]
+        return f"{med[(n, method, source)]:>8,.0f} ({lo:,.0f}-{hi:,.0f})"
+
+    head = (f"{'workers':>7} {'start':>10} {'gpuio rows/s':>24} {'memmap rows/s':>24} {'memmap-random':>24} "
+            f"{'g/memmap':>8} {'g/random':>8} {'gpuio N/0':>9} {'disk':>5} {'cores g/m/r':>11}  "
+            f"I/O by (gpuio | memmap)")
     for (n, method, source) in [k for k in med if k[2] == "gpuio"]:
-        g, m = med[(n, method, "gpuio")], med[(n, method, "memmap")]
+        g, m, r = (med[(n, method, s)] for s in SOURCES)
         dg, dm = detail[(n, method, "gpuio")][-1], detail[(n, method, "memmap")][-1]
-        cores = (f"{statistics.median(d['cpu_s'] / d['seconds'] for d in detail[(n, method, 'gpuio')]):.1f}/"
-                 f"{statistics.median(d['cpu_s'] / d['seconds'] for d in detail[(n, method, 'memmap')]):.1f}")
+        cores = "/".join(f"{statistics.median(d['cpu_s'] / d['seconds'] for d in detail[(n, method, s)]):.1f}"
+                         for s in SOURCES)
         disk = g / ref_iops if ref_iops else float("nan")
-        lines.append(f"{n:>7} {method:>10} {g:>10,.0f} ({spread[(n, method, 'gpuio')][0]:,.0f}-"
-                     f"{spread[(n, method, 'gpuio')][1]:,.0f}) {m:>10,.0f} ({spread[(n, method, 'memmap')][0]:,.0f}-"
-                     f"{spread[(n, method, 'memmap')][1]:,.0f}) {g / m:>12.2f} {g / base:>9.2f} {disk:>5.2f} "
-                     f"{cores:>9}  {io_by(dg)} | {io_by(dm)}")
+        lines.append(f"{n:>7} {method:>10} {rate(n, method, 'gpuio')} {rate(n, method, 'memmap')} "
+                     f"{rate(n, method, 'memmap-random')} {g / m:>8.2f} {g / r:>8.2f} {g / base:>9.2f} {disk:>5.2f} "
+                     f"{cores:>11}  {io_by(dg)} | {io_by(dm)}")
         if n:
             judged["vs_zero"].append((g / base, n, method, disk))
         judged["vs_memmap"].append((g / m, n, method))
+        judged["vs_random"].append((g / r, n, method, r / ref_iops if ref_iops else float("nan")))
     print(f"\nDataLoader over a {a.table_ratio:g}x-larger-than-memory table ({rows:,} rows of {a.cols * 4} B, "
           f"batches of {a.batch_rows} random rows, {a.repeats} interleaved passes each; {regime}); rows/s "
-          f"median (min-max); disk = gpuio rows/s / raw 4 KiB IOPS ({ref_iops:,.0f}/s, {ref_cfg}); "
-          f"0 workers measured first and last")
+          f"median (min-max); memmap = np.memmap as opened by users (readahead), memmap-random = the same advised "
+          f"MADV_RANDOM; disk = gpuio rows/s / raw 4 KiB IOPS ({ref_iops:,.0f}/s, {ref_cfg}); 0 workers measured "
+          f"first and last")
     print(head)
     for line in lines:
         print(line)
@@ -205,6 +215,12 @@ def report(a, samples: dict, detail: dict, ref_iops: float, ref_cfg: str, regime
     ratios["gpuio_vs_memmap_min"] = worst[0]
     print(f"judged: gpuio / np.memmap in the same workers, lowest {worst[0]:.2f} ({worst[1]} workers, "
           f"{worst[2]}) (bar >= 3 out of core): {'MET' if worst[0] >= 3 else 'NOT MET'}")
+    worst = min(judged["vs_random"])
+    ratios["gpuio_vs_memmap_random_min"] = worst[0]
+    bound = (f"; that mapping ran at {worst[3]:.2f} of the raw device there, so a reader bound by this disk could "
+             f"beat it by about {1 / worst[3]:.2f} at most" if 0 < worst[3] < 1 else "")
+    print(f"also: gpuio / np.memmap advised MADV_RANDOM in the same workers, lowest {worst[0]:.2f} ({worst[1]} "
+          f"workers, {worst[2]}{bound})")
     out["ratios"] = ratios
     return out
 

@@ -11,9 +11,11 @@ def test_loader_part_tiny(tmp_path):
     mod = load_script("benchmarks/loader_workers.py")
     out = tmp_path / "r.json"
     ratios = mod.main(["--tiny", "--parts", "loader", "--workdir", str(tmp_path), "--json", str(out)])
-    assert set(ratios) == {"gpuio_workers_vs_zero_min", "gpuio_vs_memmap_min"} and all(v > 0 for v in ratios.values())
+    assert set(ratios) == {"gpuio_workers_vs_zero_min", "gpuio_vs_memmap_min", "gpuio_vs_memmap_random_min"}
+    assert all(v > 0 for v in ratios.values())
     saved = json.loads(out.read_text())["loader"]
-    assert set(saved["median"]) == {f"{n}/{m}/{s}" for n, m in (("0", "-"), ("2", "fork")) for s in ("gpuio", "memmap")}
+    sources = ("gpuio", "memmap", "memmap-random")
+    assert set(saved["median"]) == {f"{n}/{m}/{s}" for n, m in (("0", "-"), ("2", "fork")) for s in sources}
     for key, passes in saved["passes"].items():
         workers = int(key.split("/")[0])
         for p in passes:

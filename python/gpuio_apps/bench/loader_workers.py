@@ -17,7 +17,9 @@ from gpuio.loader import Keys
 from gpuio.rows import MemmapRows
 from gpuio.tensor import TensorFile
 
-SOURCES = ("gpuio", "memmap")
+# "memmap": np.memmap as users and DGL's loader open it (readahead on a fault); "memmap-random": the same mapping
+# advised MADV_RANDOM (a fault reads its page only: the kinder baseline out of core)
+SOURCES = ("gpuio", "memmap", "memmap-random")
 WRITE_CHUNK_BYTES = 64 << 20
 
 
@@ -70,36 +72,38 @@ class RowBatches(torch.utils.data.Dataset):
     """Item (source, pass, i): batch i of pass `pass` — `batch_rows` row ids drawn uniformly from a generator
     seeded by (seed, pass, i), the same ids for both sources — read by `source`: "gpuio" through the TensorFile
     this dataset holds (gpuio reopens it on the engine of the process that reads: fork inherits it, spawn
-    pickles it), "memmap" through np.memmap of the same file, opened in the process that reads, random access
-    advised (gpuio.rows.MemmapRows: the kinder mmap baseline out of core). Returns (ids, rows, pid, the
-    process's read_bytes after the read)."""
+    pickles it), "memmap" through np.memmap of the same file opened in the process that reads, as users open it,
+    "memmap-random" through the same with random access advised (gpuio.rows.MemmapRows(random_access=True): the
+    kinder mmap baseline out of core). Returns (ids, rows, pid, the process's read_bytes after the read)."""
 
     def __init__(self, table: TensorFile, batch_rows: int, seed: int = 0):
         self.table, self.path, self.batch_rows, self.seed = table, table.path, batch_rows, seed
         self.num_rows = int(table.shape[0])
-        self._memmap, self._memmap_pid = None, None
+        self._maps: dict = {}  # source -> (pid, MemmapRows)
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_memmap"] = state["_memmap_pid"] = None  # a mapping is opened where it is read
+        state["_maps"] = {}  # a mapping is opened where it is read
         return state
 
     def ids(self, pass_no: int, i: int) -> torch.Tensor:
         g = torch.Generator().manual_seed(((self.seed * 1_000_003 + pass_no) * 1_000_003 + i) % (1 << 63))
         return torch.randint(0, self.num_rows, (self.batch_rows,), generator=g)
 
-    def _mapping(self) -> MemmapRows:
-        if self._memmap_pid != os.getpid():
-            self._memmap, self._memmap_pid = MemmapRows(self.path, random_access=True), os.getpid()
-        return self._memmap
+    def _mapping(self, source: str) -> MemmapRows:
+        pid, rows = self._maps.get(source, (None, None))
+        if pid != os.getpid():
+            rows = MemmapRows(self.path, random_access=source == "memmap-random")
+            self._maps[source] = (os.getpid(), rows)
+        return rows
 
     def __getitem__(self, key):
         source, pass_no, i = key
         ids = self.ids(pass_no, i)
         if source == "gpuio":
             rows = self.table[ids]
-        elif source == "memmap":
-            rows = self._mapping().gather(ids)
+        elif source in ("memmap", "memmap-random"):
+            rows = self._mapping(source).gather(ids)
         else:
             raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
         return ids, rows, os.getpid(), proc_read_bytes()
@@ -126,8 +130,12 @@ def run_pass(loader, keys: Keys, source: str, pass_no: int, batches: int, second
     first: dict = {}
     last: dict = {}
     rows = 0
+    # iter() of persistent workers first waits for the batches the previous pass left queued (prefetch_factor x
+    # workers, read by the previous source): the clock starts after it, or those reads would count against
+    # this pass (4 workers: about a fifth of a 1.5 s pass)
+    batches_in = iter(loader)
     t0 = time.perf_counter()
-    for ids, got, pid, read in loader:
+    for ids, got, pid, read in batches_in:
         if not torch.equal(got, expected_rows(ids, cols)):
             bad = int((got != expected_rows(ids, cols)).any(1).nonzero()[0])
             raise AssertionError(f"{source}: row {int(ids[bad])} read wrong (pass {pass_no}, pid {pid})")
