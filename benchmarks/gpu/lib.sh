@@ -62,9 +62,12 @@ bounded() {
       kill -TERM -- -$pid 2>/dev/null
       for ((i = 0; i < 75; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done
     fi
-    if kill -0 $pid 2>/dev/null && [[ ${GPUIO_STACKS:-1} == 1 ]] && (( $(left) > 90 )) && command -v cuda-gdb > /dev/null; then
-      for p in $pid $(pgrep -P $pid); do
-        timeout 60 cuda-gdb -p "$p" -batch -ex "thread apply all bt 14" 2>&1 | grep -E "^Thread|^#" \
+    # stacks of the step and of at most 2 children, 20 s each, while the call has time for them (a DataLoader's
+    # workers are children too: one dump each cost the whole call's last minutes once)
+    if kill -0 $pid 2>/dev/null && [[ ${GPUIO_STACKS:-1} == 1 ]] && command -v cuda-gdb > /dev/null; then
+      for p in $pid $(pgrep -P $pid | head -2); do
+        (( $(left) > 90 )) || break
+        timeout 20 cuda-gdb -p "$p" -batch -ex "thread apply all bt 14" 2>&1 | grep -E "^Thread|^#" \
           | grep -vE "in (clone|start_thread)" | head -80 | tee -a "$log"
       done
     fi

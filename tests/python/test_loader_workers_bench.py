@@ -11,10 +11,10 @@ def test_loader_part_tiny(tmp_path):
     mod = load_script("benchmarks/loader_workers.py")
     out = tmp_path / "r.json"
     ratios = mod.main(["--tiny", "--parts", "loader", "--workdir", str(tmp_path), "--json", str(out)])
-    assert set(ratios) == {"gpuio_workers_vs_zero_min", "gpuio_vs_memmap_min", "gpuio_vs_memmap_random_min"}
+    assert set(ratios) == {"gpuio_workers_vs_zero_min", "gpuio_vs_memmap_min", "gpuio_vs_memmap_plain_min"}
     assert all(v > 0 for v in ratios.values())
     saved = json.loads(out.read_text())["loader"]
-    sources = ("gpuio", "memmap", "memmap-random")
+    sources = ("gpuio", "memmap")
     assert set(saved["median"]) == {f"{n}/{m}/{s}" for n, m in (("0", "-"), ("2", "fork")) for s in sources}
     for key, passes in saved["passes"].items():
         workers = int(key.split("/")[0])
@@ -26,6 +26,7 @@ def test_loader_part_tiny(tmp_path):
                 assert (p["workers_read_bytes"] if workers else p["main_read_bytes"]) > 0
                 if workers:
                     assert p["main_read_bytes"] < p["workers_read_bytes"]
+    assert set(saved["plain"]) == {"0/-", "2/fork"} and all(p["rows"] > 0 for p in saved["plain"].values())
     assert not os.path.exists(f"/sys/fs/cgroup/memory/gpuio-loader-workers-{os.getpid()}")  # the cgroup is gone
 
 

@@ -17,9 +17,13 @@ from gpuio.loader import Keys
 from gpuio.rows import MemmapRows
 from gpuio.tensor import TensorFile
 
-# "memmap": np.memmap as users and DGL's loader open it (readahead on a fault); "memmap-random": the same mapping
-# advised MADV_RANDOM (a fault reads its page only: the kinder baseline out of core)
-SOURCES = ("gpuio", "memmap", "memmap-random")
+# The sweep's sources: gpuio, and "memmap": np.memmap advised MADV_RANDOM (a fault reads its page only: the kinder
+# mmap baseline out of core). PLAIN: np.memmap as users and DGL's loader open it (a fault reads ahead); out of core
+# it runs two to three orders of magnitude slower (H200: 177 rows/s), so it gets batches of PLAIN_ROWS_DIV times
+# fewer rows and a short probe of its own.
+SOURCES = ("gpuio", "memmap")
+PLAIN = "memmap-plain"
+PLAIN_ROWS_DIV = 64
 WRITE_CHUNK_BYTES = 64 << 20
 
 
@@ -72,9 +76,10 @@ class RowBatches(torch.utils.data.Dataset):
     """Item (source, pass, i): batch i of pass `pass` — `batch_rows` row ids drawn uniformly from a generator
     seeded by (seed, pass, i), the same ids for both sources — read by `source`: "gpuio" through the TensorFile
     this dataset holds (gpuio reopens it on the engine of the process that reads: fork inherits it, spawn
-    pickles it), "memmap" through np.memmap of the same file opened in the process that reads, as users open it,
-    "memmap-random" through the same with random access advised (gpuio.rows.MemmapRows(random_access=True): the
-    kinder mmap baseline out of core). Returns (ids, rows, pid, the process's read_bytes after the read)."""
+    pickles it), "memmap" through np.memmap of the same file opened in the process that reads, random access
+    advised (gpuio.rows.MemmapRows(random_access=True): the kinder mmap baseline out of core), PLAIN through the
+    same opened as users open it (batches of batch_rows // PLAIN_ROWS_DIV rows). Returns (ids, rows, pid, the
+    process's read_bytes after the read)."""
 
     def __init__(self, table: TensorFile, batch_rows: int, seed: int = 0):
         self.table, self.path, self.batch_rows, self.seed = table, table.path, batch_rows, seed
@@ -86,26 +91,23 @@ class RowBatches(torch.utils.data.Dataset):
         state["_maps"] = {}  # a mapping is opened where it is read
         return state
 
-    def ids(self, pass_no: int, i: int) -> torch.Tensor:
+    def ids(self, pass_no: int, i: int, rows: int | None = None) -> torch.Tensor:
         g = torch.Generator().manual_seed(((self.seed * 1_000_003 + pass_no) * 1_000_003 + i) % (1 << 63))
-        return torch.randint(0, self.num_rows, (self.batch_rows,), generator=g)
+        return torch.randint(0, self.num_rows, (rows or self.batch_rows,), generator=g)
 
     def _mapping(self, source: str) -> MemmapRows:
         pid, rows = self._maps.get(source, (None, None))
         if pid != os.getpid():
-            rows = MemmapRows(self.path, random_access=source == "memmap-random")
+            rows = MemmapRows(self.path, random_access=source == "memmap")
             self._maps[source] = (os.getpid(), rows)
         return rows
 
     def __getitem__(self, key):
         source, pass_no, i = key
-        ids = self.ids(pass_no, i)
-        if source == "gpuio":
-            rows = self.table[ids]
-        elif source in ("memmap", "memmap-random"):
-            rows = self._mapping(source).gather(ids)
-        else:
-            raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+        if source not in SOURCES + (PLAIN,):
+            raise ValueError(f"source must be one of {SOURCES + (PLAIN,)}, got {source!r}")
+        ids = self.ids(pass_no, i, max(1, self.batch_rows // PLAIN_ROWS_DIV) if source == PLAIN else None)
+        rows = self.table[ids] if source == "gpuio" else self._mapping(source).gather(ids)
         return ids, rows, os.getpid(), proc_read_bytes()
 
 
@@ -167,5 +169,5 @@ def io_by(r: dict) -> str:
     return f"{n} workers {workers / 2**20:.0f} MiB, main {main / 2**20:.0f} MiB"
 
 
-__all__ = ["SOURCES", "RowBatches", "expected_rows", "io_by", "make_loader",
+__all__ = ["PLAIN", "PLAIN_ROWS_DIV", "SOURCES", "RowBatches", "expected_rows", "io_by", "make_loader",
            "proc_cpu_seconds", "proc_read_bytes", "run_pass", "write_table"]
