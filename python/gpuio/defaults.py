@@ -40,6 +40,7 @@ OWNERS = {
     "array": "gpuio.DeviceArray(...) keywords",
     "streams": "gpuio.streams.StreamStore(...) keywords",
     "cache": "gpuio.TableCache(...) keywords",
+    "safetensors": "gpuio.safetensors' loader (load_file, safe_open) reads the settings",
     "volumes": "gpuio.volumes (create, open, map) keywords",
     "cluster": "gpuio_apps.cluster.up(...) keywords (`gpuio cluster up`)",
     "faults": "gpuio.volumes.faults.osd_kill_run(...) keywords",
@@ -134,6 +135,10 @@ _PYTHON_KNOBS: list[tuple[str, str, Any, str, dict]] = [
      dict(choices=("clock", "lru", "fifo", "random"))),
     ("cache", "inflight_pages_min", 256, "missing pages an accumulated group reads together (about 2 engine workers "
      "x QD128: the depth where 4 KiB random reads saturate)", dict(min=1)),
+    ("safetensors", "chunk_mib", 16, "MiB of one read and one host->device copy of gpuio.safetensors' loader (16 "
+     "x 1 MiB engine requests)", dict(min=1, max=1024)),
+    ("safetensors", "threads", 8, "reader threads of gpuio.safetensors' loader: reads in flight at once, each with "
+     "two chunk-sized page-locked slots on CUDA", dict(min=1, max=64)),
     ("volumes", "pool", "rbd", "the Ceph pool volumes go to", {}),
     ("volumes", "namespace", "", "the pool namespace ('': the default one)", {}),
     ("volumes", "object_size", 4 * _MiB, "bytes per RADOS object (RBD's default order 22)", {}),
@@ -227,7 +232,7 @@ def _build() -> dict[str, Knob]:
         old = rows.get(name)  # Python owns a C++ knob's default (gpu.stream_wait's "auto")
         if old is not None:
             doc = f"{doc} (C++ alone: {old.default!r})"
-        env = "GPUIO_" + name.replace(".", "_").upper() if owner == "gpu" else None
+        env = "GPUIO_" + name.replace(".", "_").upper() if owner in ("gpu", "safetensors") else None
         k = Knob(name, owner, key, default, _type_of(default) if default is not None else "int", doc, env=env,
                  source="Python", **extra)
         if old is not None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import gpuio
 from gpuio import _core, defaults
@@ -132,18 +133,36 @@ def _other_value(k):
     return next(v for v in (k.default * 2, k.default + 1, lo, 1) if v != k.default and lo <= v <= hi)
 
 
-def test_every_variable_is_honoured_by_what_it_configures(monkeypatch):
+def _safetensors_load_stats(tmp_path) -> dict:
+    """The reader threads and chunk size (MiB) a load was given."""
+    import gpuio.safetensors as gst
+
+    path = tmp_path / "m.safetensors"
+    gst.save_file({f"t{i}": torch.full((1 << 18,), float(i)) for i in range(40)}, path)
+    stats: dict = {}
+    got = gst.load_file(path, stats=stats)
+    assert all(torch.equal(got[f"t{i}"], torch.full((1 << 18,), float(i))) for i in range(40))
+    return dict(threads=stats["threads_max"], chunk_mib=stats["chunk_bytes"] >> 20)
+
+
+def test_every_variable_is_honoured_by_what_it_configures(monkeypatch, tmp_path):
     settable = [k for k in defaults.knobs() if k.env and not k.env_only]
-    assert {k.owner for k in settable} == {"engine", "gpu"}
+    assert {k.owner for k in settable} == {"engine", "gpu", "safetensors"}
     assert {k.key for k in settable if k.owner == "engine"} == \
         {k.key for k in defaults.knobs("engine") if not k.per_target and k.type != "dict"}
-    for k in settable:
-        v = _other_value(k)
-        monkeypatch.setenv(k.env, str(int(v)) if isinstance(v, bool) else str(v))
+    def set_env(owners):
+        for k in settable:
+            if k.owner in owners:
+                v = _other_value(k)
+                monkeypatch.setenv(k.env, str(int(v)) if isinstance(v, bool) else str(v))
+
+    set_env({"safetensors"})
+    st = _safetensors_load_stats(tmp_path)  # what the loader was given (its loads run on the process engine:
+    set_env({"engine", "gpu"})              # before the engine's knobs change)
     opts = engine_mod.process_engine_options()  # what the process engine is made with
     gpu = defaults.values("gpu")                # what a GPU path made without options is given
     for k in settable:
-        got = opts[k.key] if k.owner == "engine" else gpu[k.key]
+        got = {"engine": opts, "gpu": gpu, "safetensors": st}[k.owner][k.key]
         assert got == _other_value(k) or (k.key == "workers" and got is None), (k.env, got)
         assert defaults.source(k.name) == k.env
 

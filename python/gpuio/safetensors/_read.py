@@ -3,7 +3,8 @@
 Plan. The chosen tensors of each file are merged into runs of adjacent bytes; each run gets a place in one
 destination buffer per file (on the device) whose address is congruent to the run's file offset modulo 4 KiB,
 so a tensor's view is aligned as in the file and an O_DIRECT read of whole blocks can land in place. Runs are
-cut into chunks of CHUNK_BYTES on 4 KiB boundaries.
+cut into chunks of gpuio.defaults' safetensors.chunk_mib on 4 KiB boundaries; safetensors.threads of them are read
+at once.
 
 Residency. Before any read, each chunk's bytes are looked up in the page cache (`_core.page_cache_residency`:
 cachestat(2), or mincore(2) on older kernels): a chunk wholly resident is copied out of the page cache
@@ -29,7 +30,7 @@ import torch
 
 from .. import _core
 from ._format import TensorInfo
-from ._options import CHUNK_BYTES, THREADS_MAX
+from .. import defaults as _defaults
 
 ALIGN = 4096
 
@@ -52,8 +53,15 @@ class _Chunk:
         self.cached = False
 
 
-def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int = CHUNK_BYTES):
-    """(per file: total destination bytes and {tensor name: destination position}; the chunks in file order)."""
+def chunk_bytes_default() -> int:
+    """gpuio.defaults' safetensors.chunk_mib (set(), else GPUIO_SAFETENSORS_CHUNK_MIB, else 16), in bytes."""
+    return int(_defaults.get("safetensors.chunk_mib")) << 20
+
+
+def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int | None = None):
+    """(per file: total destination bytes and {tensor name: destination position}; the chunks in file order).
+    chunk_bytes: None: chunk_bytes_default()."""
+    chunk_bytes = chunk_bytes or chunk_bytes_default()
     layouts: dict[int, tuple[int, dict[str, int]]] = {}
     chunks: list[_Chunk] = []
     for f, infos in sorted(by_file.items()):
@@ -189,10 +197,13 @@ def _host_buffer(nbytes: int) -> torch.Tensor:
     return torch.from_numpy(aligned_empty(max(nbytes, 1)))[:nbytes]
 
 
-def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, threads: int = THREADS_MAX,
-                      chunk_bytes: int = CHUNK_BYTES) -> tuple[dict[int, tuple[torch.Tensor, dict[str, int]]], dict]:
-    """Read the tensors of by_file onto device: ({file: (its buffer, {name: position})}, stats)."""
+def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, threads: int | None = None,
+                      chunk_bytes: int | None = None) -> tuple[dict[int, tuple[torch.Tensor, dict[str, int]]], dict]:
+    """Read the tensors of by_file onto device: ({file: (its buffer, {name: position})}, stats). threads and
+    chunk_bytes: None: gpuio.defaults' safetensors.threads and safetensors.chunk_mib."""
     t0 = time.perf_counter()
+    threads = threads or int(_defaults.get("safetensors.threads"))
+    chunk_bytes = chunk_bytes or chunk_bytes_default()
     layouts, chunks = plan(by_file, chunk_bytes)
     method = mark_resident(ckpt, chunks) if chunks else "none"
     cuda = device.type == "cuda"
@@ -267,7 +278,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     seconds = time.perf_counter() - t0
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
              "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
-             "threads": nthreads, "chunk_bytes": chunk_bytes, "residency": method, "seconds": seconds,
+             "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "residency": method, "seconds": seconds,
              "device": str(device)}
     stats["data_path"] = data_path_line(stats, ckpt.io_data_paths(), device)
     return bufs, stats
