@@ -407,7 +407,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     ap.add_argument("--gpuio-variants", default="", help="extra gpuio rows with loader overrides, ';'-separated, "
-                    "e.g. 'threads=16;io_kib=128,chunk_mib=8' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB, GPUIO_IO_BYTES_MAX)")
+                    "e.g. 'threads=16;io_kib=128,chunk_mib=8' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB / _DIRECT_MIB, "
+                    "GPUIO_IO_BYTES_MAX)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--save-rounds", type=int, default=2, help="0: no save comparison")
     ap.add_argument("--evict", choices=("drop_caches", "fadvise"), default="drop_caches",
@@ -432,9 +433,10 @@ def main(argv=None) -> int:
     if bad or "gpuio" not in methods:
         ap.error(f"--methods {a.methods!r}: give gpuio and any of {', '.join(PEERS)}")
     for v in filter(None, (x.strip() for x in a.gpuio_variants.split(";"))):
-        if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in ("threads", "chunk_mib", "io_kib")
+        if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in ("threads", "chunk_mib", "direct_mib", "io_kib")
                for kv in v.split(",")):
-            ap.error(f"--gpuio-variants {v!r}: give threads=N, chunk_mib=N and/or io_kib=N, comma-separated")
+            ap.error(f"--gpuio-variants {v!r}: give threads=N, chunk_mib=N, direct_mib=N and/or io_kib=N, "
+                     f"comma-separated")
         methods.insert(methods.index("gpuio") + 1, f"gpuio[{v}]")
     size_bytes = int((a.size_gib if a.size_gib is not None else (8.0 if device.type == "cuda" else 0.25)) * GIB)
     os.makedirs(a.dir, exist_ok=True)

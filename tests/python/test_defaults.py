@@ -142,7 +142,7 @@ def _safetensors_load_stats(tmp_path) -> dict:
     stats: dict = {}
     got = gst.load_file(path, stats=stats)
     assert all(torch.equal(got[f"t{i}"], torch.full((1 << 18,), float(i))) for i in range(40))
-    return dict(threads=stats["threads_max"], chunk_mib=stats["chunk_bytes"] >> 20)
+    return dict(threads=stats["threads_max"], chunk_mib=stats["chunk_bytes"] >> 20, direct_mib=stats["direct_mib"])
 
 
 def test_every_variable_is_honoured_by_what_it_configures(monkeypatch, tmp_path):

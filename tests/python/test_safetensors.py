@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
+import time
 
 import pytest
 import torch
 
+import gpuio
 from gpuio import outputs
 import gpuio.safetensors as gst
 
@@ -292,3 +295,46 @@ def test_safe_open_crosses_into_worker_processes(tmp_path, method):
             got = pool.submit(_worker_sum, f, "w").result(timeout=120)
         assert got == float(t["w"].double().sum())
         assert torch.equal(f.get_tensor("w"), t["w"])  # the parent's own target still serves it
+
+
+@pytest.mark.parametrize("direct_mib, most", [(1, 1), (2, 2), (0, 4)])
+def test_direct_reads_in_flight_are_bounded(tmp_path, monkeypatch, direct_mib, most):
+    """safetensors.direct_mib bounds the O_DIRECT chunks read at once (1 MiB chunks, 4 readers): 1 and 2 chunks,
+    or one per reader with 0; every byte still arrives."""
+    from gpuio.safetensors import _source
+
+    g = torch.Generator().manual_seed(2)
+    t = {f"w{i}": torch.randn(1 << 18, generator=g) for i in range(12)}  # 12 MiB: 12+ chunks of 1 MiB
+    p = tmp_path / "m.safetensors"
+    sft.save_file(t, p)
+    gst.evict(p)
+    active, seen, lock = [0], [0], threading.Lock()
+
+    class Counted:
+        def __init__(self, target):
+            self.target = target
+
+        def read(self, ids, out):
+            with lock:
+                active[0] += 1
+                seen[0] = max(seen[0], active[0])
+            try:
+                time.sleep(0.02)  # long enough for the other readers to arrive
+                return self.target.read(ids, out)
+            finally:
+                with lock:
+                    active[0] -= 1
+
+        def __getattr__(self, name):
+            return getattr(self.target, name)
+
+    real = _source._open_io
+    monkeypatch.setattr(_source, "_open_io", lambda *a, **k: (lambda io: io and Counted(io))(real(*a, **k)))
+    st: dict = {}
+    with gpuio.defaults.set(**{"safetensors.direct_mib": direct_mib, "safetensors.chunk_mib": 1,
+                               "safetensors.threads": 4}):
+        assert same(gst.load_file(p, stats=st), t)
+    if st["direct_bytes"] == 0:
+        pytest.skip("no O_DIRECT on this file system")
+    assert st["direct_mib"] == direct_mib and st["threads"] == 4
+    assert 1 <= seen[0] <= most, seen[0]  # how many meet under the bound is the scheduler's: not asserted

@@ -4,7 +4,7 @@ Plan. The chosen tensors of each file are merged into runs of adjacent bytes; ea
 destination buffer per file (on the device) whose address is congruent to the run's file offset modulo 4 KiB,
 so a tensor's view is aligned as in the file and an O_DIRECT read of whole blocks can land in place. Runs are
 cut into chunks of gpuio.defaults' safetensors.chunk_mib on 4 KiB boundaries; safetensors.threads of them are read
-at once.
+at once, of which O_DIRECT reads of at most safetensors.direct_mib.
 
 Residency. Before any read, each chunk's bytes are looked up in the page cache (`_core.page_cache_residency`:
 cachestat(2), or mincore(2) on older kernels): a chunk wholly resident is copied out of the page cache
@@ -20,6 +20,7 @@ earlier chunks cross PCIe. On the CPU the workers read straight into the destina
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -122,9 +123,11 @@ def _pread_all(fd: int, view: memoryview, off: int, path: str) -> None:
 class _Filler:
     """Fills buf (a uint8 NumPy view whose byte 0 is file byte chunk.base) with the chunk's bytes."""
 
-    def __init__(self, ckpt, counters: _Counters):
+    def __init__(self, ckpt, counters: _Counters, direct_chunks: int = 0):
+        """direct_chunks: O_DIRECT reads of at most this many chunks at once (0: as many as there are readers)."""
         self.ckpt, self.counters = ckpt, counters
         self.nowait = hasattr(os, "RWF_NOWAIT")
+        self.direct_gate = threading.BoundedSemaphore(direct_chunks) if direct_chunks else contextlib.nullcontext()
 
     def fill(self, c: _Chunk, buf: np.ndarray) -> None:
         fd, path = self.ckpt.fds[c.file], self.ckpt.paths[c.file]
@@ -172,7 +175,8 @@ class _Filler:
         a, end = _down(at), min(_up(c.hi), _down(size))
         if io is not None and end > a:
             ids = np.arange(a // ALIGN, end // ALIGN, dtype=np.int64)
-            io.read(ids, buf[a - c.base:end - c.base])
+            with self.direct_gate:
+                io.read(ids, buf[a - c.base:end - c.base])
             self.counters.add(direct=min(end, c.hi) - at, disk=end - a)
             at = min(end, c.hi)
         if at < c.hi:
@@ -210,7 +214,8 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     bufs = {f: (torch.empty(n, dtype=torch.uint8, device=device) if cuda else _host_buffer(n), where)
             for f, (n, where) in layouts.items()}
     counters = _Counters()
-    filler = _Filler(ckpt, counters)
+    direct_mib = int(_defaults.get("safetensors.direct_mib"))
+    filler = _Filler(ckpt, counters, max(1, (direct_mib << 20) // chunk_bytes) if direct_mib else 0)
     for f in sorted({c.file for c in chunks if not c.cached}):
         ckpt.io(f)  # the O_DIRECT targets start before the readers, while nothing waits on them
     nthreads = max(1, min(threads, len(chunks)))
@@ -278,8 +283,8 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     seconds = time.perf_counter() - t0
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
              "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
-             "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "residency": method, "seconds": seconds,
-             "device": str(device)}
+             "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "direct_mib": direct_mib,
+             "residency": method, "seconds": seconds, "device": str(device)}
     stats["data_path"] = data_path_line(stats, ckpt.io_data_paths(), device)
     return bufs, stats
 
