@@ -41,6 +41,14 @@ drop_caches() { run sync; if ((GPU_DRY)); then echo "+ echo 3 > /proc/sys/vm/dro
 # (faulthandler prints the Python stacks) -- or, with BOUNDED_TERM=1, SIGTERM first and 15 s to exit (a job that
 # prints its report on SIGTERM) -- then SIGKILL of the whole process group; rc 124. A step with under 15 s left is
 # skipped (rc 99).
+# tree_commit: the checkout's commit, "+ changes" where the tracked files differ from it (a copied working tree
+# can carry an older .git than its files: name the run's commit with GPUIO_COMMIT then)
+tree_commit() {
+  local c
+  c=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null) || { echo '? (no .git: set GPUIO_COMMIT)'; return; }
+  if git -C "$repo" diff --quiet HEAD -- 2>/dev/null; then echo "$c"; else echo "$c + changes (set GPUIO_COMMIT)"; fi
+}
+
 bounded() {
   local name=$1 cap=$2; shift 2
   local log=$OUT/$suite/$name.txt lim l=$(( $(left) - ${BOUNDED_RESERVE:-20} ))
@@ -121,7 +129,7 @@ machine() {
     echo "no nvidia-smi: a machine without a GPU" | tee "$OUT/gpu.txt"
   fi
   { echo; df -h "$repo" /tmp /dev/shm; echo; lsblk -o NAME,SIZE,ROTA,TYPE,MOUNTPOINT | head -20; } >> "$OUT/gpu.txt" 2>/dev/null
-  note "machine: $(head -1 "$OUT/gpu.txt"), $(nproc) cpus; commit ${GPUIO_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '? (no .git: set GPUIO_COMMIT)')}; $(date -u +%FT%TZ)"
+  note "machine: $(head -1 "$OUT/gpu.txt"), $(nproc) cpus; commit ${GPUIO_COMMIT:-$(tree_commit)}; $(date -u +%FT%TZ)"
 }
 
 # liburing: the carried .debs (the GPU machine has no liburing-dev) unpacked once to /tmp/uring, else the system's
