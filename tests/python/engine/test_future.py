@@ -211,6 +211,7 @@ def test_every_asynchronous_call_returns_a_gpuio_future(tmp_path):
     assert not wrong, wrong
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path needs CUDA")
 def test_stream_ordered_calls_return_a_future_with_an_event(tmp_path):
     path = tmp_path / "d.bin"

@@ -12,6 +12,7 @@ import gpuio
 from repo_scripts import ROOT
 
 EXAMPLE = str(ROOT / "examples" / "cam_pipeline.py")
+pytestmark = pytest.mark.gpu
 
 
 def _run(tmp_path, device):

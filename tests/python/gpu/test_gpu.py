@@ -22,6 +22,7 @@ BS = 4096
 
 
 _watchdog = watchdog_fixture("test_gpu")
+pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ needs_gpu = skip_without_gpu(_reason)
 
 
 _watchdog = watchdog_fixture("test_gpu_latency")
+pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")

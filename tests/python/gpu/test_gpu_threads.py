@@ -23,7 +23,7 @@ TIMEOUT_S = float(os.environ.get("GPUIO_THREADS_TIMEOUT_S", "60"))
 
 
 _reason = why_no_gpu()
-pytestmark = skip_without_gpu(_reason)
+pytestmark = [pytest.mark.gpu, skip_without_gpu(_reason)]
 
 
 def native_stacks(pid: int) -> str:

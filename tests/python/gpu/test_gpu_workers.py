@@ -19,7 +19,7 @@ from gpu_util import cuda_training, skip_without_gpu, watchdog_fixture, why_no_g
 from workers_stores import STREAMS, GatherDataset, StreamsDataset, check_streams_loader, make_stream_store
 from workers_util import ROWS, check_loader, expected_rows, fork_and_wait, make_table
 
-pytestmark = skip_without_gpu(why_no_gpu())
+pytestmark = [pytest.mark.gpu, skip_without_gpu(why_no_gpu())]
 _watchdog = watchdog_fixture("test_gpu_workers")
 
 

@@ -13,7 +13,7 @@ import gpuio
 from gpu_util import cuda_training, skip_without_gpu, watchdog_fixture, why_no_gpu
 from workers_util import ROWS, expected_rows, make_table
 
-pytestmark = skip_without_gpu(why_no_gpu())
+pytestmark = [pytest.mark.gpu, skip_without_gpu(why_no_gpu())]
 _watchdog = watchdog_fixture("test_gpu_loader_workers")
 BOUND = dict(timeout=60)
 

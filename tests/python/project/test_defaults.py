@@ -323,6 +323,7 @@ def test_gpuio_defaults_lists_every_knob(capsys):
     assert e.value.code == 2 and len(err.splitlines()) == 1 and "--owner" in err
 
 
+@pytest.mark.gpu
 def test_a_gpu_path_made_without_options_takes_the_gpu_variables(tmp_path):
     """GPU machine: GPUIO_GPU_<NAME> reaches the GPU path a process's engine makes on its own (engine.gpu)."""
     from gpu_util import why_no_gpu

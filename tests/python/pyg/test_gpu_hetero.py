@@ -14,7 +14,7 @@ pytest.importorskip("torch_geometric")
 from gpu_util import skip_without_gpu, why_no_gpu  # noqa: E402
 
 NO_GPU = why_no_gpu()
-pytestmark = skip_without_gpu(NO_GPU)
+pytestmark = [pytest.mark.gpu, skip_without_gpu(NO_GPU)]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from streams_util import open_small, write_all
 
 torch = pytest.importorskip("torch")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+pytestmark = pytest.mark.gpu
 
 
 @needs_cuda

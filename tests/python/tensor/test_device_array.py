@@ -20,7 +20,8 @@ def _cuda_ok() -> bool:
         return False
 
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not _cuda_ok(), reason="needs a CUDA build and GPU"))]
+NEEDS_CUDA = [pytest.mark.gpu, pytest.mark.skipif(not _cuda_ok(), reason="needs a CUDA build and GPU")]
+DEVICES = ["cpu", pytest.param("cuda", marks=NEEDS_CUDA)]
 
 
 @pytest.fixture
@@ -92,10 +93,10 @@ def test_writes_reach_the_file_on_eviction_and_flush(tmp_path, rng, device):
     np.testing.assert_array_equal(np.load(path, mmap_mode="r"), ref)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="needs a CUDA build and GPU")
 def test_cpu_and_gpu_placement_agree_for_one_warp(tmp_path):
     """One warp's accesses run the same rounds on both implementations: the same pages end in the same slots."""
-    if not _cuda_ok():
-        pytest.skip("needs a CUDA build and GPU")
     ref = np.arange(64 * 1024, dtype=np.int32)
     idx = torch.tensor([5, 70_000 % ref.size, 3000, 9000, 33_000, 5000, 60_000, 1100] * 4)
     placed = []

@@ -18,6 +18,7 @@ from gpuio.tensor import TensorFile  # noqa: E402
 _reason = why_no_gpu()
 needs_gpu = skip_without_gpu(_reason)
 _watchdog = watchdog_fixture("test_gpu_dtypes")
+pytestmark = pytest.mark.gpu
 
 HALF = [torch.bfloat16, torch.float16]
 # (shape, block size, page_rows that fill a block or None, why)

@@ -15,7 +15,8 @@ import gpuio.safetensors as gst  # noqa: E402
 
 from gpu_util import watchdog_fixture  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")]
 _watchdog = watchdog_fixture("test_gpu_safetensors")
 
 

@@ -26,6 +26,7 @@ needs_gpu = skip_without_gpu(_reason)
 _no_kvikio = _why_no_kvikio() if _reason is None else None  # probed only where there is a GPU (needs libcuda)
 needs_kvikio = pytest.mark.skipif(_no_kvikio is not None, reason=f"no kvikio: {_no_kvikio}")
 _watchdog = watchdog_fixture("test_gpu_kvikio")
+pytestmark = pytest.mark.gpu
 
 
 @needs_gpu

@@ -53,6 +53,7 @@ def test_every_source_matches_scipy_on_the_cpu(graph, source_name):
         assert 0 < stats["hit_rate"] < 1 and stats["col_page_reads"] > 0
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="needs a CUDA build and GPU")
 @pytest.mark.parametrize("source_name", ["gpuio-array", "pread+copy", "memmap+copy"])
 @pytest.mark.parametrize("page_bytes", [4096, 16384])
