@@ -13,6 +13,7 @@ from gpuio.cache.window import WindowBuffer
 from gpuio_apps.data import synthetic_graph
 from gpuio.loader import NodeBatchLoader, ramped_lookahead
 from gpuio.pyg import NeighborSampler
+from loader_util import expected_order, log_calls
 from repo_scripts import load_script
 
 SEED = 3
@@ -38,22 +39,6 @@ def _loader(data, store, **kw):
     return NodeBatchLoader(sampler, store, data.train_idx, 64, labels=data.y, seed=SEED, device="cpu", **kw)
 
 
-def _log_calls(store):
-    """Record the store's announce/submit calls in order: ("a"|"s", rows)."""
-    log = []
-    announce, submit = store.announce, store.submit
-
-    def a(idx):
-        log.append(("a", torch.as_tensor(idx).clone()))
-        return announce(idx)
-
-    def s(idx, force=False):
-        log.append(("s", torch.as_tensor(idx).clone()))
-        return submit(idx, force)
-    store.announce, store.submit = a, s
-    return log
-
-
 def test_window_8_yields_the_batches_of_window_0(graph):
     data, table = graph
     runs = []
@@ -71,17 +56,6 @@ def test_window_8_yields_the_batches_of_window_0(graph):
         assert torch.equal(x.x, y.x) and torch.equal(x.x, table[x.n_id])  # features are the table's rows
 
 
-def expected_order(n: int, window: int) -> str:
-    """The announce ("a") / submit ("s") order of n batches under the ramp: batch i's announcement, then the
-    submissions that leave ramped_lookahead(i, window) batches announced ahead, then the rest at the end."""
-    want, ahead = "", 0
-    for i in range(n):
-        want, ahead = want + "a", ahead + 1
-        while ahead > ramped_lookahead(i, window):
-            want, ahead = want + "s", ahead - 1
-    return want + "s" * ahead
-
-
 @pytest.mark.parametrize("window", [0, 1, 2, 8, 29])
 def test_ramp_starts_at_zero_and_grows_by_at_most_one_a_batch_to_the_window(window):
     r = [ramped_lookahead(i, window) for i in range(4 * window + 4)]
@@ -95,7 +69,7 @@ def test_ramp_starts_at_zero_and_grows_by_at_most_one_a_batch_to_the_window(wind
 def test_each_batch_is_announced_window_batches_before_it_is_submitted(graph, window):
     data, table = graph
     store = _store(table, window)
-    log = _log_calls(store)
+    log = log_calls(store)
     batches = list(_loader(data, store))
     announced = [r for k, r in log if k == "a"]
     submitted = [r for k, r in log if k == "s"]

@@ -21,7 +21,7 @@ from gpuio.loader import NodeBatchLoader, check_sample_workers  # noqa: E402
 from gpuio.pyg import (GraphStore, HeteroBatchLoader, HeteroGraphStore, HeteroNeighborSampler,  # noqa: E402
                        NeighborSampler, NodeLoader, PygFeatureStore, hetero_feature_store)
 from loader_workers_util import SAMPLED_IN, CountingSampler  # noqa: E402
-from test_loader_lookahead import _log_calls, expected_order  # noqa: E402
+from loader_util import expected_order, log_calls  # noqa: E402
 
 START_METHODS = ["fork", "spawn", "forkserver"]
 BOUND = dict(timeout=60)  # every wait on a sampling worker ends within this
@@ -57,7 +57,7 @@ def test_node_batches_and_lookahead_do_not_depend_on_sampling_workers(graph, met
     ref_loader, _ = _node_loader(data, 0)
     want = list(ref_loader) + list(ref_loader)  # two epochs: the second reshuffled
     loader, store = _node_loader(data, 2, method, CountingSampler)
-    log = _log_calls(store)
+    log = log_calls(store)
     SAMPLED_IN.clear()
     rng = torch.get_rng_state()
     got = list(loader)

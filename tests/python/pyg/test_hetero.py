@@ -387,7 +387,8 @@ def test_loader_lookahead_protects_coming_batches_and_keeps_results(ds):
 def test_loader_announces_and_submits_in_the_ramped_order(ds, background):
     """Every store sees batch i announced when sampled and submitted as gpuio.loader.ramped_lookahead says
     (the same order as NodeBatchLoader's), again from the start in each iteration."""
-    from test_loader_lookahead import expected_order
+    from loader_util import expected_order
+
     graph = HeteroGraphStore.from_dataset(ds, in_memory=True, device="cpu")
     feats = {nt: gpuio.TableCache(gpuio.TensorFile.open(ds.feature_path(nt)), gpu_cache_bytes=8 << 10,
                                     window=8, device="cpu") for nt in ds.node_types}
