@@ -1,7 +1,10 @@
 """gpuio_apps.bench.memlimit on this machine's cgroups (v1 on the 2-core machines, v2 on the GPU machine): a
 file read inside a limit stays out of the page cache beyond the limit. Skipped where no cgroup can be made
 (not root), saying why."""
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -36,28 +39,50 @@ def test_drop_file_cache_without_root_evicts_the_file(tmp_path):
     assert drop_file_cache(str(path))  # says what it did, as root or not
 
 
+# Run in a fresh interpreter: the group then holds a process that does nothing else, so its figures are this
+# script's own (in the test runner's process, other threads allocating or freeing inside the window moved them).
+_GROUP_FIGURES = r"""
+import json, sys
+import numpy as np
+from gpuio_apps.bench.memlimit import MemoryLimit
+
+lim = MemoryLimit.enter("gpuio-test")
+if lim is None:
+    print(json.dumps({"skip": MemoryLimit.why}))
+    sys.exit(0)
+try:
+    here = MemoryLimit.current()
+    r = {"same": here is not None and (here.path, here.version) == (lim.path, lim.version),
+         "effective_before": here.effective_limit_bytes()}
+    buf = np.ones(48 << 20, dtype=np.uint8)  # 48 MiB touched, charged to the group
+    r.update(usage=lim.usage_bytes(), anon=lim.anon_bytes(), high=lim.peak_bytes())
+    del buf
+    lim.reset_peak()  # the peak from now on: without the 48 MiB freed before
+    r["peak_after_reset"] = lim.peak_bytes()
+    lim.set(lim.usage_bytes() + (64 << 20))
+    r.update(limit=lim.limit_bytes(), effective=here.effective_limit_bytes())
+    lim.unset()
+    r["limit_after_unset"] = lim.limit_bytes()
+finally:
+    lim.leave()
+print(json.dumps(r))
+"""
+
+
 def test_current_group_usage_peak_reset_and_unset():
     """What the hetero demo reads of a group: the one the process is in (current), its usage now, its peak since
     a reset (a run's steps), and a limit removed again (unset)."""
-    lim = MemoryLimit.enter("gpuio-test")
-    if lim is None:
-        pytest.skip(MemoryLimit.why)
-    try:
-        here = MemoryLimit.current()
-        assert here is not None and here.path == lim.path and here.version == lim.version
-        assert here.effective_limit_bytes() is None  # no limit on the group nor above it here
-        buf = np.ones(48 << 20, dtype=np.uint8)  # 48 MiB touched, charged to the group
-        assert lim.usage_bytes() >= 48 << 20 and lim.anon_bytes() >= 40 << 20
-        high = lim.peak_bytes()
-        del buf
-        lim.reset_peak()  # the peak from now on: below the 48 MiB held before
-        assert lim.peak_bytes() < high - (32 << 20)
-        lim.set(lim.usage_bytes() + (64 << 20))
-        assert lim.limit_bytes() is not None and here.effective_limit_bytes() == lim.limit_bytes()
-        lim.unset()
-        assert lim.limit_bytes() is None
-    finally:
-        lim.leave()
+    out = subprocess.run([sys.executable, "-c", _GROUP_FIGURES], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.splitlines()[-1])
+    if "skip" in r:
+        pytest.skip(r["skip"])
+    assert r["same"] and r["effective_before"] is None  # no limit on the group nor above it here
+    assert r["usage"] >= 48 << 20 and r["anon"] >= 40 << 20
+    assert r["peak_after_reset"] < r["high"] - (32 << 20)
+    assert r["limit"] is not None and r["effective"] == r["limit"]
+    assert r["limit_after_unset"] is None
 
 
 def _group_of(pid: int, lim: MemoryLimit) -> str:
@@ -71,8 +96,6 @@ def _group_of(pid: int, lim: MemoryLimit) -> str:
 
 
 def test_children_started_outside_stay_out_and_leave_takes_every_process_home():
-    import subprocess
-
     lim = MemoryLimit.enter("gpuio-test-out")
     if lim is None:
         pytest.skip(MemoryLimit.why)
