@@ -74,6 +74,9 @@ def test_volumes_cpu_smoke(ceph_cluster, tmp_path):
         assert "us of client CPU per request" in r.stdout and "msgr-worker" in r.stdout, r.stdout
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [x["tool"] for x in rows] == tools
-    assert all(x["iops"] > 0 and x["us_per_op"] > 0 for x in rows)
+    # Counts, not rates: requests completed in the window (gpuio and Basic measure until at least one has, so a
+    # loaded box cannot read a short run as none; fio's comes from its own run of seconds + 3 s); the CPU figures
+    # are per request of these. A rate or CPU time of a 0.5 s run on a shared box says nothing to assert on.
+    assert all(x["ops"] > 0 for x in rows), rows
+    assert rows[0]["caller_submitted_ops"] > 0  # gpuio's requests went in from the caller's thread
     assert "caller" in rows[0]["threads"]
-    assert rows[0]["caller_submitted_ops"] > 0
