@@ -247,16 +247,31 @@ def test_fault_backend_eio_names_block(tmp_path):
 
 
 def test_busy_seconds_include_the_running_stretch(tmp_path):
-    # Busy time used to be added only when a worker went to sleep: a worker busy for the whole pass
-    # reported none of it. Each read below is held back 200 ms by the fault layer.
+    """Busy time used to be added only when a worker went to sleep: a worker busy for the whole pass reported none
+    of it. The read is held back by the fault layer; two snapshots taken while it is in flight (the worker is
+    waiting for its completion, and cannot sleep before it comes) must show busy time growing. Where the read did
+    not outlive the pair (a stalled box), that proves nothing either way: it is taken again with a longer hold."""
     paths, _ = make_files(tmp_path, 1, 64 * BS)
-    with gpuio.Engine(paths, backend="fault:uring", workers=1,
-                      fault=dict(seed=1, latency_rate=1.0, latency_us=200000)) as e:
-        h = e.read_async(np.array([3], np.int64), aligned_empty(BS))
-        time.sleep(0.1)
-        busy = e.stats()["busy_worker_seconds"]
-        h.wait()
-        assert busy >= 0.05, f"busy_worker_seconds={busy} while the worker had been busy ~0.1 s"
+    for hold_us in (300_000, 3_000_000, 30_000_000):
+        with gpuio.Engine(paths, backend="fault:uring", workers=1,
+                          fault=dict(seed=1, latency_rate=1.0, latency_us=hold_us)) as e:
+            waits = e.stats()["block_waits"]
+            h = e.read_async(np.array([3], np.int64), aligned_empty(BS))
+            for _ in range(60_000):  # the worker waits for the read's completion (bounded: 60 s)
+                if e.stats()["block_waits"] > waits:
+                    break
+                time.sleep(0.001)
+            else:
+                pytest.fail("the worker never waited for the read")
+            first = e.stats()["busy_worker_seconds"]
+            time.sleep(0.001)
+            second = e.stats()["busy_worker_seconds"]
+            in_flight = not h.done()
+            h.wait()
+        if in_flight:
+            assert second > first, f"busy_worker_seconds stayed at {first} while the worker held a read"
+            return
+    pytest.fail("the read completed before the second snapshot, even when held 30 s")
 
 
 def test_engine_left_open_at_exit_is_closed_cleanly(tmp_path):

@@ -1,6 +1,8 @@
 """Child side of the kill -9 campaign (test_streams_crash.py): random stream operations on a store until
-a seeded timer SIGKILLs the process. Every operation is logged before it starts (B) and after it returns
-(E) with O_APPEND single-line writes, so the parent knows exactly which operation was cut."""
+a seeded timer SIGKILLs the process, or (kill_in_close=k) until it SIGKILLs itself inside its k-th stream
+creation, after the stream's objects are written and before it is closed. Every operation is logged before it
+starts (B) and after it returns (E) with O_APPEND single-line writes, so the parent knows exactly which operation
+was cut."""
 from __future__ import annotations
 
 import errno
@@ -13,7 +15,7 @@ import numpy as np
 from streams_util import contents, open_small
 
 
-def run(path: str, log_path: str, seed: int, kill_after_s: float) -> None:
+def run(path: str, log_path: str, seed: int, kill_after_s: float, kill_in_close: int = 0) -> None:
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def say(line: str) -> None:
@@ -22,7 +24,8 @@ def run(path: str, log_path: str, seed: int, kill_after_s: float) -> None:
     rng = np.random.default_rng(seed)
     st = open_small(path, backend=os.environ.get("GPUIO_CRASH_BACKEND", "uring"))
     # The clock starts once the store is mounted, so that the kills land among the stream operations.
-    threading.Timer(kill_after_s, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    if not kill_in_close:
+        threading.Timer(kill_after_s, os.kill, (os.getpid(), signal.SIGKILL)).start()
     n = 0
     while True:
         live = st.streams()
@@ -55,6 +58,8 @@ def run(path: str, log_path: str, seed: int, kill_after_s: float) -> None:
                 st.write_stream(sd, content_seed)
                 for obj in contents(content_seed, sd.stream_id):
                     st.write_stream(sd, obj)
+                if kill_in_close and n >= kill_in_close:  # the k-th creation, or the next after a full store
+                    os.kill(os.getpid(), signal.SIGKILL)
                 st.close_stream(sd)
             except OSError as e:
                 if e.errno != errno.ENOSPC:
