@@ -4,6 +4,8 @@ worker processes beside the loader thread."""
 import json
 import os
 
+import pytest
+
 from repo_scripts import load_script
 
 
@@ -30,6 +32,7 @@ def test_loader_part_tiny(tmp_path):
     assert not os.path.exists(f"/sys/fs/cgroup/memory/gpuio-loader-workers-{os.getpid()}")  # the cgroup is gone
 
 
+@pytest.mark.slow
 def test_demo_part_tiny(tmp_path):
     mod = load_script("benchmarks/loader_workers.py")
     ratios = mod.main(["--tiny", "--parts", "demo", "--workdir", str(tmp_path), "--json", str(tmp_path / "d.json")])

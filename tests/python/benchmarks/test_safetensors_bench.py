@@ -13,6 +13,7 @@ from repo_scripts import ROOT
 BENCH = str(ROOT / "benchmarks" / "model_load.py")
 
 
+@pytest.mark.slow
 def test_model_load_tiny(tmp_path):
     pytest.importorskip("safetensors")
     out = tmp_path / "ml.json"

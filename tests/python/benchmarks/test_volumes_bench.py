@@ -6,11 +6,15 @@ import os
 import shutil
 import subprocess
 import sys
+
+import pytest
+
 from repo_scripts import ROOT
 
 BENCH = ROOT / "benchmarks" / "volumes_bench.py"
 
 
+@pytest.mark.slow
 def test_volumes_bench_smoke(ceph_cluster, tmp_path):
     tools = "gpuio,basic" + (",fio" if shutil.which("fio") else "")
     r = subprocess.run([sys.executable, str(BENCH), "--conf", ceph_cluster.conf, "--clients", "1", "--sizes", "4096",

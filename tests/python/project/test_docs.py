@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from repo_scripts import ROOT
-from test_readme import python_blocks
+from test_readme import python_blocks, slow_blocks
 
 DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "archive" not in p.relative_to(DOCS).parts)
@@ -108,7 +108,9 @@ def test_skipped_examples_say_why():
             assert reason != "marked", f"{page.relative_to(ROOT)}:{fence}: a skip mark without a reason"
 
 
-@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=[str(p.relative_to(DOCS)) for p in EXAMPLE_PAGES])
+@pytest.mark.parametrize("page", [  # a page with a block marked `<!-- docs-test: slow (reason) -->` is a slow test
+    pytest.param(p, marks=[pytest.mark.slow] if slow_blocks(p.read_text()) else [], id=str(p.relative_to(DOCS)))
+    for p in EXAMPLE_PAGES])
 def test_page_examples_run(tmp_path, page):
     scripts = page_scripts(page)
     if not scripts:

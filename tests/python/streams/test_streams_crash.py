@@ -69,6 +69,7 @@ def _verify(path, log_path, expected: dict, seed: int) -> None:
     return (cut[0] if cut else "between ops"), sum(1 for line in lines if line.startswith("E "))
 
 
+@pytest.mark.slow
 def test_kill9_campaign(tmp_path):
     import streams_crash_child
 

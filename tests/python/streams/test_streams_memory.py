@@ -21,6 +21,8 @@ import gc
 import os
 import tracemalloc
 
+import pytest
+
 from gpuio.engine import DEFAULTS as ENGINE_DEFAULTS
 from gpuio.streams import StreamStore
 
@@ -47,6 +49,7 @@ def _streams(st, first: int, n: int) -> None:
         st.close_stream(sd)
 
 
+@pytest.mark.slow
 def test_resident_memory_is_pool_plus_constant_per_stream(tmp_path):
     pool_bytes = 1 << 20
     streams_max = STREAMS + 1024

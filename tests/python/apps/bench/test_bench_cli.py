@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from gpuio_apps.bench import RAW_GRID, WORKLOADS
 from gpuio.engine import DEFAULTS
 
+pytestmark = pytest.mark.slow  # every test reads the module's one `gpuio bench --quick` run (~11 s)
+
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):

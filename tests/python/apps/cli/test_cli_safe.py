@@ -218,6 +218,7 @@ def test_help_shows_no_type_beside_flags(capsys):
     assert seen >= 15
 
 
+@pytest.mark.slow
 def test_bench_ceiling_fits_100_columns_unless_verbose(cwd, capsys):
     rc, out, err = _gpuio(["bench", "ceiling", "--quick"], capsys)
     assert rc == 0, err
