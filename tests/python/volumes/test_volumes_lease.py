@@ -44,11 +44,12 @@ def test_second_writer_refused_at_once_readers_free(ceph_cluster):
     v = volumes.create(fresh("lease"), 1 << 20, who=who)
     p = _writer(ceph_cluster, v, "hold")
     try:
-        t0 = time.monotonic()
         with pytest.raises(OSError) as e:
             volumes.open(v, "r+", who=who)
-        assert time.monotonic() - t0 < 5
+        # at once: the owner was seen before any lock request (librbd's own request would wait for the owner),
+        # named, and no time was waited (lock_wait_s=0)
         assert e.value.errno == errno.EBUSY and v in str(e.value) and "break_lock" in str(e.value)
+        assert "owner unknown" not in str(e.value) and "waited 0 ms" in str(e.value), str(e.value)
         assert volumes.lock_owners(v, who=who), "the writer's lock is not visible"
         assert (_block(v, who, 0) == 0xAA).all()  # readers need no lock
     finally:
@@ -63,7 +64,7 @@ def test_writer_waits_for_the_lock_with_a_timeout(ceph_cluster):
     t0 = time.monotonic()
     with pytest.raises(OSError, match="waited 500 ms"):
         volumes.open(v, "r+", who=who, lock_wait_s=0.5)
-    assert 0.5 <= time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 >= 0.5  # it did wait (a lower bound: a loaded box only makes it longer)
     threading.Timer(0.5, first.close).start()
     with volumes.open(v, "r+", who=who, lock_wait_s=20) as second:  # granted once the first closes
         second.write([2], np.full(4096, 7, np.uint8))
@@ -77,9 +78,7 @@ def test_killed_writer_is_taken_over(ceph_cluster):
     dead_owner = volumes.lock_owners(v, who=who)
     p.send_signal(signal.SIGKILL)
     p.wait()
-    t0 = time.monotonic()
     with volumes.open(v, "r+", who=who, break_lock=True) as eng:
-        assert time.monotonic() - t0 < 10
         eng.write([0], np.full(4096, 0xBB, np.uint8))
         assert volumes.lock_owners(v, who=who) != dead_owner
     assert (_block(v, who, 0) == 0xBB).all()
@@ -94,9 +93,9 @@ def test_paused_writer_is_fenced(ceph_cluster):
     v = volumes.create(fresh("fence"), 1 << 20, who=who)
     p = _writer(ceph_cluster, v, "stop")
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # bounds a hang only
         while _state(p.pid) != "T":
-            assert time.monotonic() < deadline, "writer did not stop itself"
+            assert time.monotonic() < deadline, "writer did not stop itself in 60 s"
             time.sleep(0.02)
         with volumes.open(v, "r+", who=who, break_lock=True) as eng:
             eng.write([0, 1], np.full(8192, 0xBB, np.uint8))
