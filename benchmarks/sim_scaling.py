@@ -45,7 +45,7 @@ def run(devices: int, workers: int, seconds: float, batch: int, queue_depth: int
         # `inflight` batches outstanding (the next is submitted before the oldest is waited for), so the
         # devices do not drain at every batch boundary: a steady stream, as a GPU's prefetch pipeline makes.
         n, t0, pending = 0, time.perf_counter(), []
-        while time.perf_counter() - t0 < seconds:
+        while not pending or time.perf_counter() - t0 < seconds:  # one batch at least, however loaded the box
             if len(pending) == inflight:
                 pending.pop(0).wait()
                 n += batch

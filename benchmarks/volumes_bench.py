@@ -131,7 +131,7 @@ def client_basic(a: dict) -> dict:
     t_end = time.monotonic() + a["seconds"]
     c0, t0 = _cpu(), time.monotonic()
     ops = 0
-    while time.monotonic() < t_end:
+    while ops == 0 or time.monotonic() < t_end:  # one round at least, however loaded the box
         for off in offsets.next().tolist():
             slot = (ops % 1024) * bs
             if a["op"] == "write":

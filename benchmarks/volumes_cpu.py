@@ -54,8 +54,8 @@ def report(tool: str, before: dict, after: dict, ops: float, wall: float) -> dic
     for k, r in rows.items():
         print(f"  {k:24s} {r['us_per_op']:7.1f} us/op  voluntary switches/op {r['vcsw_per_op']:5.2f}  "
               f"involuntary {r['ivcsw_per_op']:5.2f}")
-    return {"tool": tool, "iops": ops / wall, "us_per_op": total / ops * 1e6, "threads": rows,
-            "load": os.getloadavg()[0]}
+    return {"tool": tool, "ops": ops, "seconds": wall, "iops": ops / wall, "us_per_op": total / ops * 1e6,
+            "threads": rows, "load": os.getloadavg()[0]}
 
 
 def run_gpuio(a) -> dict:
@@ -78,7 +78,8 @@ def run_gpuio(a) -> dict:
 
     hs = [eng.read_async(nxt(), bufs[i]) for i in range(a.batches)]
     before, t0, done0 = threads(os.getpid(), os.getpid()), time.monotonic(), eng.stats()["ops"]
-    while time.monotonic() - t0 < a.seconds:
+    # until the time is up and at least one request has completed inside the window (a stalled box still counts one)
+    while time.monotonic() - t0 < a.seconds or eng.stats()["ops"] == done0:
         i = wait_any(hs) if wait_any else next((k for k in range(len(hs)) if hs[k].done()), ops // per % len(hs))
         hs[i].wait()
         ops += per
@@ -103,7 +104,7 @@ def run_basic(a) -> dict:
     buf = np.zeros(4096, np.uint8)
     p, read, img = buf.ctypes.data, v.rbd.rbd_read, v.image
     before, t0, ops = threads(os.getpid(), os.getpid()), time.monotonic(), 0
-    while time.monotonic() - t0 < a.seconds:
+    while ops == 0 or time.monotonic() - t0 < a.seconds:  # one round at least, however loaded the box
         for off in ids[ops % (1 << 18):ops % (1 << 18) + 64]:
             if read(img, off, 4096, p) != 4096:
                 raise OSError(5, f"basic read at {off} failed")

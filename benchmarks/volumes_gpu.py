@@ -94,7 +94,7 @@ def run_basic(conf: str, vol: str, bs: int, pattern: str, dest: str, seconds: fl
         copy = lambda k: dst.__setitem__(k, bounce)  # noqa: E731
     pos, ops = int(rng.integers(0, n_req)), 0
     t0 = time.monotonic()
-    while time.monotonic() < t0 + seconds:
+    while ops == 0 or time.monotonic() < t0 + seconds:  # one round at least, however loaded the box
         for k, off in enumerate(_offsets(rng, pattern, n_req, 64, pos)):
             rc = lib.rbd.rbd_read(lib.image, int(off) * bs, bs, bounce.ctypes.data)
             if rc != bs:

@@ -4,14 +4,15 @@
 
 weights_dir() { echo "${GPUIO_WEIGHTS_DIR:-/var/tmp/gpuio-weights}"; }
 
-suite weights build "model weights, one GPU: pytest test_gpu_safetensors.py, then benchmarks/model_load.py on a \
+suite weights build "model weights, one GPU: the GPU tests of tests/python/weights (pytest -m gpu), then \
+benchmarks/model_load.py on a \
 GPUIO_WEIGHTS_GIB=8.25 GiB GPT-shaped file written by safetensors: each load in its own process, cold (caches dropped) \
 and warm, 2 rounds rotated, saves from CUDA fsynced, gpuio's file loaded by the peers, the raw device on the same file; \
 one table of ratios (GPUIO_WEIGHTS_ARGS: more arguments, e.g. --gpuio-variants threads=16; GPUIO_WEIGHTS_DIR)"
 suite_weights() {
   local status=0 limit budget
   TEST_GPU_TIMEOUT_S=60 GPUIO_TAIL=8 bounded pytest-weights 120 "$py" -m pytest -q -p no:cacheprovider \
-    tests/python/test_gpu_safetensors.py -rs || status=1
+    -m gpu tests/python/weights -rs || status=1
   limit=$(within 500 25)
   budget=$(( limit > 300 ? limit - 160 : limit / 2 ))  # no new pass after this: the saves and the table fit after it
   GPUIO_TAIL=40 bounded model-load "$limit" "$py" benchmarks/model_load.py --size-gib "${GPUIO_WEIGHTS_GIB:-8.25}" \

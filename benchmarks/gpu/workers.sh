@@ -2,7 +2,8 @@
 # through the main process's CUDA caches), the loader benchmark over a table 4x the memory given, and the demo with
 # its sampling in worker processes. benchmarks/loader_workers.py makes its own memory cgroup (v2 here).
 
-suite workers build "DataLoader workers: pytest test_gpu_loader_workers.py, then benchmarks/loader_workers.py \
+suite workers build "DataLoader workers: the GPU tests of tests/python/loader (pytest -m gpu), then \
+benchmarks/loader_workers.py \
 (0, 1, 2, 4 workers x fork, spawn, forkserver; gpuio TensorFile beside np.memmap in the same workers; a table 4 x \
 the memory given, in its own memory cgroup; GPUIO_WORKERS_ARGS, default --memory-mib 2048 --batch-rows 4096 --pass-s 1.5; \
 GPUIO_WORKERS_TESTS=0 skips the pytest part)"
@@ -10,7 +11,7 @@ suite_workers() {
   local status=0 dir=/var/tmp/gpuio-loader-workers
   if [[ ${GPUIO_WORKERS_TESTS:-1} != 0 ]]; then
     TEST_GPU_TIMEOUT_S=90 GPUIO_TAIL=8 bounded pytest-loader-workers 180 "$py" -m pytest -q -p no:cacheprovider \
-      tests/python/test_gpu_loader_workers.py -rs || status=1
+      -m gpu tests/python/loader -rs || status=1
   fi
   run mkdir -p "$dir"
   GPUIO_TAIL=24 bounded loader-workers "$(within 330 20)" "$py" benchmarks/loader_workers.py --parts loader \

@@ -4,7 +4,7 @@ This package is the library (docs/DESIGN.md, "Library and applications"); the co
 papers' applications, the dataset generators and the benchmarks are its users, in the package gpuio_apps, which
 nothing here imports. Layers (see DESIGN.md): io backends and the engine live in the C++ core (``gpuio._core``);
 this package adds the Python API. Heavy submodules (torch, PyG) load on first use. Modules import downward only
-(pyproject.toml's import contracts, tests/python/test_layers.py), bottom first:
+(pyproject.toml's import contracts, tests/python/project/test_layers.py), bottom first:
 
 - engine: ``defaults`` (every knob: default, range, environment variable, doc), ``future`` (Future: what every
   asynchronous call returns), ``engine`` (Engine, aligned_empty), ``gpu`` (GpuRuntime: the engine's GPU path),

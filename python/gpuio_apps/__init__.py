@@ -1,6 +1,7 @@
 """gpuio_apps: the applications of the gpuio library, shipped in the same wheel and kept apart from it
 (docs/DESIGN.md, "Library and applications"). They use the library's public names only, as any user's program
-would, and the library imports nothing of theirs (pyproject.toml's import contracts, tests/python/test_layers.py):
+would, and the library imports nothing of theirs (pyproject.toml's import contracts,
+tests/python/project/test_layers.py):
 
 - ``cli``: the ``gpuio`` command (``python -m gpuio`` and ``python -m gpuio_apps`` run it too)
 - ``gnn``: the GNN jobs and models behind ``gpuio demo`` (GraphSAGE/GCN/GAT; RGAT on IGBH-shaped graphs)

@@ -1,6 +1,6 @@
 // The rbd backend. Name parsing and the build switch run everywhere; the I/O tests need a running Ceph
 // cluster: GPUIO_TEST_CEPH_CONF=<its ceph.conf> (client.admin's keyring in it). Without one they skip
-// (GTEST_SKIP); pytest's tests/python/test_volumes_cpp.py runs them against the session's cluster.
+// (GTEST_SKIP); pytest's tests/python/volumes/test_volumes_cpp.py runs them against the session's cluster.
 #include <gtest/gtest.h>
 
 #include <unistd.h>

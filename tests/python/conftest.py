@@ -6,12 +6,22 @@ the reason, only where the Ceph packages or gpuio's rbd backend are absent (scri
 GPUIO_TEST_CEPH_CONF=<ceph.conf of a running gpuio cluster> reuses that one instead (it is left running).
 
 one_thread: torch computes on one thread for the test (tiny ops: more threads only spin on the shared CI cores).
+
+Every test that uses ceph_cluster (directly or through another fixture) is marked `ceph` here, so `pytest -m ceph`
+and `-m "not ceph"` choose by what a test needs rather than by where it lives (markers: pyproject.toml).
 """
 from __future__ import annotations
 
 import os
 
 import pytest
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "ceph_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ceph)
 
 
 @pytest.fixture(scope="session")

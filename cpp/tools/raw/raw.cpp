@@ -109,8 +109,10 @@ class Thread {
   }
 
  private:
+  // Time-bound runs issue at least one request, so a thread that starts after its deadline (a stalled box) still
+  // measures something instead of reporting zero requests.
   bool more(uint64_t issued, Clock::time_point end) const {
-    return o_.ops_max ? issued < o_.ops_max : Clock::now() < end;
+    return o_.ops_max ? issued < o_.ops_max : issued == 0 || Clock::now() < end;
   }
 
   [[noreturn]] void fail(int err, uint64_t block, const char* what) const {

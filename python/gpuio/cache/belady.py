@@ -8,7 +8,7 @@ page is `page_rows` consecutive rows, the unit a `gpuio.TableCache` reads.
 - `group_min_misses` / `min_bytes`: the store's serving model — a group's missing pages are read
   together (each once), then any `capacity` pages of those resident and those just read may be kept.
   Keeping the pages whose next use comes soonest is optimal (farthest-in-future, Belady 1966; checked
-  against an exhaustive search in tests/python/test_hetero.py), so this is a true lower bound on the
+  against an exhaustive search in tests/python/pyg/test_hetero.py), so this is a true lower bound on the
   bytes of any policy with that capacity. With `lookahead` L the same rule sees only the next L groups
   (what a window buffer knows): pages no visible group needs are kept only while room is left.
 - `min_misses`: the classic page-by-page MIN with bypass over the flattened sequence (a group's pages

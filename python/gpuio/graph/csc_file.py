@@ -15,7 +15,7 @@ list). Both are gpuio TensorFiles (block-aligned .npy, so `np.load(mmap_mode="r"
   whole first, then the neighbour lists in proportion to their file sizes (see its docstring for why).
 - `CSCMemory` is the same interface over tensors (the switch for structure that fits in memory);
   `open_csc(path, in_memory=...)` picks one. Both return identical values, so a sampler seeded the same
-  draws the same neighbours from either (tests/python/test_hetero.py checks it).
+  draws the same neighbours from either (tests/python/pyg/test_hetero.py checks it).
 
 Other processes: both pickle as what they hold: a CSCFile its two TensorFiles (reopened in the receiver), the
 files it holds whole (their tensors travel: nothing is read again) and its page caches (gpuio.TableCache:

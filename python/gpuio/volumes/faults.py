@@ -1,6 +1,6 @@
 """OSD faults under a gpuio write/read stream, with a durability check: every write the engine
 acknowledged must read back intact once the cluster has recovered. Used by the fault tests and by
-tests/python/volumes_fault_campaign.py (many seeded runs).
+tests/python/volumes/volumes_fault_campaign.py (many seeded runs).
 
     r = osd_kill_run(cluster, seed=7, who=Identity(conf=cluster.conf))
     assert r["lost"] == 0

@@ -13,7 +13,8 @@ from . import _check
 
 _TABLE = object()
 # (command, knob name) -> the default a command states for itself instead of the table's, and why; the test of the
-# CLI (tests/python/test_defaults.py) accepts a knob option whose default differs from the table only when listed.
+# CLI (tests/python/project/test_defaults.py) accepts a knob option whose default differs from the table only when
+# listed.
 OWN_DEFAULTS: dict[tuple[str, str], tuple[Any, str]] = {
     ("bench", "workers"): (2, "the benchmark compares fixed worker counts with the raw device's threads"),
 }

@@ -345,7 +345,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
         from torch.nn.parallel import DistributedDataParallel
         # find_unused_parameters=False: every parameter gets a gradient on every batch (the model computes only
         # what the target's logits use, gpuio_apps.gnn.rgat.needed_types, and the sampler passes every relation, empty
-        # or not; tests/python/test_hetero.py checks it), so DDP skips its search of the autograd graph each
+        # or not; tests/python/pyg/test_hetero.py checks it), so DDP skips its search of the autograd graph each
         # step. gradient_as_bucket_view: gradients live in DDP's all-reduce buckets instead of being copied
         # there each step; 2 x H200, same data and call: 35 025 -> 36 844 seeds/s (1 GPU 18 594),
         # docs/archive/results/RESULTS_2026-11-25-night.md

@@ -1,0 +1,72 @@
+"""`gpuio bench --quick` runs end to end (tiny sizes, one round) and its JSON holds every workload with
+positive figures and ratios for both engine backends; --plot writes a PNG."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuio_apps.bench import RAW_GRID, WORKLOADS
+from gpuio.engine import DEFAULTS
+
+pytestmark = pytest.mark.slow  # every test reads the module's one `gpuio bench --quick` run (~11 s)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    from gpuio_apps.cli import _register, app
+
+    _register()
+    where = tmp_path_factory.mktemp("bench")
+    cwd = os.getcwd()
+    os.chdir(where)  # the data file goes into the current directory by default
+    try:
+        r = CliRunner().invoke(app, ["bench", "--quick", "--size", "32M", "--json", "out.json",
+                                     "--plot", "ratios.png"])
+    finally:
+        os.chdir(cwd)
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    return where, r.output, json.loads((where / "out.json").read_text())
+
+
+def test_json_has_every_workload_and_backend(quick_run):
+    _, _, doc = quick_run
+    rows = {(r["workload"], r["backend"]): r for r in doc["results"]}
+    for w in WORKLOADS:
+        for backend in ("uring", "posix"):
+            r = rows[(w.name, backend)]
+            assert r["gpuio"]["median"] > 0, (w.name, backend)
+            assert r["raw_best"]["median"] > 0, (w.name, backend)
+            assert r["ratio"]["median"] > 0 and r["ratio"]["min"] <= r["ratio"]["max"]
+            assert r["cpu_us_per_op"]["gpuio"] > 0 and r["cpu_us_per_op"]["raw"] > 0
+            assert r["raw_best_config"].startswith("raw ")
+            assert r["gpuio_config"] in (f"gpuio {backend} QD32", f"gpuio {backend} QD128")
+            assert r["workers"] == 2
+            # Engine policy (direct_min_bytes, 16 KiB): small O_DIRECT requests go through registered staging.
+            path = "staging" if w.request_bytes < DEFAULTS["direct_min_bytes"] else "direct"
+            assert r["data_path"] == f"{backend}+{path}", (w.name, backend)
+
+
+def test_data_file_is_real_data(quick_run):
+    where, _, doc = quick_run
+    st = os.stat(where / "gpuio-bench.dat")
+    assert st.st_size == 32 << 20
+    assert st.st_blocks * 512 >= st.st_size  # no holes: reads hit the device
+    assert doc["meta"]["size_bytes"] == 32 << 20
+    assert doc["meta"]["cache_regime"].startswith(("O_DIRECT", "cold"))
+
+
+def test_table_and_plot(quick_run):
+    where, output, _ = quick_run
+    assert "ratio" in output and "rand 4KiB read" in output
+    assert (where / "ratios.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_samples_are_interleaved(quick_run):
+    _, _, doc = quick_run
+    for name, by_cfg in doc["samples"].items():
+        # engine uring + posix at two ring depths + the whole raw grid, each measured once in a quick run
+        assert len(by_cfg) == 2 * 2 + len(RAW_GRID), name
+        assert all(len(v) == 1 and v[0]["bytes"] > 0 for v in by_cfg.values())

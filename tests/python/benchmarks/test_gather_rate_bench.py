@@ -1,0 +1,29 @@
+"""benchmarks/gather_rate.py runs tiny on the CPU, checks its rows against NumPy, and prints its ratio rows."""
+import json
+import re
+import subprocess
+import sys
+
+from repo_scripts import ROOT
+
+BENCH = str(ROOT / "benchmarks" / "gather_rate.py")
+
+
+def test_gather_rate_tiny(tmp_path):
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, BENCH, "--workdir", str(tmp_path), "--file-mib", "2", "--rows", "96",
+                        "--batch", "40", "--repeats", "2", "--ref-seconds", "0.05", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for name in ("tf 4096 B", "fs 4096 B", "tf 512 B", "fs 512 B"):
+        for unit in ("rows/s", "blocks/s"):
+            line = next(x for x in r.stdout.splitlines() if x.startswith(f"{name} {unit}"))
+            median, spread, ratio, ratio_spread, vs_ref = (float(v) for v in
+                                                           re.findall(r"[0-9.]+", line[len(name) + 8:]))
+            assert median > 0 and ratio > 0 and vs_ref > 0, line
+    saved = json.loads(out.read_text())
+    assert len(saved["runs"]["raw blocks/s"]) == 2 * 4  # a raw pass before each measured pass
+    assert all(len(v) == 2 for v in saved["ratios"].values())
+    assert len(saved["runs"]["ref IOPS (2x QD128)"]) == 2  # the in-process raw reference, once per repeat
+    # one row per distinct block: each pass reads exactly as many blocks as rows (cache too small to hit)
+    assert saved["median"]["tf 512 B blocks/s"] == saved["median"]["tf 512 B rows/s"]

@@ -1,0 +1,99 @@
+"""gpuio.safetensors into and out of CUDA memory (GPU machine; skipped without CUDA): cold and warm loads bit
+for bit with the data path reported, saves from CUDA tensors that `safetensors` reads, slices, DCP onto CUDA
+targets, and a load in a background thread while the main thread launches CUDA work of its own (bounded by
+the watchdog: a hang fails the run)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sft = pytest.importorskip("safetensors.torch")
+
+import gpuio.safetensors as gst  # noqa: E402
+
+from gpu_util import watchdog_fixture  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")]
+_watchdog = watchdog_fixture("test_gpu_safetensors")
+
+
+def _model(seed: int = 0, n: int = 24) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    t = {f"w{i}": torch.randn(1024, 1021 + i, generator=g).to(torch.bfloat16 if i % 2 else torch.float32)
+         for i in range(n)}
+    t.update(scalar=torch.tensor(3.0), empty=torch.empty(0, 7), tail=torch.randn(99, generator=g))
+    return t
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and torch.equal(a[k].cpu(), b[k].cpu()) for k in a)
+
+
+
+def test_cuda_load_cold_and_warm(tmp_path):
+    t = _model()
+    p = tmp_path / "m.safetensors"
+    sft.save_file(t, p)
+    for regime in ("warm", "cold"):
+        if regime == "cold":
+            gst.evict(p)
+        st: dict = {}
+        out = gst.load_file(p, device="cuda", stats=st)
+        assert all(v.is_cuda for v in out.values()) and _same(out, t), regime
+        assert st["data_path"].endswith("-> pinned -> cuda:0"), st["data_path"]
+        assert (st["pagecache_bytes"] if regime == "warm" else st["direct_bytes"]) > 0, st["data_path"]
+    with gst.safe_open(p, device="cuda:0") as f:
+        assert torch.equal(f.get_slice("w0")[5:9, 3:7].cpu(), t["w0"][5:9, 3:7])
+        assert torch.equal(f.get_tensor("w3").cpu(), t["w3"])
+
+
+def test_save_from_cuda_loads_everywhere(tmp_path):
+    t = {k: v.cuda() for k, v in _model(1).items()}
+    p = tmp_path / "s.safetensors"
+    st: dict = {}
+    gst.save_file(t, p, metadata={"k": "v"}, stats=st)
+    assert st["data_path"].startswith("cuda:0 -> pinned -> ")
+    assert _same(sft.load_file(p), t) and _same(gst.load_file(p, device="cuda"), t)
+
+
+def test_dcp_onto_cuda_targets(tmp_path):
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    state = {"m": {k: v.cuda() for k, v in _model(2, 6).items()}}
+    dcp.save(state, storage_writer=gst.StorageWriter(tmp_path / "c"))
+    target = {"m": {k: torch.zeros_like(v) for k, v in state["m"].items()}}
+    dcp.load(target, storage_reader=gst.StorageReader(tmp_path / "c"))
+    assert _same(target["m"], state["m"]) and all(v.is_cuda for v in target["m"].values())
+
+
+def test_load_in_a_thread_beside_cuda_work(tmp_path):
+    t = _model(3)
+    p = tmp_path / "m.safetensors"
+    sft.save_file(t, p)
+    done, errors = threading.Event(), []
+
+    def loader():
+        try:
+            for i in range(6):
+                if i % 2:
+                    gst.evict(p)
+                assert _same(gst.load_file(p, device="cuda"), t)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+        finally:
+            done.set()
+
+    th = threading.Thread(target=loader, daemon=True)
+    th.start()
+    it = 0
+    while not done.is_set():  # first launches, cudaFree and device syncs while the loader copies
+        a = torch.randn(512 + it, 512, device="cuda")
+        (a @ a.T).sum().item()
+        torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+        it += 1
+    th.join(timeout=60)
+    assert not errors, errors
