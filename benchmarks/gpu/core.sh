@@ -32,8 +32,10 @@ suite_check() {
     tests/python -rs
   if ((!GPU_DRY)); then
     local log; log=$(log_of pytest-gpu)
-    if grep -qE "[0-9]+ passed" "$log" && ! grep -qE "[0-9]+ (failed|error)" "$log"; then note "pytest GPU: $(tail -1 "$log")"
-    else note "pytest GPU FAILED: $(tail -1 "$log")"; status=1; fi
+    local counts; counts=$(grep -E "[0-9]+ (passed|failed|error)" "$log" | tail -1)  # pytest's last line (warnings follow)
+    if grep -qE "[0-9]+ passed" <<< "$counts" && ! grep -qE "[0-9]+ (failed|error)" <<< "$counts"; then
+      note "pytest GPU: $counts"
+    else note "pytest GPU FAILED: ${counts:-$(tail -1 "$log")}"; status=1; fi
   fi
   GPUIO_TAIL=3 bounded device-api 60 /tmp/test_device_api /tmp/device_api_test.bin || status=1
   say device-api 2
