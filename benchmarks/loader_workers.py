@@ -11,9 +11,8 @@ under each start method, a torch DataLoader (persistent workers, batch_size=None
 main process: forked children inherit it, spawned ones receive it pickled; each process reads on its own
 engine, O_DIRECT) or by np.memmap opened in the process that reads, advised MADV_RANDOM ("memmap": the kinder
 mmap baseline out of core). Both read the same row ids (fresh ones every pass, so earlier passes' pages rarely
-help); every row is checked. Per configuration the
-workers are started and warmed up unlimited, then the cgroup's limit is
-set to the group's anonymous memory (main + workers) + `--memory-mib` + headroom, so the page cache the
+help); every row is checked. Per configuration the workers are started and warmed up unlimited, then the cgroup's
+limit is set to the group's anonymous memory (main + workers) + `--memory-mib` + headroom, so the page cache the
 workers and the main process share holds at most a quarter of the table. Passes are interleaved (gpuio,
 memmap, then memmap, gpuio, ...), each up to `--batches` batches or `--pass-s` seconds
 (timed from the first batch asked: what the previous pass left queued is drained before); the 0-worker
@@ -32,6 +31,7 @@ Demo part: `gpuio demo` (CPU or GPU defaults, or tiny) with --sample-workers 2 a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -39,7 +39,8 @@ import time
 
 import torch
 
-from gpuio_apps.bench.loader_workers import PLAIN, PLAIN_ROWS_DIV, SOURCES, RowBatches, io_by, make_loader, run_pass, write_table
+from gpuio_apps.bench.loader_workers import (PLAIN, SOURCES, RowBatches, io_by, make_loader, run_pass,
+                                             write_table)
 from gpuio_apps.bench.measure import raw_best
 from gpuio_apps.bench.memlimit import MemoryLimit
 from gpuio.loader import Keys, stop_workers
@@ -126,16 +127,11 @@ def loader_part(a) -> dict:
     pass_no = 0
     try:
         for n, method in configs:
-            if lim is not None:
-                lim.unset()
-            keys = Keys()
-            loader = make_loader(ds, keys, n, method)
             worker_pids: set = set()
-            try:
+            with configuration(ds, n, method, lim, shutdown_errors) as (loader, keys):
                 for source in SOURCES:  # warm-up: workers started, imports done, engines running
                     run_pass(loader, keys, source, -1 - pass_no, max(2, 2 * n), 60.0, a.cols, worker_pids)
-                if lim is not None:
-                    lim.set(lim.anon_bytes() + budget + HEADROOM_BYTES + n * HEADROOM_PER_WORKER_BYTES)
+                limit(lim, budget, n)
                 for rep in range(a.repeats):
                     for source in (SOURCES if rep % 2 == 0 else SOURCES[::-1]):
                         evict(path)
@@ -149,12 +145,6 @@ def loader_part(a) -> dict:
                 print(f"  {n} workers {method or '':10s} " + ", ".join(
                     f"{s} {statistics.median(samples[(n, method or '-', s)]):,.0f} rows/s" for s in SOURCES),
                     flush=True)
-            finally:
-                try:
-                    stop_workers(loader)
-                except RuntimeError as e:  # a worker that died on its way out: said; the passes measured stand
-                    shutdown_errors.append(f"{n} workers {method}: {e}")
-                    print(f"  {n} workers {method}: at shutdown: {e}", flush=True)
         plain = plain_probe(a, ds, path, lim, budget, pass_no, shutdown_errors)
     finally:
         if lim is not None:
@@ -171,6 +161,32 @@ def loader_part(a) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def configuration(ds: RowBatches, n: int, method: str | None, lim, shutdown_errors: list, label: str = ""):
+    """A DataLoader of n workers started by `method` over ds, made while the cgroup has no limit (the caller warms
+    it up, then sets one: limit()); its workers stopped on the way out, where a worker that dies then is said and
+    recorded (the passes measured stand). Yields (loader, keys)."""
+    if lim is not None:
+        lim.unset()
+    keys = Keys()
+    loader = make_loader(ds, keys, n, method)
+    try:
+        yield loader, keys
+    finally:
+        try:
+            stop_workers(loader)
+        except RuntimeError as e:
+            shutdown_errors.append(f"{n} workers {method}{label}: {e}")
+            print(f"  {n} workers {method}{label}: at shutdown: {e}", flush=True)
+
+
+def limit(lim, budget: int, n: int) -> None:
+    """The cgroup's limit for a warmed-up configuration of n workers: the group's anonymous memory (main + workers)
+    + the memory given + headroom, so the page cache holds at most the memory given."""
+    if lim is not None:
+        lim.set(lim.anon_bytes() + budget + HEADROOM_BYTES + n * HEADROOM_PER_WORKER_BYTES)
+
+
 def plain_probe(a, ds: RowBatches, path: str, lim, budget: int, pass_no: int, shutdown_errors: list) -> dict:
     """np.memmap as users open it, after the sweep (its readahead fills the cgroup with pages read for nothing: it
     must not run between the sweep's passes): one pass at 0 workers and one at the most workers of the first start
@@ -178,24 +194,14 @@ def plain_probe(a, ds: RowBatches, path: str, lim, budget: int, pass_no: int, sh
     out = {}
     most = max(a.workers)
     for n, method in [(0, None)] + ([(most, a.methods[0])] if most and a.methods else []):
-        if lim is not None:
-            lim.unset()
-        keys = Keys()
-        loader = make_loader(ds, keys, n, method)
-        try:
+        with configuration(ds, n, method, lim, shutdown_errors, f" ({PLAIN})") as (loader, keys):
             run_pass(loader, keys, PLAIN, -10_000 - n, max(1, n), 120.0, a.cols, set())  # workers up, mapping open
-            if lim is not None:
-                lim.set(lim.anon_bytes() + budget + HEADROOM_BYTES + n * HEADROOM_PER_WORKER_BYTES)
+            limit(lim, budget, n)
             evict(path)
             r = run_pass(loader, keys, PLAIN, pass_no + 1 + n, a.batches, a.pass_s, a.cols, set())
             out[(n, method or "-")] = r
             print(f"  {n} workers {method or '':10s} {PLAIN} {r['rows_s']:,.0f} rows/s (batches of "
-                  f"{ds.ids(0, 0, max(1, a.batch_rows // PLAIN_ROWS_DIV)).numel()} rows)", flush=True)
-        finally:
-            try:
-                stop_workers(loader)
-            except RuntimeError as e:
-                shutdown_errors.append(f"{n} workers {method} ({PLAIN}): {e}")
+                  f"{ds.rows_of(PLAIN)} rows)", flush=True)
     return out
 
 

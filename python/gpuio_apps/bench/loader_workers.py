@@ -91,6 +91,10 @@ class RowBatches(torch.utils.data.Dataset):
         state["_maps"] = {}  # a mapping is opened where it is read
         return state
 
+    def rows_of(self, source: str) -> int:
+        """Rows a batch of `source` has: batch_rows, PLAIN_ROWS_DIV times fewer for PLAIN."""
+        return max(1, self.batch_rows // PLAIN_ROWS_DIV) if source == PLAIN else self.batch_rows
+
     def ids(self, pass_no: int, i: int, rows: int | None = None) -> torch.Tensor:
         g = torch.Generator().manual_seed(((self.seed * 1_000_003 + pass_no) * 1_000_003 + i) % (1 << 63))
         return torch.randint(0, self.num_rows, (rows or self.batch_rows,), generator=g)
@@ -106,7 +110,7 @@ class RowBatches(torch.utils.data.Dataset):
         source, pass_no, i = key
         if source not in SOURCES + (PLAIN,):
             raise ValueError(f"source must be one of {SOURCES + (PLAIN,)}, got {source!r}")
-        ids = self.ids(pass_no, i, max(1, self.batch_rows // PLAIN_ROWS_DIV) if source == PLAIN else None)
+        ids = self.ids(pass_no, i, self.rows_of(source))
         rows = self.table[ids] if source == "gpuio" else self._mapping(source).gather(ids)
         return ids, rows, os.getpid(), proc_read_bytes()
 
