@@ -32,6 +32,7 @@ import time
 
 import torch
 
+from gpuio import defaults
 from gpuio_apps.papers.checkpoint import fsync_path as fsync
 
 METHODS = ("gpuio", "safetensors", "fastsafetensors", "runai")
@@ -140,6 +141,11 @@ def _base(method: str) -> str:
     return method.split("[")[0]
 
 
+def _variant_keys() -> tuple[str, ...]:
+    """What a gpuio variant may set: the loader's knobs (gpuio.defaults' safetensors.*) and io_kib."""
+    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib",)
+
+
 def _variant_env(method: str) -> dict:
     if "[" not in method:
         return {}
@@ -149,7 +155,7 @@ def _variant_env(method: str) -> dict:
         if k == "io_kib":  # an engine-wide knob of the process engine
             env["GPUIO_IO_BYTES_MAX"] = str(int(v) << 10)
         else:
-            env[f"GPUIO_SAFETENSORS_{k.upper()}"] = v
+            env[defaults.knob(f"safetensors.{k}").env] = v
     return env
 
 
@@ -433,10 +439,9 @@ def main(argv=None) -> int:
     if bad or "gpuio" not in methods:
         ap.error(f"--methods {a.methods!r}: give gpuio and any of {', '.join(PEERS)}")
     for v in filter(None, (x.strip() for x in a.gpuio_variants.split(";"))):
-        if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in ("threads", "chunk_mib", "direct_mib", "io_kib")
-               for kv in v.split(",")):
-            ap.error(f"--gpuio-variants {v!r}: give threads=N, chunk_mib=N, direct_mib=N and/or io_kib=N, "
-                     f"comma-separated")
+        keys = _variant_keys()
+        if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in keys for kv in v.split(",")):
+            ap.error(f"--gpuio-variants {v!r}: give {', '.join(k + '=N' for k in keys)}, comma-separated")
         methods.insert(methods.index("gpuio") + 1, f"gpuio[{v}]")
     size_bytes = int((a.size_gib if a.size_gib is not None else (8.0 if device.type == "cuda" else 0.25)) * GIB)
     os.makedirs(a.dir, exist_ok=True)

@@ -29,9 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _core
+from .. import _core, defaults as _defaults
 from ._format import TensorInfo
-from .. import defaults as _defaults
 
 ALIGN = 4096
 
@@ -54,15 +53,8 @@ class _Chunk:
         self.cached = False
 
 
-def chunk_bytes_default() -> int:
-    """gpuio.defaults' safetensors.chunk_mib (set(), else GPUIO_SAFETENSORS_CHUNK_MIB, else 16), in bytes."""
-    return int(_defaults.get("safetensors.chunk_mib")) << 20
-
-
-def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int | None = None):
-    """(per file: total destination bytes and {tensor name: destination position}; the chunks in file order).
-    chunk_bytes: None: chunk_bytes_default()."""
-    chunk_bytes = chunk_bytes or chunk_bytes_default()
+def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int):
+    """(per file: total destination bytes and {tensor name: destination position}; the chunks in file order)."""
     layouts: dict[int, tuple[int, dict[str, int]]] = {}
     chunks: list[_Chunk] = []
     for f, infos in sorted(by_file.items()):
@@ -207,7 +199,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     chunk_bytes: None: gpuio.defaults' safetensors.threads and safetensors.chunk_mib."""
     t0 = time.perf_counter()
     threads = threads or int(_defaults.get("safetensors.threads"))
-    chunk_bytes = chunk_bytes or chunk_bytes_default()
+    chunk_bytes = chunk_bytes or int(_defaults.get("safetensors.chunk_mib")) << 20
     layouts, chunks = plan(by_file, chunk_bytes)
     method = mark_resident(ckpt, chunks) if chunks else "none"
     cuda = device.type == "cuda"
