@@ -12,6 +12,8 @@ from typing import Any, Callable, Collection, Iterable
 
 import torch
 
+from .._forked import ForkAware
+from ..engine import fork_generation
 from ._format import Header, SafetensorError, TensorInfo, read_header
 
 INDEX_SUFFIX = ".index.json"
@@ -86,7 +88,7 @@ def _opened(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
-class Checkpoint:
+class Checkpoint(ForkAware):
     """The open files of one checkpoint. Not thread-safe to close while a read runs; reads may run in turn."""
 
     def __init__(self, spec: Any):
@@ -96,7 +98,7 @@ class Checkpoint:
         self.headers: list[Header] = []
         self._io: list[Any] = []
         self._io_lock = threading.Lock()  # reader threads open a file's target on first need
-        self._pid = os.getpid()           # a forked child reopens the targets on its own process engine
+        self._opened_here()               # a forked child reopens the targets on its own process engine
         self.where: dict[str, tuple[int, TensorInfo]] = {}  # name -> (file index, its info)
         try:
             for path, names in files:
@@ -149,12 +151,15 @@ class Checkpoint:
 
     def io(self, i: int) -> Any:
         """File i's O_DIRECT target (opened on first use), or None where O_DIRECT is refused."""
-        if self._pid != os.getpid():  # forked: the parent's targets live on the parent's engine (left alone)
-            self._io, self._io_lock, self._pid = [False] * len(self._io), threading.Lock(), os.getpid()
+        self._this_process()
         with self._io_lock:
             if self._io[i] is False:
                 self._io[i] = _open_io(self.paths[i], writable=False)
             return self._io[i]
+
+    def _after_fork(self) -> None:
+        """The parent's targets live on the parent's engine (left alone): this child opens its own on first need."""
+        self._io, self._io_lock = [False] * len(self._io), threading.Lock()
 
     def io_data_paths(self) -> list[str]:
         return sorted({t.stats()["data_path"] for t in self._io if t not in (False, None)})
@@ -167,7 +172,7 @@ class Checkpoint:
         return out
 
     def close(self) -> None:
-        for t in self._io if self._pid == os.getpid() else []:
+        for t in self._io if self._fork_gen == fork_generation() else []:
             if t not in (False, None):
                 t.close()
         self._io = [False] * len(self._io)
