@@ -38,6 +38,14 @@ def test_model_load_tiny(tmp_path):
     assert warm["gpuio_stats"]["pagecache_bytes"] > 0.9 * res["bytes"]
     assert res["verify"]["safetensors"] == "ok" and set(res["verify"]) == {"safetensors", "fastsafetensors", "runai"}
     assert set(res["saves"]) == {"gpuio", "safetensors"} and res["raw_best_Bps"] > 0
+    # the reference: whole-file raw passes in the cold rotation, the grid's best configuration per request size
+    # and 1 MiB at QD 128, each once per round; the grid's short samples only chose them
+    assert len(res["raw_grid"]) == 2 and "raw[1 MiB uring 1thr QD128]" in res["raw"], res["raw"]
+    raw_passes = [p for p in res["passes"] if p["method"].startswith("raw[")]
+    assert len(raw_passes) == len(res["raw"]) >= 2 and all(
+        0.9 * res["file_bytes"] < p["bytes"] <= res["file_bytes"] for p in raw_passes), raw_passes
+    assert res["raw_best_Bps"] == max(v["Bps"] for v in res["raw"].values())
+    assert len(res["paired_cold_raw"]) == 1 and res["paired_cold_raw"][0] > 0
     for k in ("cold: gpuio / best peer", "warm: gpuio / best peer", "cold: gpuio / raw disk best sequential read",
               "save: gpuio / safetensors.save_file + fsync"):
         assert res["ratios"][k]["best"] > 0, k
