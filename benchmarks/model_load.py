@@ -144,8 +144,9 @@ def _base(method: str) -> str:
 
 
 def _variant_keys() -> tuple[str, ...]:
-    """What a gpuio variant may set: the loader's knobs (gpuio.defaults' safetensors.*) and io_kib."""
-    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib",)
+    """What a gpuio variant may set: the loader's knobs (gpuio.defaults' safetensors.*), io_kib and the process
+    engine's workers."""
+    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib", "workers")
 
 
 def _variant_env(method: str) -> dict:
@@ -154,8 +155,10 @@ def _variant_env(method: str) -> dict:
     env = {}
     for k, v in (p.split("=") for p in method[method.index("[") + 1:-1].split(",")):
         k, v = k.strip().lower(), v.strip()
-        if k == "io_kib":  # an engine-wide knob of the process engine
-            env["GPUIO_IO_BYTES_MAX"] = str(int(v) << 10)
+        if k == "io_kib":  # engine-wide knobs of the process engine
+            env[defaults.knob("io_bytes_max").env] = str(int(v) << 10)
+        elif k == "workers":
+            env[defaults.knob("workers").env] = v
         else:
             env[defaults.knob(f"safetensors.{k}").env] = v
     return env
@@ -458,8 +461,10 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     ap.add_argument("--gpuio-variants", default="", help="extra gpuio rows with loader overrides, ';'-separated, "
                     "e.g. 'threads=16;io_kib=128,chunk_mib=8' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB / _DIRECT_MIB, "
+                    "GPUIO_WORKERS, "
                     "GPUIO_IO_BYTES_MAX)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--regimes", default="cold,warm", help="cold, warm or both (comma-separated)")
     ap.add_argument("--save-rounds", type=int, default=2, help="0: no save comparison")
     ap.add_argument("--evict", choices=("drop_caches", "fadvise"), default="drop_caches",
                     help="cold passes: drop the whole page cache (root) or only the file's pages")
@@ -487,6 +492,9 @@ def main(argv=None) -> int:
         if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in keys for kv in v.split(",")):
             ap.error(f"--gpuio-variants {v!r}: give {', '.join(k + '=N' for k in keys)}, comma-separated")
         methods.insert(methods.index("gpuio") + 1, f"gpuio[{v}]")
+    regimes = [r.strip() for r in a.regimes.split(",") if r.strip()]
+    if not regimes or any(r not in ("cold", "warm") for r in regimes):
+        ap.error(f"--regimes {a.regimes!r}: give cold, warm or cold,warm")
     size_bytes = int((a.size_gib if a.size_gib is not None else (8.0 if device.type == "cuda" else 0.25)) * GIB)
     os.makedirs(a.dir, exist_ok=True)
     path = os.path.join(os.path.abspath(a.dir), "model.safetensors")
@@ -536,7 +544,7 @@ def main(argv=None) -> int:
         if over():
             print(f"budget of {a.budget_s:.0f} s reached: {rnd} round(s) done", flush=True)
             break
-        for regime in ("cold", "warm"):
+        for regime in regimes:
             for m in rotated(methods + (list(raws) if regime == "cold" else []), rnd):
                 if m in raws:
                     if not (rnd and over()):
