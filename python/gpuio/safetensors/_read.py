@@ -176,6 +176,32 @@ class _Filler:
             self.counters.add(buffered=c.hi - at)
 
 
+class _HugeSlot:
+    """A page-locked host slot in 2 MiB pages where the kernel gives them: an anonymous mapping advised
+    MADV_HUGEPAGE from a 2 MiB boundary, registered with CUDA (cudaHostRegister) until close()."""
+    HUGE = 2 << 20
+
+    def __init__(self, nbytes: int):
+        import mmap
+
+        self._map = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared: no THP
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            self._map.madvise(mmap.MADV_HUGEPAGE)
+        whole = np.frombuffer(self._map, dtype=np.uint8)
+        skip = (-whole.ctypes.data) % self.HUGE
+        self.array = whole[skip:skip + nbytes]
+        self.array[::4096] = 0  # fault the pages in (huge where possible) before CUDA pins them
+        err = int(torch.cuda.cudart().cudaHostRegister(self.array.ctypes.data, nbytes, 0))
+        if err:
+            raise RuntimeError(f"cudaHostRegister of a {nbytes}-byte loader slot failed (CUDA error {err})")
+        self.tensor = torch.from_numpy(self.array)
+
+    def close(self) -> None:
+        if self.tensor is not None:
+            torch.cuda.cudart().cudaHostUnregister(self.array.ctypes.data)
+            self.tensor = self.array = None
+
+
 def _pinned(nbytes: int) -> torch.Tensor:
     """A page-locked uint8 buffer whose address is 4 KiB aligned (torch's pinned blocks are page aligned and
     cached by torch for the next load; nbytes a power of two, so nothing is rounded up)."""
@@ -207,6 +233,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             for f, (n, where) in layouts.items()}
     counters = _Counters()
     direct_mib = int(_defaults.get("safetensors.direct_mib"))
+    huge_slots = bool(_defaults.get("safetensors.huge_slots"))
     filler = _Filler(ckpt, counters, max(1, (direct_mib << 20) // chunk_bytes) if direct_mib else 0)
     for f in sorted({c.file for c in chunks if not c.cached}):
         ckpt.io(f)  # the O_DIRECT targets start before the readers, while nothing waits on them
@@ -232,6 +259,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     def cuda_worker() -> None:
         stream = torch.cuda.Stream(device)
         slots: list[torch.Tensor | None] = [None, None]
+        huge: list[_HugeSlot] = []
         done: list[torch.cuda.Event | None] = [None, None]
         turn = 0
         try:
@@ -240,7 +268,11 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
                 if done[s] is not None:
                     done[s].synchronize()  # this slot's previous copy has left it
                 if slots[s] is None:
-                    slots[s] = _pinned(chunk_bytes)
+                    if huge_slots:
+                        huge.append(_HugeSlot(chunk_bytes))
+                        slots[s] = huge[-1].tensor
+                    else:
+                        slots[s] = _pinned(chunk_bytes)
                 slot = slots[s]
                 filler.fill(c, slot.numpy())
                 with torch.cuda.stream(stream):
@@ -253,6 +285,9 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             for ev in done:
                 if ev is not None:
                     ev.synchronize()
+            slots.clear()
+            for h in huge:
+                h.close()
 
     def run(fn) -> None:
         try:
@@ -276,6 +311,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
              "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
              "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "direct_mib": direct_mib,
+             "huge_slots": huge_slots and cuda,
              "residency": method, "seconds": seconds, "device": str(device)}
     stats["data_path"] = data_path_line(stats, ckpt.io_data_paths(), device)
     return bufs, stats

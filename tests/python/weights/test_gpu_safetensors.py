@@ -34,7 +34,10 @@ def _same(a: dict, b: dict) -> bool:
 
 
 
-def test_cuda_load_cold_and_warm(tmp_path):
+@pytest.mark.parametrize("huge_slots", [False, True])
+def test_cuda_load_cold_and_warm(tmp_path, monkeypatch, huge_slots):
+    """Both kinds of page-locked slots (torch's pinned blocks; 2 MiB-page mappings registered with CUDA)."""
+    monkeypatch.setenv("GPUIO_SAFETENSORS_HUGE_SLOTS", "1" if huge_slots else "0")
     t = _model()
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
@@ -44,7 +47,7 @@ def test_cuda_load_cold_and_warm(tmp_path):
         st: dict = {}
         out = gst.load_file(p, device="cuda", stats=st)
         assert all(v.is_cuda for v in out.values()) and _same(out, t), regime
-        assert st["data_path"].endswith("-> pinned -> cuda:0"), st["data_path"]
+        assert st["data_path"].endswith("-> pinned -> cuda:0") and st["huge_slots"] is huge_slots, st
         assert (st["pagecache_bytes"] if regime == "warm" else st["direct_bytes"]) > 0, st["data_path"]
     with gst.safe_open(p, device="cuda:0") as f:
         assert torch.equal(f.get_slice("w0")[5:9, 3:7].cpu(), t["w0"][5:9, 3:7])
