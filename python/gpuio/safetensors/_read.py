@@ -311,7 +311,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
              "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
              "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "direct_mib": direct_mib,
-             "huge_slots": huge_slots and cuda,
+             "huge_slots": huge_slots,  # given (slots exist on CUDA only)
              "residency": method, "seconds": seconds, "device": str(device)}
     stats["data_path"] = data_path_line(stats, ckpt.io_data_paths(), device)
     return bufs, stats
