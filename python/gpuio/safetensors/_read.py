@@ -17,6 +17,11 @@ stream: it fills one slot (pread, or an engine read it waits for with the GIL re
 copy to the device on its stream, records an event, and fills its other slot meanwhile; a slot is refilled
 only after its event. So up to `threads` reads are with the disk (or copying from the page cache) while
 earlier chunks cross PCIe. On the CPU the workers read straight into the destination (no staging).
+
+Slots. By default (safetensors.huge_slots) a slot is a private anonymous mapping advised MADV_HUGEPAGE and
+page-locked with cudaHostRegister, so an O_DIRECT request lands in 2 MiB pages: in torch's pinned blocks (4 KiB
+pages) a 1 MiB read is 256 segments, more than virtio-blk takes (254), and the block layer splits it; the cold
+load ran 1.32 x faster on the H200 machine's disk with the 2 MiB pages, same run.
 """
 from __future__ import annotations
 
