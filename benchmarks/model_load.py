@@ -335,7 +335,7 @@ def child_raw(spec: dict) -> dict:
     per_thread = os.path.getsize(path) // req // threads
     r = raw_bench(path, block_bytes=req, queue_depth=spec["queue_depth"], threads=threads, seconds=3600.0,
                   uring=spec["uring"], sequential=True, write=False, direct=True, ops_max=per_thread)
-    return {"seconds": r["seconds"], "bytes": r["bytes"], "regime": regime}
+    return {"seconds": r["seconds"], "bytes": r["bytes"], "regime": regime, "request_bytes": req, "threads": threads}
 
 
 def h2d_rate(device: torch.device) -> float:

@@ -42,8 +42,9 @@ def test_model_load_tiny(tmp_path):
     # and 1 MiB at QD 128, each once per round; the grid's short samples only chose them
     assert len(res["raw_grid"]) == 2 and "raw[1 MiB uring 1thr QD128]" in res["raw"], res["raw"]
     raw_passes = [p for p in res["passes"] if p["method"].startswith("raw[")]
-    assert len(raw_passes) == len(res["raw"]) >= 2 and all(
-        0.9 * res["file_bytes"] < p["bytes"] <= res["file_bytes"] for p in raw_passes), raw_passes
+    assert len(raw_passes) == len(res["raw"]) >= 2 and all(  # each thread its whole requests
+        p["bytes"] == res["file_bytes"] // p["request_bytes"] // p["threads"] * p["request_bytes"] * p["threads"]
+        for p in raw_passes), raw_passes
     assert res["raw_best_Bps"] == max(v["Bps"] for v in res["raw"].values())
     assert len(res["paired_cold_raw"]) == 1 and res["paired_cold_raw"][0] > 0
     for k in ("cold: gpuio / best peer", "warm: gpuio / best peer", "cold: gpuio / raw disk best sequential read",
