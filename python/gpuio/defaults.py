@@ -146,7 +146,8 @@ _PYTHON_KNOBS: list[tuple[str, str, Any, str, dict]] = [
     ("safetensors", "huge_slots", True, "the loader's page-locked slots on CUDA: True: an anonymous mapping advised "
      "MADV_HUGEPAGE, page-locked with cudaHostRegister, so an O_DIRECT request lands in 2 MiB pages (one segment); "
      "False: torch's pinned blocks, 4 KiB pages (a 1 MiB read is 256 segments, split where the disk takes fewer: 254 "
-     "on virtio-blk). H200, one virtio disk, 8.24 GiB cold, same run: 2.38 GB/s against 1.80 with torch's blocks", {}),
+     "on virtio-blk). H200, one virtio disk, 8.24 GiB: cold 2.38 and 2.21 GB/s against 1.80 with torch's blocks in one "
+     "run, 1.75 alone on the next machine (torch's blocks: 1.58-2.13 over six runs); warm 27.5 GB/s (19-22)", {}),
     ("volumes", "pool", "rbd", "the Ceph pool volumes go to", {}),
     ("volumes", "namespace", "", "the pool namespace ('': the default one)", {}),
     ("volumes", "object_size", 4 * _MiB, "bytes per RADOS object (RBD's default order 22)", {}),

@@ -20,8 +20,9 @@ earlier chunks cross PCIe. On the CPU the workers read straight into the destina
 
 Slots. By default (safetensors.huge_slots) a slot is a private anonymous mapping advised MADV_HUGEPAGE and
 page-locked with cudaHostRegister, so an O_DIRECT request lands in 2 MiB pages: in torch's pinned blocks (4 KiB
-pages) a 1 MiB read is 256 segments, more than virtio-blk takes (254), and the block layer splits it; the cold
-load ran 1.32 x faster on the H200 machine's disk with the 2 MiB pages, same run.
+pages) a 1 MiB read is 256 segments, more than virtio-blk takes (254), and the block layer splits it. On the
+H200 machine a cold load ran 1.32 x faster with 2 MiB pages in one run and no faster on the next machine; warm
+loads copy out of the page cache at 27.5 GB/s into them against 19-22 into torch's blocks.
 """
 from __future__ import annotations
 
