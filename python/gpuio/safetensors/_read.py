@@ -199,7 +199,8 @@ class _HugeSlot:
         self.array[::4096] = 0  # fault the pages in (huge where possible) before CUDA pins them
         err = int(torch.cuda.cudart().cudaHostRegister(self.array.ctypes.data, nbytes, 0))
         if err:
-            raise RuntimeError(f"cudaHostRegister of a {nbytes}-byte loader slot failed (CUDA error {err})")
+            raise RuntimeError(f"cudaHostRegister of a {nbytes}-byte loader slot failed (CUDA error {err}); "
+                               "safetensors.huge_slots=False (GPUIO_SAFETENSORS_HUGE_SLOTS=0) uses torch's pinned blocks")
         self.tensor = torch.from_numpy(self.array)
 
     def close(self) -> None:
