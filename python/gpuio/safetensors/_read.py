@@ -190,7 +190,7 @@ class _HugeSlot:
     def __init__(self, nbytes: int):
         import mmap
 
-        self._map = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared: no THP
+        self._map = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (shared = shmem: no THP)
         if hasattr(mmap, "MADV_HUGEPAGE"):
             self._map.madvise(mmap.MADV_HUGEPAGE)
         whole = np.frombuffer(self._map, dtype=np.uint8)
