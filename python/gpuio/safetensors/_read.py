@@ -190,7 +190,8 @@ class _HugeSlot:
     def __init__(self, nbytes: int):
         import mmap
 
-        self._map = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (shared = shmem: no THP)
+        # private: a shared anonymous mapping is shmem, which THP leaves alone
+        self._map = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if hasattr(mmap, "MADV_HUGEPAGE"):
             self._map.madvise(mmap.MADV_HUGEPAGE)
         whole = np.frombuffer(self._map, dtype=np.uint8)
@@ -200,7 +201,8 @@ class _HugeSlot:
         err = int(torch.cuda.cudart().cudaHostRegister(self.array.ctypes.data, nbytes, 0))
         if err:
             raise RuntimeError(f"cudaHostRegister of a {nbytes}-byte loader slot failed (CUDA error {err}); "
-                               "safetensors.huge_slots=False (GPUIO_SAFETENSORS_HUGE_SLOTS=0) uses torch's pinned blocks")
+                               "safetensors.huge_slots=False (GPUIO_SAFETENSORS_HUGE_SLOTS=0) stages through "
+                               "torch's pinned blocks")
         self.tensor = torch.from_numpy(self.array)
 
     def close(self) -> None:
