@@ -328,13 +328,12 @@ def raw_methods(grid: dict) -> dict[str, dict]:
 def child_raw(spec: dict) -> dict:
     """One raw pass over the whole file (each thread its contiguous share, front to back), after the same
     eviction as a cold load."""
-    from gpuio_apps.bench.measure import raw_bench
+    from gpuio_apps.papers.common import raw_whole_pass
 
     path, req, threads = spec["path"], spec["request_bytes"], spec["threads"]
     regime = evict(path, spec["evict"])
-    per_thread = os.path.getsize(path) // req // threads
-    r = raw_bench(path, block_bytes=req, queue_depth=spec["queue_depth"], threads=threads, seconds=3600.0,
-                  uring=spec["uring"], sequential=True, write=False, direct=True, ops_max=per_thread)
+    r = raw_whole_pass(path, os.path.getsize(path), request_bytes=req, threads=threads,
+                       queue_depth=spec["queue_depth"], uring=spec["uring"])
     return {"seconds": r["seconds"], "bytes": r["bytes"], "regime": regime, "request_bytes": req, "threads": threads}
 
 

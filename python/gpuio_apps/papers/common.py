@@ -146,6 +146,18 @@ def raw_rates(path: str, seconds: float) -> dict:
 RAW_FILE = {"request_bytes": 1 << 20, "read_queue_depth": 128, "write_queue_depth": 32}  # raw_file_pass's configuration
 
 
+def raw_whole_pass(path: str, nbytes: int, *, write: bool = False, request_bytes: int = RAW_FILE["request_bytes"],
+                   threads: int = 1, queue_depth: int = 0, uring: bool = True) -> dict:
+    """The raw device moving the first nbytes of `path` once (O_DIRECT, sequential, each of `threads` threads
+    its contiguous share of whole requests, front to back): raw_bench's record (ops, bytes, seconds, cpu_seconds).
+    queue_depth 0: RAW_FILE's for reads or writes."""
+    from ..bench.measure import raw_bench
+
+    qd = queue_depth or RAW_FILE["write_queue_depth" if write else "read_queue_depth"]
+    return raw_bench(path, block_bytes=request_bytes, queue_depth=qd, threads=threads, seconds=3600.0, uring=uring,
+                     sequential=True, write=write, direct=True, ops_max=nbytes // request_bytes // threads)
+
+
 def raw_file_pass(path: str, nbytes: int, write: bool = False) -> float:
     """The raw device reading, or writing, the first nbytes of the existing file `path` once, front to back
     (O_DIRECT, 1 MiB requests, one thread at QD 128 reading, QD 32 writing; a write timed to fdatasync), in
@@ -154,14 +166,10 @@ def raw_file_pass(path: str, nbytes: int, write: bool = False) -> float:
     sample ran at 3.59 GB/s where a 4.26 GB first write sustained 1.63. 0.0 when nbytes is less than one request."""
     import time
 
-    from ..bench.measure import raw_bench
-
-    req = RAW_FILE["request_bytes"]
-    if nbytes < req:
+    if nbytes < RAW_FILE["request_bytes"]:
         return 0.0
     t0 = time.perf_counter()
-    r = raw_bench(path, block_bytes=req, queue_depth=RAW_FILE["write_queue_depth" if write else "read_queue_depth"],
-                  threads=1, seconds=3600.0, sequential=True, write=write, direct=True, ops_max=nbytes // req)
+    r = raw_whole_pass(path, nbytes, write=write)
     if not write:
         return r["bytes"] / r["seconds"]
     fd = os.open(path, os.O_RDONLY)
