@@ -18,11 +18,11 @@ copy to the device on its stream, records an event, and fills its other slot mea
 only after its event. So up to `threads` reads are with the disk (or copying from the page cache) while
 earlier chunks cross PCIe. On the CPU the workers read straight into the destination (no staging).
 
-Slots. By default (safetensors.huge_slots) a slot is a private anonymous mapping advised MADV_HUGEPAGE and
-page-locked with cudaHostRegister, so an O_DIRECT request lands in 2 MiB pages: in torch's pinned blocks (4 KiB
-pages) a 1 MiB read is 256 segments, more than virtio-blk takes (254), and the block layer splits it. On the
-H200 machine a cold load ran 1.32 x faster with 2 MiB pages in one run and no faster on the next machine; warm
-loads copy out of the page cache at 27.5 GB/s into them against 19-22 into torch's blocks.
+Slots. By default a slot is one of torch's pinned blocks (4 KiB pages, cached by torch from one read to the
+next). With safetensors.huge_slots it is a private anonymous mapping advised MADV_HUGEPAGE and page-locked with
+cudaHostRegister for the one read, so an O_DIRECT request lands in 2 MiB pages: in 4 KiB pages a 1 MiB read is
+256 segments, more than virtio-blk takes (254), and the block layer splits it. On the H200 machine a cold load ran
+1.32 x faster with 2 MiB pages in one run and no faster on the next machine.
 """
 from __future__ import annotations
 
