@@ -14,45 +14,28 @@ it into shared memory once: spawned DataLoader workers then map the sender's pag
 """
 from __future__ import annotations
 
-import os
-import weakref
-
 import torch
 
-from gpuio.engine import aligned_empty
+from gpuio._pinned import page_locked
 from gpuio.gpu import in_bad_fork, mapped_view
 
 _LOAD_ROWS_MAX = 65536  # rows per read while filling the buffer: bounds the staging memory at start
 
 
 def pinned_empty(shape, dtype: torch.dtype) -> torch.Tensor:
-    """A page-locked host tensor of exactly its size (pageable where there is no CUDA or CUDA refuses).
-    torch's pin_memory=True rounds every block up to a power of two: a 3.2 GB host buffer pinned 4 GiB, which
-    put the IGBH job (2 M papers, 20 % host buffer, 12 GiB cgroup) over its memory limit on the H100. Here the
-    memory is gpuio.aligned_empty's, registered with cudaHostRegister (portable, mapped: mapped_view works on it)
-    and unregistered when the last view of it is gone."""
+    """A page-locked host tensor of exactly its size (pageable where there is no CUDA, torch's pinned memory where
+    CUDA refuses gpuio's). torch's pin_memory=True rounds every block up to a power of two: a 3.2 GB host buffer
+    pinned 4 GiB, which put the IGBH job (2 M papers, 20 % host buffer, 12 GiB cgroup) over its memory limit on
+    the H100. Here the memory is gpuio._pinned.page_locked's (2 MiB pages where the kernel gives them, registered
+    portable and mapped, so mapped_view works on it; unregistered when the last view of it is gone)."""
     size = torch.Size(shape)
     nbytes = size.numel() * torch.empty((), dtype=dtype).element_size()
     if nbytes == 0 or not torch.cuda.is_available() or in_bad_fork():
         return torch.empty(size, dtype=dtype)
-    raw = aligned_empty(nbytes)
-    cudart = torch.cuda.cudart()
-    try:
-        ok = int(cudart.cudaHostRegister(raw.ctypes.data, nbytes, 3)) == 0  # portable | mapped
-    except (RuntimeError, AttributeError):
-        ok = False
-    if not ok:
+    raw = page_locked(nbytes)
+    if raw is None:
         return torch.empty(size, dtype=dtype, pin_memory=True)
-    # NumPy clears weak references before it frees the data: the pages are unregistered while still there.
-    weakref.finalize(raw.base, _unregister, cudart, raw.ctypes.data, os.getpid())
-    return torch.from_numpy(raw).view(dtype).view(size)
-
-
-def _unregister(cudart, address: int, pid: int) -> None:
-    """cudaHostUnregister, in the process that registered the pages (a forked child's copy was never registered,
-    and its CUDA is unusable)."""
-    if os.getpid() == pid:
-        cudart.cudaHostUnregister(address)
+    return raw.view(dtype).view(size)
 
 
 class HostBuffer:
