@@ -231,6 +231,10 @@ def child_load(spec: dict) -> dict:
     out = _load(method, path, device, stats)
     sync(device)
     seconds = time.perf_counter() - t0
+    if _base(method) == "gpuio":  # after the clock: whether the pool's slots got the 2 MiB pages they asked for
+        import gpuio.safetensors as gst
+
+        stats["slot_huge_page_bytes"] = gst.staging(huge_pages=True)["huge_page_bytes"]
     return {"seconds": seconds, "regime": regime, "resident_at_start": resident, "made_resident": made,
             "check": check(out, spec["size_bytes"], device), "data_path": stats.get("data_path", ""),
             "gpuio_stats": {k: v for k, v in stats.items() if k != "data_path"}}
@@ -335,6 +339,27 @@ def child_raw(spec: dict) -> dict:
     r = raw_whole_pass(path, os.path.getsize(path), request_bytes=req, threads=threads,
                        queue_depth=spec["queue_depth"], uring=spec["uring"])
     return {"seconds": r["seconds"], "bytes": r["bytes"], "regime": regime, "request_bytes": req, "threads": threads}
+
+
+def machine_facts(path: str) -> dict:
+    """What bounds a load on this machine besides the disk's rate: transparent huge pages (the loader's slots
+    and the raw reference's buffers ask for them) and the block queue of the device holding `path`."""
+    def read(p: str) -> str:
+        try:
+            with open(p) as f:
+                return f.read().strip()
+        except OSError:
+            return "?"
+
+    facts = {f"thp_{k}": read(f"/sys/kernel/mm/transparent_hugepage/{k}") for k in ("enabled", "defrag")}
+    dev = os.stat(path).st_dev
+    queue = os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if not os.path.isdir(os.path.join(queue, "queue")):
+        queue = os.path.dirname(queue)  # a partition: its disk's queue
+    facts["block_device"] = os.path.basename(queue)
+    for k in ("max_sectors_kb", "max_segments", "nr_requests", "scheduler", "read_ahead_kb"):
+        facts[k] = read(os.path.join(queue, "queue", k))
+    return facts
 
 
 def h2d_rate(device: torch.device) -> float:
@@ -515,6 +540,8 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()  # the children need the GPU memory the generation held
         print(f"wrote {path}: {nbytes / GIB:.2f} GiB of tensors in {time.perf_counter() - t0:.1f} s "
               "(safetensors.torch.save_file, fsynced)", flush=True)
+    facts = machine_facts(path)
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in facts.items()), flush=True)
     grid = raw_grid(path, a.raw_seconds)
     raws = raw_methods(grid)
     res: dict = {"bytes": nbytes, "file_bytes": os.path.getsize(path), "tensors": len(shapes(size_bytes)),
@@ -522,7 +549,7 @@ def main(argv=None) -> int:
                  "raw_grid_best_Bps": max((v["Bps"] for v in grid.values()), default=0.0),
                  "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "host",
                  "h2d_Bps": h2d_rate(device), "loads": {}, "saves": {}, "verify": {}, "gpuio_data_path": {},
-                 "raw_write_Bps": 0.0, "bytes_saved": nbytes, "passes": [], "rounds_done": 0}
+                 "raw_write_Bps": 0.0, "bytes_saved": nbytes, "passes": [], "rounds_done": 0, "machine": facts}
     timeout = 120 + 4 * nbytes / 1e9
     raw_runs: dict[str, list[tuple[int, float]]] = {m: [] for m in raws}  # (round, bytes/s)
 
@@ -565,10 +592,12 @@ def main(argv=None) -> int:
                     info[m]["regime"] = r["regime"]
                 if m == "gpuio":
                     res["gpuio_data_path"][regime] = r["data_path"]
+                g = r["gpuio_stats"]
+                slots = f"  slots {g['slots']} ({g['slot_huge_page_bytes'] >> 20} MiB in 2 MiB pages)" if g else ""
                 print(f"round {rnd} {regime:<4} {m:<22} {r['seconds']:8.3f} s  {nbytes / r['seconds'] / 1e9:6.2f} GB/s"
                       f"  resident at start {r['resident_at_start']:.2f}"
                       + (f" (made {r['made_resident']:.2f})" if r.get("made_resident") is not None else "")
-                      + f"  check {r['check']}  {r['data_path']}", flush=True)
+                      + f"  check {r['check']}  {r['data_path']}{slots}", flush=True)
         res["rounds_done"] = rnd + 1
     for m, got in raw_runs.items():
         rates = [b for _, b in got]

@@ -11,7 +11,9 @@ load in `safetensors`, fastsafetensors and Run:ai's model streamer. Reads are pa
 bytes copied from the page cache, the rest read with O_DIRECT) and overlapped with the copies to the GPU;
 `stats=` (or safe_open's stats()) reports the data path, e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB ->
 pinned -> cuda:0'; cached_fraction(filename) says beforehand how much is in the page cache,
-evict(filename) drops it (cold loads without root). `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
+evict(filename) drops it (cold loads without root). CUDA loads and saves stage through page-locked slots in
+2 MiB pages that stay registered for the next one (safetensors.huge_slots): staging() says how much, and
+release_staging() lets go of them. `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
 through this module (gpuio.safetensors.dcp). `load(bytes)` reads a file held in memory (or a uint8 tensor of
 its bytes, as views); `layout(tensors)` gives the header and byte order save_file writes, for writers of their
 own (gpuio_apps.papers.checkpoint writes it to volumes). Bad files raise SafetensorError (a ValueError) in one line.
@@ -23,10 +25,27 @@ from typing import Any
 from ._format import DTYPE_NAMES, SafetensorError
 from ._open import cached_fraction, evict, load, load_file, safe_open
 from ._save import layout, save_file, tensor_bytes
+from .. import _pinned
 
 # StorageWriter/StorageReader (gpuio.safetensors.dcp) resolve on first use: torch.distributed loads only then
 __all__ = ["load_file", "save_file", "safe_open", "load", "layout", "tensor_bytes", "cached_fraction", "evict",
-           "SafetensorError", "DTYPE_NAMES"]
+           "staging", "release_staging", "SafetensorError", "DTYPE_NAMES"]
+
+
+def staging(huge_pages: bool = False) -> dict:
+    """Page-locked staging this process holds for CUDA loads and saves: made_bytes (all slots made) and free_bytes
+    (those not in use now); with huge_pages=True also huge_page_bytes, the part the kernel gave in 2 MiB pages
+    (read from /proc/self/smaps: a diagnostic, not for a load's path)."""
+    out = _pinned.pool_stats()
+    if huge_pages:
+        out["huge_page_bytes"] = _pinned.huge_page_bytes()
+    return out
+
+
+def release_staging() -> int:
+    """Let go of the staging slots not in use now (unregistered from CUDA and unmapped); returns their bytes. The
+    next CUDA load or save makes new ones."""
+    return _pinned.release_slots()
 
 
 def __getattr__(name: str) -> Any:

@@ -19,10 +19,9 @@ only after its event. So up to `threads` reads are with the disk (or copying fro
 earlier chunks cross PCIe. On the CPU the workers read straight into the destination (no staging).
 
 Slots. By default a slot is one of torch's pinned blocks (4 KiB pages, cached by torch from one read to the
-next). With safetensors.huge_slots it is a private anonymous mapping advised MADV_HUGEPAGE and page-locked with
-cudaHostRegister for the one read, so an O_DIRECT request lands in 2 MiB pages: in 4 KiB pages a 1 MiB read is
-256 segments, more than virtio-blk takes (254), and the block layer splits it. On the H200 machine a cold load ran
-1.32 x faster with 2 MiB pages in one run and no faster on the next machine.
+next). With safetensors.huge_slots it comes from gpuio's pool of page-locked slots in 2 MiB pages (gpuio._pinned:
+registered once per process, kept for the next read), so an O_DIRECT request lands in a few segments, not one per
+4 KiB page; where the pool gives none (CUDA refuses the registration) torch's blocks serve, and stats say which.
 """
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _core, defaults as _defaults
+from .. import _core, _pinned, defaults as _defaults
 from ._format import TensorInfo
 
 ALIGN = 4096
@@ -182,36 +181,7 @@ class _Filler:
             self.counters.add(buffered=c.hi - at)
 
 
-class _HugeSlot:
-    """A page-locked host slot in 2 MiB pages where the kernel gives them: an anonymous mapping advised
-    MADV_HUGEPAGE from a 2 MiB boundary, registered with CUDA (cudaHostRegister) until close()."""
-    HUGE = 2 << 20
-
-    def __init__(self, nbytes: int):
-        import mmap
-
-        # private: a shared anonymous mapping is shmem, which THP leaves alone
-        self._map = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if hasattr(mmap, "MADV_HUGEPAGE"):
-            self._map.madvise(mmap.MADV_HUGEPAGE)
-        whole = np.frombuffer(self._map, dtype=np.uint8)
-        skip = (-whole.ctypes.data) % self.HUGE
-        self.array = whole[skip:skip + nbytes]
-        self.array[::4096] = 0  # fault the pages in (huge where possible) before CUDA pins them
-        err = int(torch.cuda.cudart().cudaHostRegister(self.array.ctypes.data, nbytes, 0))
-        if err:
-            raise RuntimeError(f"cudaHostRegister of a {nbytes}-byte loader slot failed (CUDA error {err}); "
-                               "safetensors.huge_slots=False (GPUIO_SAFETENSORS_HUGE_SLOTS=0) stages through "
-                               "torch's pinned blocks")
-        self.tensor = torch.from_numpy(self.array)
-
-    def close(self) -> None:
-        if self.tensor is not None:
-            torch.cuda.cudart().cudaHostUnregister(self.array.ctypes.data)
-            self.tensor = self.array = None
-
-
-def _pinned(nbytes: int) -> torch.Tensor:
+def _pinned_block(nbytes: int) -> torch.Tensor:
     """A page-locked uint8 buffer whose address is 4 KiB aligned (torch's pinned blocks are page aligned and
     cached by torch for the next load; nbytes a power of two, so nothing is rounded up)."""
     t = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
@@ -220,6 +190,14 @@ def _pinned(nbytes: int) -> torch.Tensor:
     t = torch.empty(nbytes + ALIGN, dtype=torch.uint8, pin_memory=True)
     skip = (-t.data_ptr()) % ALIGN
     return t[skip:skip + nbytes]
+
+
+def staging_slot(nbytes: int, pooled: bool) -> tuple[torch.Tensor, str]:
+    """A page-locked slot of nbytes and its kind: "pool" (gpuio._pinned's 2 MiB pages; hand it back with
+    _pinned.give_slot once no copy or write uses it) where pooled and the pool gives one, else "torch" (a pinned
+    block of torch's caching allocator)."""
+    slot = _pinned.take_slot(nbytes) if pooled else None
+    return (slot, "pool") if slot is not None else (_pinned_block(nbytes), "torch")
 
 
 def _host_buffer(nbytes: int) -> torch.Tensor:
@@ -265,10 +243,12 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
         with torch.cuda.device(device):
             cuda_worker()
 
+    slot_kinds: set[str] = set()
+
     def cuda_worker() -> None:
         stream = torch.cuda.Stream(device)
         slots: list[torch.Tensor | None] = [None, None]
-        huge: list[_HugeSlot] = []
+        pooled: list[torch.Tensor] = []
         done: list[torch.cuda.Event | None] = [None, None]
         turn = 0
         try:
@@ -277,11 +257,10 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
                 if done[s] is not None:
                     done[s].synchronize()  # this slot's previous copy has left it
                 if slots[s] is None:
-                    if huge_slots:
-                        huge.append(_HugeSlot(chunk_bytes))
-                        slots[s] = huge[-1].tensor
-                    else:
-                        slots[s] = _pinned(chunk_bytes)
+                    slots[s], kind = staging_slot(chunk_bytes, huge_slots)
+                    slot_kinds.add(kind)
+                    if kind == "pool":
+                        pooled.append(slots[s])
                 slot = slots[s]
                 filler.fill(c, slot.numpy())
                 with torch.cuda.stream(stream):
@@ -295,8 +274,8 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
                 if ev is not None:
                     ev.synchronize()
             slots.clear()
-            for h in huge:
-                h.close()
+            for slot in pooled:
+                _pinned.give_slot(slot)
 
     def run(fn) -> None:
         try:
@@ -320,7 +299,8 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
              "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
              "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "direct_mib": direct_mib,
-             "huge_slots": huge_slots,  # given (slots exist on CUDA only)
+             "huge_slots": huge_slots,  # asked for
+             "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
              "residency": method, "seconds": seconds, "device": str(device)}
     stats["data_path"] = data_path_line(stats, ckpt.io_data_paths(), device)
     return bufs, stats

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _core, outputs
+from .. import _core, _pinned, defaults as _defaults, outputs
 from ._format import SafetensorError, dtype_name, header_bytes
 from ._source import _open_io
 
@@ -84,10 +84,15 @@ def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
     return _as_bytes(t)
 
 
-def _pieces(n: int, nbytes: int, pinned: bool) -> list[torch.Tensor]:
-    from ._read import _host_buffer, _pinned
+def _pieces(n: int, nbytes: int, pinned: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(n slots of nbytes, those of them taken from gpuio's pool): page-locked where pinned (from the pool where
+    safetensors.huge_slots, as the loader's), else plain 4 KiB-aligned host memory."""
+    from ._read import _host_buffer, staging_slot
 
-    return [_pinned(nbytes) if pinned else _host_buffer(nbytes) for _ in range(n)]
+    if not pinned:
+        return [_host_buffer(nbytes) for _ in range(n)], []
+    slots = [staging_slot(nbytes, bool(_defaults.get("safetensors.huge_slots"))) for _ in range(n)]
+    return [s for s, _ in slots], [s for s, kind in slots if kind == "pool"]
 
 
 def _write_stream(fd: int, io: Any, header: bytes, entries: list, cudas: set, total: int, st: dict) -> None:
@@ -96,7 +101,7 @@ def _write_stream(fd: int, io: Any, header: bytes, entries: list, cudas: set, to
     piece = max(ALIGN, min(PIECE_BYTES, -(-total // ALIGN) * ALIGN))
     nslots = max(1, min(PIECE_SLOTS, -(-total // piece)))
     t0 = time.perf_counter()
-    slots = _pieces(nslots, piece, pinned=bool(cudas))
+    slots, pooled = _pieces(nslots, piece, pinned=bool(cudas))
     st["alloc_s"] = time.perf_counter() - t0
     inflight: list[Any] = [None] * nslots
     cur, fill, written = 0, 0, 0
@@ -143,6 +148,8 @@ def _write_stream(fd: int, io: Any, header: bytes, entries: list, cudas: set, to
         if h is not None:
             h.wait()
     st["write_wait_s"] += time.perf_counter() - t
+    for slot in pooled:  # no write uses them any more (on an error they are dropped: a write may still read them)
+        _pinned.give_slot(slot)
 
 
 def save_file(tensors: dict[str, torch.Tensor], filename: str | os.PathLike, metadata: dict[str, str] | None = None,
