@@ -593,7 +593,8 @@ def main(argv=None) -> int:
                 if m == "gpuio":
                     res["gpuio_data_path"][regime] = r["data_path"]
                 g = r["gpuio_stats"]
-                slots = f"  slots {g['slots']} ({g['slot_huge_page_bytes'] >> 20} MiB in 2 MiB pages)" if g else ""
+                slots = (f"  slots {g['slots']} ({g['slot_huge_page_bytes'] >> 20} MiB in 2 MiB pages); setup "
+                         f"{g['setup_s']:.3f} s, reads {g['read_s']:.3f} s, copies after {g['tail_s']:.3f} s" if g else "")
                 print(f"round {rnd} {regime:<4} {m:<22} {r['seconds']:8.3f} s  {nbytes / r['seconds'] / 1e9:6.2f} GB/s"
                       f"  resident at start {r['resident_at_start']:.2f}"
                       + (f" (made {r['made_resident']:.2f})" if r.get("made_resident") is not None else "")

@@ -229,15 +229,24 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     lock = threading.Lock()
     errors: list[BaseException] = []
 
+    marks = [0.0, 0.0]  # when the first chunk was taken, when the last fill ended (perf_counter)
+
     def take() -> _Chunk | None:
         with lock:
+            marks[0] = marks[0] or time.perf_counter()
             return None if errors else next(todo, None)
+
+    def filled() -> None:
+        t = time.perf_counter()
+        with lock:
+            marks[1] = max(marks[1], t)
 
     def work_host() -> None:
         while (c := take()) is not None:
             dst = bufs[c.file][0]
             start = c.dst - (c.lo - c.base)  # the destination of byte c.base: 4 KiB aligned by the plan
             filler.fill(c, dst[start:start + _up(c.hi) - c.base].numpy())
+            filled()
 
     def work_cuda() -> None:
         with torch.cuda.device(device):
@@ -263,6 +272,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
                         pooled.append(slots[s])
                 slot = slots[s]
                 filler.fill(c, slot.numpy())
+                filled()
                 with torch.cuda.stream(stream):
                     bufs[c.file][0][c.dst:c.dst + c.hi - c.lo].copy_(slot[c.lo - c.base:c.hi - c.base],
                                                                      non_blocking=True)
@@ -295,13 +305,18 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     if errors:
         raise errors[0]
     total = sum(c.hi - c.lo for c in chunks)
-    seconds = time.perf_counter() - t0
+    end = time.perf_counter()
+    seconds = end - t0
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
              "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
              "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "direct_mib": direct_mib,
              "huge_slots": huge_slots,  # asked for
              "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
-             "residency": method, "seconds": seconds, "device": str(device)}
+             "residency": method, "seconds": seconds, "device": str(device),
+             # where the time went: planning, residency probe, buffers and engine start before the first read;
+             # the reads (the first taken to the last filled); the copies still in flight after the last read
+             "setup_s": (marks[0] or end) - t0, "read_s": max(0.0, marks[1] - marks[0]),
+             "tail_s": end - (marks[1] or marks[0] or end)}
     stats["data_path"] = data_path_line(stats, ckpt.io_data_paths(), device)
     return bufs, stats
 
