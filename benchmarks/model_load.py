@@ -145,8 +145,8 @@ def _base(method: str) -> str:
 
 def _variant_keys() -> tuple[str, ...]:
     """What a gpuio variant may set: the loader's knobs (gpuio.defaults' safetensors.*), io_kib and the process
-    engine's workers."""
-    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib", "workers")
+    engine's workers and queue_depth."""
+    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib", "workers", "queue_depth")
 
 
 def _variant_env(method: str) -> dict:
@@ -157,8 +157,8 @@ def _variant_env(method: str) -> dict:
         k, v = k.strip().lower(), v.strip()
         if k == "io_kib":  # engine-wide knobs of the process engine
             env[defaults.knob("io_bytes_max").env] = str(int(v) << 10)
-        elif k == "workers":
-            env[defaults.knob("workers").env] = v
+        elif k in ("workers", "queue_depth"):
+            env[defaults.knob(k).env] = v
         else:
             env[defaults.knob(f"safetensors.{k}").env] = v
     return env
