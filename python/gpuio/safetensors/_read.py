@@ -18,10 +18,10 @@ copy to the device on its stream, records an event, and fills its other slot mea
 only after its event. So up to `threads` reads are with the disk (or copying from the page cache) while
 earlier chunks cross PCIe. On the CPU the workers read straight into the destination (no staging).
 
-Slots. By default a slot is one of torch's pinned blocks (4 KiB pages, cached by torch from one read to the
-next). With safetensors.huge_slots it comes from gpuio's pool of page-locked slots in 2 MiB pages (gpuio._pinned:
-registered once per process, kept for the next read), so an O_DIRECT request lands in a few segments, not one per
-4 KiB page; where the pool gives none (CUDA refuses the registration) torch's blocks serve, and stats say which.
+Slots. A slot comes from gpuio's pool of page-locked slots in 2 MiB pages (gpuio._pinned: registered once per
+process, kept for the next read), so an O_DIRECT request lands in a few segments, not one per 4 KiB page; with
+safetensors.huge_slots off, or where the pool gives none (CUDA refuses the registration), it is one of torch's
+pinned blocks (4 KiB pages, cached by torch), and stats["slots"] says which.
 """
 from __future__ import annotations
 
