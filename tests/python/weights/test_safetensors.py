@@ -192,6 +192,9 @@ def test_page_cache_and_direct_paths_reported(tmp_path):
     assert st["buffered_bytes"] < 4096 and st["disk_read_bytes"] >= st["direct_bytes"]  # only the partial last block
     assert "uring+direct" in st["data_path"] or "posix" in st["data_path"], st["data_path"]
     assert gst.cached_fraction(p) < 0.1  # O_DIRECT reads leave nothing in the page cache
+    # where the time went: setup, reads, copies after; the three follow one another inside the load's seconds
+    assert min(st["setup_s"], st["read_s"], st["tail_s"]) >= 0 and st["read_s"] > 0, st
+    assert st["setup_s"] + st["read_s"] + st["tail_s"] <= st["seconds"] + 1e-6, st
     with open(p, "rb") as f:
         f.read(size // 2)  # the first half resident again
     st = {}
