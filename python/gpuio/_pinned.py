@@ -22,6 +22,7 @@ import weakref
 
 import numpy as np
 
+from ._forked import ForkAware
 from .gpu import in_bad_fork
 
 HUGE_PAGE = 2 << 20
@@ -62,9 +63,13 @@ def _unregister(cudart, address: int, pid: int) -> None:
         cudart.cudaHostUnregister(address)
 
 
-class _Pool:
+class _Pool(ForkAware):
     def __init__(self):
-        self.pid = os.getpid()
+        self._opened_here()
+        self._after_fork()
+
+    def _after_fork(self) -> None:
+        """A forked child's copies of the parent's slots were never registered here: the child starts empty."""
         self.lock = threading.Lock()
         self.free: dict[int, list] = {}  # nbytes -> slots not in use
         self.made = 0  # bytes of slots made, in use or not
@@ -74,9 +79,7 @@ _pool = _Pool()
 
 
 def _this_process_pool() -> _Pool:
-    global _pool
-    if _pool.pid != os.getpid():
-        _pool = _Pool()  # the parent's slots are not registered here
+    _pool._this_process()
     return _pool
 
 
@@ -121,8 +124,9 @@ def release_slots() -> int:
 
 
 def huge_page_bytes() -> int:
-    """Bytes of this process's pool slots that lie in 2 MiB pages (AnonHugePages of /proc/self/smaps over the
-    mappings holding them): whether the kernel gave what MADV_HUGEPAGE asked for. 0 where smaps is not there.
+    """Bytes of this process's free pool slots (those not in use now) that lie in 2 MiB pages (AnonHugePages of
+    /proc/self/smaps over the mappings holding them): whether the kernel gave what MADV_HUGEPAGE asked for. 0 where
+    smaps is not there.
     Reads all of smaps: for benchmarks and tests, not for a load's path."""
     pool = _this_process_pool()
     with pool.lock:

@@ -2,7 +2,6 @@
 machine real page-locked slots in 2 MiB pages taken and given by threads while another thread runs CUDA work."""
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
@@ -45,8 +44,10 @@ def test_slots_are_made_once_and_reused_by_size(fake_pool):
 
 
 def test_a_forked_child_does_not_take_the_parents_slots(fake_pool, monkeypatch):
+    import gpuio.engine
+
     _pinned.give_slot(_pinned.take_slot(4096))
-    monkeypatch.setattr(os, "getpid", lambda: -1)  # as a forked child sees it: another process
+    monkeypatch.setattr(gpuio.engine, "_fork_generation", gpuio.engine.fork_generation() + 1)  # as a child sees it
     assert _pinned.pool_stats() == {"made_bytes": 0, "free_bytes": 0}
     _pinned.take_slot(4096)
     assert fake_pool == [4096, 4096]
