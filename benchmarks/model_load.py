@@ -143,10 +143,13 @@ def _base(method: str) -> str:
     return method.split("[")[0]
 
 
+_ENGINE_VARIANT_KEYS = ("workers", "queue_depth")  # process-engine knobs a variant sets as they are (io_kib: in KiB)
+
+
 def _variant_keys() -> tuple[str, ...]:
     """What a gpuio variant may set: the loader's knobs (gpuio.defaults' safetensors.*), io_kib and the process
-    engine's workers and queue_depth."""
-    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib", "workers", "queue_depth")
+    engine's _ENGINE_VARIANT_KEYS."""
+    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib",) + _ENGINE_VARIANT_KEYS
 
 
 def _variant_env(method: str) -> dict:
@@ -157,7 +160,7 @@ def _variant_env(method: str) -> dict:
         k, v = k.strip().lower(), v.strip()
         if k == "io_kib":  # engine-wide knobs of the process engine
             env[defaults.knob("io_bytes_max").env] = str(int(v) << 10)
-        elif k in ("workers", "queue_depth"):
+        elif k in _ENGINE_VARIANT_KEYS:
             env[defaults.knob(k).env] = v
         else:
             env[defaults.knob(f"safetensors.{k}").env] = v
@@ -484,9 +487,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     ap.add_argument("--gpuio-variants", default="", help="extra gpuio rows with loader overrides, ';'-separated, "
-                    "e.g. 'threads=16;io_kib=128,chunk_mib=8' (GPUIO_SAFETENSORS_THREADS / _CHUNK_MIB / _DIRECT_MIB, "
-                    "GPUIO_WORKERS, "
-                    "GPUIO_IO_BYTES_MAX)")
+                    "e.g. 'threads=16;io_kib=128,chunk_mib=8': keys " + ", ".join(_variant_keys()) + " (each set "
+                    "through its gpuio.defaults variable in the pass's process)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--regimes", default="cold,warm", help="cold, warm or both (comma-separated)")
     ap.add_argument("--save-rounds", type=int, default=2, help="0: no save comparison")
@@ -511,8 +513,8 @@ def main(argv=None) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad or "gpuio" not in methods:
         ap.error(f"--methods {a.methods!r}: give gpuio and any of {', '.join(PEERS)}")
+    keys = _variant_keys()
     for v in filter(None, (x.strip() for x in a.gpuio_variants.split(";"))):
-        keys = _variant_keys()
         if any(kv.count("=") != 1 or kv.split("=")[0].strip().lower() not in keys for kv in v.split(",")):
             ap.error(f"--gpuio-variants {v!r}: give {', '.join(k + '=N' for k in keys)}, comma-separated")
         methods.insert(methods.index("gpuio") + 1, f"gpuio[{v}]")
