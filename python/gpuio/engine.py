@@ -221,6 +221,9 @@ class Engine:
         self._inflight: collections.deque[Future] = collections.deque()
         self._inflight_lock = threading.Lock()
         self._gpu: GpuRuntime | None = None  # the CUDA layer (Engine.gpu), created on first use
+        # Threads whose first requests into CUDA memory come at once make it once: two would each register the
+        # engine's staging with CUDA (cudaErrorHostMemoryAlreadyRegistered) and run two copy paths.
+        self._gpu_lock = threading.RLock()
         _open_engines.add(self)
 
     # -- properties -----------------------------------------------------------------------------------------
@@ -295,15 +298,22 @@ class Engine:
         device-API queues), created with the default GPU options on first use. RuntimeError naming the reason
         when gpuio was built without CUDA or no GPU is usable."""
         if self._gpu is None:
-            self.attach_gpu()
+            with self._gpu_lock:
+                if self._gpu is None:
+                    self._make_gpu({})
         return self._gpu  # type: ignore[return-value]
 
     def attach_gpu(self, **options: Any) -> "GpuRuntime":
         """Create this engine's GPU path with non-default GPU options (gpuio.defaults' gpu rows, below; the ones not
         given take their process-wide values, gpuio.defaults.get("gpu.<name>")) and return it. ValueError if the
         engine already has one (pass options before the first GPU request). Options:"""
-        if self._gpu is not None:
-            raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
+        with self._gpu_lock:
+            if self._gpu is not None:
+                raise ValueError("the engine already has its GPU path; pass GPU options before the first GPU request")
+            return self._make_gpu(options)
+
+    def _make_gpu(self, options: dict) -> "GpuRuntime":
+        """Under _gpu_lock."""
         self._check_process()
         from .gpu import GpuRuntime, refuse_bad_fork
 

@@ -333,3 +333,39 @@ def test_wait_any_names_a_failed_batch_and_times_out(tmp_path):
             e.wait_any([h], timeout=0.05)
         assert ei.value.errno == errno.ETIMEDOUT and "none of 1 batches" in str(ei.value)
         h.wait()
+
+
+def test_gpu_path_made_once_by_threads_asking_at_once(eng, monkeypatch):
+    """Engine.gpu from 8 threads at once (a loader's readers' first requests into CUDA memory) makes one GPU
+    path: two made together registered the engine's staging twice with CUDA (cudaErrorHostMemoryAlreadyRegistered).
+    The CUDA layer is replaced by a slow stand-in here so that the threads overlap on any machine; the GPU check
+    runs the real one (tests/python/weights: 8 loader threads straight into CUDA memory)."""
+    import threading
+
+    import gpuio.gpu as gpu_mod
+
+    made = []
+
+    class SlowRuntime:
+        def __init__(self, engine, **options):
+            time.sleep(0.05)
+            made.append(self)
+
+    monkeypatch.setattr(gpu_mod, "GpuRuntime", SlowRuntime)
+    monkeypatch.setattr(gpu_mod, "refuse_bad_fork", lambda: None)
+    start = threading.Barrier(8)
+    got = []
+
+    def ask():
+        start.wait()
+        got.append(eng.gpu)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(made) == 1 and len(got) == 8 and all(g is made[0] for g in got), (len(made), len(got))
+    with pytest.raises(ValueError, match="already has its GPU path"):
+        eng.attach_gpu()
+    eng._gpu = None  # the stand-in has no close() for the fixture's engine.close()
