@@ -282,7 +282,9 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             while (c := take()) is not None:
                 if gpu_direct:
                     start = c.dst - (c.lo - c.base)
-                    if filler.fill_device(c, bufs[c.file][0][start:start + _up(c.hi) - c.base]):
+                    with torch.cuda.stream(stream):  # the engine's copies go on this reader's stream
+                        direct = filler.fill_device(c, bufs[c.file][0][start:start + _up(c.hi) - c.base])
+                    if direct:
                         filled()
                         continue
                 s, turn = turn, turn ^ 1
@@ -306,6 +308,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             for ev in done:
                 if ev is not None:
                     ev.synchronize()
+            stream.synchronize()  # the engine's copies of gpu_direct chunks
             slots.clear()
             for slot in pooled:
                 _pinned.give_slot(slot)
