@@ -147,9 +147,9 @@ _ENGINE_VARIANT_KEYS = ("workers", "queue_depth")  # process-engine knobs a vari
 
 
 def _variant_keys() -> tuple[str, ...]:
-    """What a gpuio variant may set: the loader's knobs (gpuio.defaults' safetensors.*), io_kib, bounce_mib (the
-    GPU path's bounce_bytes in MiB) and the process engine's _ENGINE_VARIANT_KEYS."""
-    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib", "bounce_mib") + _ENGINE_VARIANT_KEYS
+    """What a gpuio variant may set: the loader's knobs (gpuio.defaults' safetensors.*), io_kib and the process
+    engine's _ENGINE_VARIANT_KEYS."""
+    return tuple(k.key for k in defaults.knobs("safetensors")) + ("io_kib",) + _ENGINE_VARIANT_KEYS
 
 
 def _variant_env(method: str) -> dict:
@@ -160,8 +160,6 @@ def _variant_env(method: str) -> dict:
         k, v = k.strip().lower(), v.strip()
         if k == "io_kib":  # engine-wide knobs of the process engine
             env[defaults.knob("io_bytes_max").env] = str(int(v) << 10)
-        elif k == "bounce_mib":  # the GPU path's bounce pool (gpu_direct's reads land there)
-            env[defaults.knob("gpu.bounce_bytes").env] = str(int(v) << 20)
         elif k in _ENGINE_VARIANT_KEYS:
             env[defaults.knob(k).env] = v
         else:

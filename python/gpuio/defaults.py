@@ -149,9 +149,6 @@ _PYTHON_KNOBS: list[tuple[str, str, Any, str, dict]] = [
      "segments, split where the disk takes fewer: 254 on virtio-blk). 2-core VM, 4 GiB in 16 MiB engine reads: 3.4-3.8 "
      "GB/s into 2 MiB pages, 1.4-1.7 into 4 KiB ones; H200, 8.24 GiB, same run (2d33431): cold 1.83 vs 1.57 GB/s "
      "(1.17 x), warm 24.9 vs 17.7 GB/s (1.40 x)", {}),
-    ("safetensors", "gpu_direct", False, "O_DIRECT chunks of CUDA loads: True: the engine reads them straight into "
-     "the destination through its own staging (a small area, reused) and host->device copies; False: into the "
-     "loader's page-locked slots, copied by the loader", {}),
     ("volumes", "pool", "rbd", "the Ceph pool volumes go to", {}),
     ("volumes", "namespace", "", "the pool namespace ('': the default one)", {}),
     ("volumes", "object_size", 4 * _MiB, "bytes per RADOS object (RBD's default order 22)", {}),

@@ -98,15 +98,14 @@ def mark_resident(ckpt, chunks: list[_Chunk]) -> str:
 class _Counters:
     def __init__(self):
         self.lock = threading.Lock()
-        self.pagecache = self.direct = self.buffered = self.disk = self.device = 0
+        self.pagecache = self.direct = self.buffered = self.disk = 0
 
-    def add(self, pagecache: int = 0, direct: int = 0, buffered: int = 0, disk: int = 0, device: int = 0) -> None:
+    def add(self, pagecache: int = 0, direct: int = 0, buffered: int = 0, disk: int = 0) -> None:
         with self.lock:
             self.pagecache += pagecache
             self.direct += direct
             self.buffered += buffered
             self.disk += disk
-            self.device += device  # of direct: read by the engine straight into CUDA memory
 
 
 def _pread_all(fd: int, view: memoryview, off: int, path: str) -> None:
@@ -137,22 +136,6 @@ class _Filler:
             if at == c.hi:
                 return
         self._read_direct(c, buf, at, fd, path)
-
-    def fill_device(self, c: _Chunk, dst: torch.Tensor) -> bool:
-        """The engine reads the chunk's whole blocks straight into dst (CUDA memory whose byte 0 is file byte
-        c.base) through its own staging and copies; False (nothing done) where the chunk is in the page cache, the
-        file has no O_DIRECT target, or a block of the chunk is the file's partial last one."""
-        if c.cached:
-            return False
-        io = self.ckpt.io(c.file)
-        end = _up(c.hi)
-        if io is None or end > _down(self.ckpt.headers[c.file].size):
-            return False
-        ids = np.arange(c.base // ALIGN, end // ALIGN, dtype=np.int64)
-        with self.direct_gate:
-            io.read(ids, dst[:end - c.base])
-        self.counters.add(direct=c.hi - c.lo, disk=end - c.base, device=c.hi - c.lo)
-        return True
 
     def _copy_cached(self, fd: int, view: memoryview, off: int, path: str) -> int:
         """Bytes copied from the page cache, from off on, stopping at the first page not there. A RWF_NOWAIT read
@@ -238,7 +221,6 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     counters = _Counters()
     direct_mib = int(_defaults.get("safetensors.direct_mib"))
     huge_slots = bool(_defaults.get("safetensors.huge_slots"))
-    gpu_direct = bool(_defaults.get("safetensors.gpu_direct"))
     filler = _Filler(ckpt, counters, max(1, (direct_mib << 20) // chunk_bytes) if direct_mib else 0)
     for f in sorted({c.file for c in chunks if not c.cached}):
         ckpt.io(f)  # the O_DIRECT targets start before the readers, while nothing waits on them
@@ -280,13 +262,6 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
         turn = 0
         try:
             while (c := take()) is not None:
-                if gpu_direct:
-                    start = c.dst - (c.lo - c.base)
-                    with torch.cuda.stream(stream):  # the engine's copies go on this reader's stream
-                        direct = filler.fill_device(c, bufs[c.file][0][start:start + _up(c.hi) - c.base])
-                    if direct:
-                        filled()
-                        continue
                 s, turn = turn, turn ^ 1
                 if done[s] is not None:
                     done[s].synchronize()  # this slot's previous copy has left it
@@ -308,7 +283,6 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             for ev in done:
                 if ev is not None:
                     ev.synchronize()
-            stream.synchronize()  # the engine's copies of gpu_direct chunks
             slots.clear()
             for slot in pooled:
                 _pinned.give_slot(slot)
@@ -334,10 +308,9 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     end = time.perf_counter()
     seconds = end - t0
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
-             "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk,
-             "engine_to_device_bytes": counters.device, "chunks": len(chunks),
+             "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
              "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "direct_mib": direct_mib,
-             "huge_slots": huge_slots, "gpu_direct": gpu_direct,  # asked for
+             "huge_slots": huge_slots,  # asked for
              "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
              "residency": method, "seconds": seconds, "device": str(device),
              # where the time went: planning, residency probe, buffers and engine start before the first read;
@@ -356,8 +329,7 @@ def _size(n: int) -> str:
 
 
 def data_path_line(stats: dict, io_paths: list[str], device: torch.device) -> str:
-    """e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB -> pinned -> cuda:0'; where the engine read every byte
-    straight into CUDA memory (safetensors.gpu_direct), its own path names the staging: '... -> cuda:0'."""
+    """e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB -> pinned -> cuda:0'."""
     parts = []
     if stats["pagecache_bytes"]:
         parts.append(f"pagecache {_size(stats['pagecache_bytes'])}")
@@ -366,9 +338,7 @@ def data_path_line(stats: dict, io_paths: list[str], device: torch.device) -> st
     if stats["buffered_bytes"]:
         parts.append(f"pread {_size(stats['buffered_bytes'])}")
     src = " + ".join(parts) or "nothing read"
-    if device.type != "cuda" or (stats.get("engine_to_device_bytes") and stats["engine_to_device_bytes"] == stats["bytes"]):
-        return f"{src} -> {device}"
-    return f"{src} -> pinned -> {device}"
+    return f"{src} -> pinned -> {device}" if device.type == "cuda" else f"{src} -> {device}"
 
 
 def views(bufs: dict[int, tuple[torch.Tensor, dict[str, int]]], by_file: dict[int, list[TensorInfo]],

@@ -62,22 +62,6 @@ def test_cuda_load_cold_and_warm(tmp_path, monkeypatch, huge_slots):
         assert torch.equal(f.get_tensor("w3").cpu(), t["w3"])
 
 
-def test_cuda_load_by_the_engine_straight_into_cuda(tmp_path, monkeypatch):
-    """safetensors.gpu_direct: O_DIRECT chunks go from the engine's staging into the destination; the file's
-    partial last block (never whole for O_DIRECT) still comes through a slot; bit for bit, cold."""
-    monkeypatch.setenv("GPUIO_SAFETENSORS_GPU_DIRECT", "1")
-    t = _model(5)
-    p = tmp_path / "m.safetensors"
-    sft.save_file(t, p)
-    assert p.stat().st_size % 4096, "the test wants a partial last block"
-    gst.evict(p)
-    st: dict = {}
-    out = gst.load_file(p, device="cuda", stats=st)
-    assert _same(out, t) and st["gpu_direct"] is True, st
-    assert 0 < st["engine_to_device_bytes"] < st["direct_bytes"] + st["buffered_bytes"], st
-    assert "gpu" in st["data_path"], st["data_path"]
-
-
 def test_save_from_cuda_loads_everywhere(tmp_path):
     t = {k: v.cuda() for k, v in _model(1).items()}
     p = tmp_path / "s.safetensors"
@@ -96,9 +80,7 @@ def test_dcp_onto_cuda_targets(tmp_path):
     assert _same(target["m"], state["m"]) and all(v.is_cuda for v in target["m"].values())
 
 
-@pytest.mark.parametrize("gpu_direct", [False, True])
-def test_load_in_a_thread_beside_cuda_work(tmp_path, monkeypatch, gpu_direct):
-    monkeypatch.setenv("GPUIO_SAFETENSORS_GPU_DIRECT", "1" if gpu_direct else "0")
+def test_load_in_a_thread_beside_cuda_work(tmp_path):
     t = _model(3)
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
