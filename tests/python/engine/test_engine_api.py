@@ -339,7 +339,7 @@ def test_gpu_path_made_once_by_threads_asking_at_once(eng, monkeypatch):
     """Engine.gpu from 8 threads at once (a loader's readers' first requests into CUDA memory) makes one GPU
     path: two made together registered the engine's staging twice with CUDA (cudaErrorHostMemoryAlreadyRegistered).
     The CUDA layer is replaced by a slow stand-in here so that the threads overlap on any machine; the GPU check
-    runs the real one (tests/python/weights: 8 loader threads straight into CUDA memory)."""
+    runs the real one (tests/python/gpu/test_gpu.py: 8 threads' first reads into CUDA memory)."""
     import threading
 
     import gpuio.gpu as gpu_mod

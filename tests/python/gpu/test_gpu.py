@@ -428,3 +428,38 @@ def test_tensors_dlpack_cannot_carry_are_refused_by_name(datafile):
         sparse = torch.zeros((1, BS), device="cuda").to_sparse()
         with pytest.raises((TypeError, ValueError), match="out"):
             eng.read(np.array([1], dtype=np.int64), sparse)
+
+
+@needs_gpu
+def test_first_cuda_reads_from_eight_threads_at_once(datafile):
+    """Eight threads whose first requests into CUDA memory reach a fresh engine together get one GPU path and
+    their blocks bit for bit (two GPU paths made at once registered the staging twice with CUDA, or hung)."""
+    import threading
+
+    path, data = datafile
+    eng = gpuio.Engine(path, workers=2)
+    start, errors, got = threading.Barrier(8), [], {}
+
+    def reader(k):
+        try:
+            ids = np.arange(k * 64, k * 64 + 64, dtype=np.int64)
+            out = torch.empty(64 * BS, dtype=torch.uint8, device="cuda")
+            start.wait()
+            eng.read(ids, out)
+            torch.cuda.current_stream().synchronize()
+            got[k] = (out.cpu().numpy(), eng.gpu)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors
+        assert len({id(g) for _, g in got.values()}) == 1 and len(got) == 8
+        for k, (b, _) in got.items():
+            assert np.array_equal(b, data[k * 64:k * 64 + 64].reshape(-1)), k
+    finally:
+        eng.close()
