@@ -84,6 +84,16 @@ def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int):
     return layouts, chunks
 
 
+def pieces(c: _Chunk, file_size: int, piece: int) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """How a ring reader reads chunk c: O_DIRECT pieces [lo, hi) of at most `piece` bytes in whole blocks, from
+    the block holding c.lo to the end of c's last block or of the file's last whole block, whichever is first;
+    and the bytes of c past that (the file's partial last block, read by pread), or None."""
+    end = min(_up(c.hi), _down(file_size))
+    out = [(lo, min(lo + piece, end)) for lo in range(_down(c.lo), end, piece)]
+    tail = max(c.lo, end)
+    return out, ((tail, c.hi) if tail < c.hi else None)
+
+
 def mark_resident(ckpt, chunks: list[_Chunk]) -> str:
     """Set chunk.cached where every byte of the chunk is in the page cache; returns the probe's method."""
     method = "none"
@@ -221,6 +231,8 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     counters = _Counters()
     direct_mib = int(_defaults.get("safetensors.direct_mib"))
     huge_slots = bool(_defaults.get("safetensors.huge_slots"))
+    ring_kib = int(_defaults.get("safetensors.ring_kib"))
+    piece_bytes = _up((ring_kib << 10) // 2)  # whole blocks, at least one
     filler = _Filler(ckpt, counters, max(1, (direct_mib << 20) // chunk_bytes) if direct_mib else 0)
     for f in sorted({c.file for c in chunks if not c.cached}):
         ckpt.io(f)  # the O_DIRECT targets start before the readers, while nothing waits on them
@@ -259,9 +271,19 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
         slots: list[torch.Tensor | None] = [None, None]
         pooled: list[torch.Tensor] = []
         done: list[torch.cuda.Event | None] = [None, None]
+        ring: list[Any] = [None, [None, None]]  # the ring's slot, its pieces' last copies
         turn = 0
         try:
             while (c := take()) is not None:
+                if piece_bytes and not c.cached and ckpt.io(c.file) is not None:
+                    if ring[0] is None:
+                        ring[0], kind = staging_slot(2 * piece_bytes, huge_slots)
+                        slot_kinds.add(kind)
+                        if kind == "pool":
+                            pooled.append(ring[0])
+                    read_by_pieces(c, ring, stream)
+                    filled()
+                    continue
                 s, turn = turn, turn ^ 1
                 if done[s] is not None:
                     done[s].synchronize()  # this slot's previous copy has left it
@@ -280,12 +302,57 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
                     ev.record(stream)
                 done[s] = ev
         finally:
-            for ev in done:
+            for ev in done + ring[1]:
                 if ev is not None:
                     ev.synchronize()
             slots.clear()
             for slot in pooled:
                 _pinned.give_slot(slot)
+
+    def read_by_pieces(c: _Chunk, ring: list, stream) -> None:
+        """Chunk c (on disk) through this reader's ring: two pieces in flight, each copied to the device as it
+        lands, so the disk's transfers go to a few MiB of memory used over and over (see safetensors.ring_kib)."""
+        io, fd, path = ckpt.io(c.file), ckpt.fds[c.file], ckpt.paths[c.file]
+        whole, tail = pieces(c, ckpt.headers[c.file].size, piece_bytes)
+        slot, events = ring[0], ring[1]
+        host = slot.numpy()
+        dst = bufs[c.file][0]
+        flight: list[tuple[int, int, int, Any]] = []
+
+        def land(k: int, lo: int, hi: int, fut) -> None:
+            if fut is not None:
+                fut.wait()
+            a, b = max(lo, c.lo), min(hi, c.hi)
+            with torch.cuda.stream(stream):
+                dst[c.dst + a - c.lo:c.dst + b - c.lo].copy_(slot[k * piece_bytes + a - lo:k * piece_bytes + b - lo],
+                                                             non_blocking=True)
+                events[k] = torch.cuda.Event()
+                events[k].record(stream)
+
+        try:
+            for i, (lo, hi) in enumerate(whole):
+                k = i % 2
+                if len(flight) == 2:
+                    land(*flight.pop(0))
+                if events[k] is not None:
+                    events[k].synchronize()  # the piece's previous copy has left it
+                ids = np.arange(lo // ALIGN, hi // ALIGN, dtype=np.int64)
+                flight.append((k, lo, hi, io.read_async(ids, host[k * piece_bytes:k * piece_bytes + hi - lo])))
+            while flight:
+                land(*flight.pop(0))
+        finally:
+            for _, _, _, fut in flight:  # a read failed: none may still write the ring once it goes back
+                with contextlib.suppress(Exception):
+                    fut.wait()
+        direct = (min(whole[-1][1], c.hi) - c.lo) if whole else 0
+        if tail is not None:
+            k = len(whole) % 2
+            if events[k] is not None:
+                events[k].synchronize()
+            _pread_all(fd, memoryview(host)[k * piece_bytes:k * piece_bytes + tail[1] - tail[0]], tail[0], path)
+            land(k, tail[0], tail[1], None)
+        counters.add(direct=direct, disk=(whole[-1][1] - whole[0][0]) if whole else 0,
+                     buffered=(tail[1] - tail[0]) if tail else 0)
 
     def run(fn) -> None:
         try:
@@ -310,6 +377,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
     stats = {"bytes": total, "pagecache_bytes": counters.pagecache, "direct_bytes": counters.direct,
              "buffered_bytes": counters.buffered, "disk_read_bytes": counters.disk, "chunks": len(chunks),
              "threads": nthreads, "threads_max": threads, "chunk_bytes": chunk_bytes, "direct_mib": direct_mib,
+             "ring_kib": ring_kib, "piece_bytes": piece_bytes,
              "huge_slots": huge_slots,  # asked for
              "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
              "residency": method, "seconds": seconds, "device": str(device),

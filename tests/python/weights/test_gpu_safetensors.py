@@ -80,7 +80,29 @@ def test_dcp_onto_cuda_targets(tmp_path):
     assert _same(target["m"], state["m"]) and all(v.is_cuda for v in target["m"].values())
 
 
-def test_load_in_a_thread_beside_cuda_work(tmp_path):
+@pytest.mark.parametrize("ring_kib", [64, 1024])
+def test_cuda_load_through_the_ring(tmp_path, monkeypatch, ring_kib):
+    """safetensors.ring_kib: chunks on disk go piece by piece through each reader's ring (64 KiB: 32 KiB pieces,
+    many per tensor), the file's partial last block by pread; bit for bit, warm (the page cache) and cold."""
+    monkeypatch.setenv("GPUIO_SAFETENSORS_RING_KIB", str(ring_kib))
+    t = _model(5)
+    p = tmp_path / "m.safetensors"
+    sft.save_file(t, p)
+    assert p.stat().st_size % 4096, "the test wants a partial last block"
+    for regime in ("warm", "cold"):  # warm: just written; the ring serves chunks on disk only
+        if regime == "cold":
+            gst.evict(p)
+        st: dict = {}
+        out = gst.load_file(p, device="cuda", stats=st)
+        assert _same(out, t) and st["ring_kib"] == ring_kib and st["piece_bytes"] == ring_kib << 9, (regime, st)
+        if regime == "cold":
+            assert st["direct_bytes"] > 0 and st["buffered_bytes"] > 0 and st["pagecache_bytes"] == 0, st
+            assert st["disk_read_bytes"] % 4096 == 0 and st["direct_bytes"] + st["buffered_bytes"] == st["bytes"], st
+
+
+@pytest.mark.parametrize("ring_kib", [0, 1024])
+def test_load_in_a_thread_beside_cuda_work(tmp_path, monkeypatch, ring_kib):
+    monkeypatch.setenv("GPUIO_SAFETENSORS_RING_KIB", str(ring_kib))
     t = _model(3)
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)

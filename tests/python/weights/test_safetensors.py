@@ -341,3 +341,33 @@ def test_direct_reads_in_flight_are_bounded(tmp_path, monkeypatch, direct_mib, m
         pytest.skip("no O_DIRECT on this file system")
     assert st["direct_mib"] == direct_mib and st["threads"] == 4
     assert 1 <= seen[0] <= most, seen[0]  # how many meet under the bound is the scheduler's: not asserted
+
+
+@pytest.mark.parametrize("lo,hi,size", [
+    (0, 3 << 20, 8 << 20),                 # whole blocks, not a multiple of the piece
+    (100, (1 << 20) + 5, 8 << 20),         # unaligned at both ends
+    ((1 << 20) + 8, (1 << 20) + 5000, (1 << 20) + 5000),  # ends in the file's partial last block
+    ((1 << 20) + 4100, (1 << 20) + 5000, (1 << 20) + 5000),  # wholly inside the partial last block
+    (4096, 8192, 8192),                     # one whole block, the file's last
+])
+def test_ring_pieces_cover_the_chunk_once_in_whole_blocks(lo, hi, size):
+    """A ring reader's plan of one chunk: O_DIRECT pieces of whole blocks within the file, at most a piece each,
+    back to back from the block holding the chunk's first byte, then a pread tail: together every byte of the
+    chunk exactly once, and nothing past the file's last whole block by O_DIRECT."""
+    from gpuio.safetensors._read import ALIGN, _Chunk, pieces
+
+    piece = 512 << 10
+    c = _Chunk(0, lo, hi, lo // ALIGN * ALIGN, 0)
+    whole, tail = pieces(c, size, piece)
+    covered = bytearray(hi - lo)
+    at = lo // ALIGN * ALIGN
+    for a, b in whole:
+        assert a == at and a % ALIGN == 0 and b % ALIGN == 0 and 0 < b - a <= piece and b <= size // ALIGN * ALIGN
+        for x in range(max(a, lo), min(b, hi)):
+            covered[x - lo] += 1
+        at = b
+    if tail is not None:
+        assert tail[1] == hi and tail[0] >= size // ALIGN * ALIGN
+        for x in range(*tail):
+            covered[x - lo] += 1
+    assert set(covered) == {1}
