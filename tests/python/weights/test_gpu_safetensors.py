@@ -37,7 +37,7 @@ def _same(a: dict, b: dict) -> bool:
 @pytest.mark.parametrize("huge_slots", [False, True])
 def test_cuda_load_cold_and_warm(tmp_path, monkeypatch, huge_slots):
     """Both kinds of page-locked slots (torch's pinned blocks; gpuio's pool of 2 MiB-page slots, made by the
-    first load and reused by the next)."""
+    first loads and reused by the next)."""
     from gpuio import _pinned
 
     monkeypatch.setenv("GPUIO_SAFETENSORS_HUGE_SLOTS", "1" if huge_slots else "0")
@@ -45,7 +45,7 @@ def test_cuda_load_cold_and_warm(tmp_path, monkeypatch, huge_slots):
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
     made = []
-    for regime in ("warm", "cold"):
+    for regime in ("warm", "cold", "cold"):
         if regime == "cold":
             gst.evict(p)
         st: dict = {}
@@ -54,8 +54,8 @@ def test_cuda_load_cold_and_warm(tmp_path, monkeypatch, huge_slots):
         assert st["data_path"].endswith("-> pinned -> cuda:0") and st["huge_slots"] is huge_slots, st
         assert st["slots"] == ("pool" if huge_slots else "torch"), st
         made.append(_pinned.pool_stats()["made_bytes"])
-    if huge_slots:  # the second load took the slots the first one made
-        assert made[0] > 0 and made[1] == made[0], made
+    if huge_slots:  # the warm load made chunk slots, the cold ones at most one ring per reader between them
+        assert made[0] > 0 and made[2] - made[0] <= st["threads"] * 2 * st["piece_bytes"], (made, st["threads"])
         assert (st["pagecache_bytes"] if regime == "warm" else st["direct_bytes"]) > 0, st["data_path"]
     with gst.safe_open(p, device="cuda:0") as f:
         assert torch.equal(f.get_slice("w0")[5:9, 3:7].cpu(), t["w0"][5:9, 3:7])
