@@ -84,12 +84,18 @@ def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int):
     return layouts, chunks
 
 
+def direct_span(lo: int, hi: int, file_size: int) -> tuple[int, int]:
+    """The whole blocks an O_DIRECT read of file bytes [lo, hi) covers: from the block holding lo to the end of
+    hi's block or of the file's last whole block, whichever is first (none where the end is not past the start);
+    the bytes from the end on (the file's partial last block) come by pread."""
+    return _down(lo), min(_up(hi), _down(file_size))
+
+
 def pieces(c: _Chunk, file_size: int, piece: int) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
-    """How a ring reader reads chunk c: O_DIRECT pieces [lo, hi) of at most `piece` bytes in whole blocks, from
-    the block holding c.lo to the end of c's last block or of the file's last whole block, whichever is first;
-    and the bytes of c past that (the file's partial last block, read by pread), or None."""
-    end = min(_up(c.hi), _down(file_size))
-    out = [(lo, min(lo + piece, end)) for lo in range(_down(c.lo), end, piece)]
+    """How a ring reader reads chunk c: its direct_span cut into O_DIRECT pieces [lo, hi) of at most `piece`
+    bytes, and the bytes of c past the span (the file's partial last block, read by pread), or None."""
+    start, end = direct_span(c.lo, c.hi, file_size)
+    out = [(lo, min(lo + piece, end)) for lo in range(start, end, piece)]
     tail = max(c.lo, end)
     return out, ((tail, c.hi) if tail < c.hi else None)
 
@@ -179,7 +185,7 @@ class _Filler:
         file and everything on a file system without O_DIRECT by pread."""
         size = self.ckpt.headers[c.file].size
         io = self.ckpt.io(c.file)
-        a, end = _down(at), min(_up(c.hi), _down(size))
+        a, end = direct_span(at, c.hi, size)
         if io is not None and end > a:
             ids = np.arange(a // ALIGN, end // ALIGN, dtype=np.int64)
             with self.direct_gate:
