@@ -279,28 +279,25 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
         done: list[torch.cuda.Event | None] = [None, None]
         ring: list[Any] = [None, [None, None]]  # the ring's slot, its pieces' last copies
         turn = 0
-
-        def new_slot(nbytes: int) -> torch.Tensor:
-            slot, kind = staging_slot(nbytes, huge_slots)
-            slot_kinds.add(kind)
-            if kind == "pool":
-                pooled.append(slot)
-            return slot
-
         try:
             while (c := take()) is not None:
-                io = ckpt.io(c.file) if piece_bytes and not c.cached else None
-                if io is not None:
+                if piece_bytes and not c.cached and ckpt.io(c.file) is not None:
                     if ring[0] is None:
-                        ring[0] = new_slot(2 * piece_bytes)
-                    read_by_pieces(c, io, ring, stream)
+                        ring[0], kind = staging_slot(2 * piece_bytes, huge_slots)
+                        slot_kinds.add(kind)
+                        if kind == "pool":
+                            pooled.append(ring[0])
+                    read_by_pieces(c, ring, stream)
                     filled()
                     continue
                 s, turn = turn, turn ^ 1
                 if done[s] is not None:
                     done[s].synchronize()  # this slot's previous copy has left it
                 if slots[s] is None:
-                    slots[s] = new_slot(chunk_bytes)
+                    slots[s], kind = staging_slot(chunk_bytes, huge_slots)
+                    slot_kinds.add(kind)
+                    if kind == "pool":
+                        pooled.append(slots[s])
                 slot = slots[s]
                 filler.fill(c, slot.numpy())
                 filled()
@@ -318,11 +315,10 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             for slot in pooled:
                 _pinned.give_slot(slot)
 
-    def read_by_pieces(c: _Chunk, io, ring: list, stream) -> None:
-        """Chunk c (on disk) through this reader's ring, by io (its file's O_DIRECT target): two pieces in flight,
-        each copied to the device as it lands, so the disk's transfers go to a few MiB of memory used over and over
-        (see safetensors.ring_kib)."""
-        fd, path = ckpt.fds[c.file], ckpt.paths[c.file]
+    def read_by_pieces(c: _Chunk, ring: list, stream) -> None:
+        """Chunk c (on disk) through this reader's ring: two pieces in flight, each copied to the device as it
+        lands, so the disk's transfers go to a few MiB of memory used over and over (see safetensors.ring_kib)."""
+        io, fd, path = ckpt.io(c.file), ckpt.fds[c.file], ckpt.paths[c.file]
         whole, tail = pieces(c, ckpt.headers[c.file].size, piece_bytes)
         slot, events = ring[0], ring[1]
         host = slot.numpy()
