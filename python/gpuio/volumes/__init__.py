@@ -11,9 +11,10 @@ Placement, replication and recovery are Ceph's (CRUSH, pool size); api.py docume
 objects. `cluster` starts a throwaway one-node cluster (`gpuio cluster up`).
 """
 from .access import grant, revoke, users
-from .api import (DEFAULTS, Identity, break_lock, conf_file, create, delete, info, list, lock_owners, map, open,
+from .api import (DEFAULTS, Identity, ShrinkRefused, break_lock, check_resize, conf_file, create, delete, info, list, lock_owners, map, open,
                   parts, resize, spec)
 from .tensors import create_tensor, open_tensor
 
-__all__ = ["DEFAULTS", "Identity", "break_lock", "conf_file", "create", "create_tensor", "delete", "grant", "info", "list",
-           "lock_owners", "map", "open", "open_tensor", "parts", "resize", "revoke", "spec", "users"]
+__all__ = ["DEFAULTS", "Identity", "ShrinkRefused", "break_lock", "check_resize", "conf_file", "create", "create_tensor",
+           "delete", "grant", "info", "list", "lock_owners", "map", "open", "open_tensor", "parts", "resize", "revoke", "spec",
+           "users"]

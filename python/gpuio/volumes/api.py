@@ -135,12 +135,34 @@ def create(name: str, size: int, object_size: int = DEFAULTS["object_size"], poo
     return v
 
 
+class ShrinkRefused(ValueError):
+    """resize() to fewer bytes than the volume holds, without allow_shrink=True; nothing was changed.
+    volume, size_bytes (its size now), new_bytes and lost_bytes (what the shrink would drop) say what."""
+
+    def __init__(self, volume: str, size_bytes: int, new_bytes: int):
+        self.volume, self.size_bytes, self.new_bytes = volume, size_bytes, new_bytes
+        self.lost_bytes = size_bytes - new_bytes
+        super().__init__(f"{volume} holds {size_bytes} bytes: resizing it to {new_bytes} would drop its last "
+                         f"{self.lost_bytes} bytes; allow_shrink=True shrinks it")
+
+
+def check_resize(volume: str, size_bytes: int, new_bytes: int, allow_shrink: bool = False) -> None:
+    """Raises ShrinkRefused when going from size_bytes to new_bytes drops data and allow_shrink is False
+    (as `rbd resize` asks for --allow-shrink)."""
+    if new_bytes < size_bytes and not allow_shrink:
+        raise ShrinkRefused(volume, size_bytes, new_bytes)
+
+
 def resize(name: str, size: int, pool: str | None = None, namespace: str | None = None,
-           who: Identity | None = None) -> None:
-    """Set a volume's size to `size` bytes (growing adds zeros, shrinking drops the bytes past it).
+           who: Identity | None = None, allow_shrink: bool = False) -> None:
+    """Set a volume's size to `size` bytes. Growing adds zeros; shrinking drops the bytes past `size` and is
+    refused (ShrinkRefused, a ValueError naming the bytes lost; nothing changed) unless allow_shrink=True.
     ValueError for a size < 1; FileNotFoundError when the volume is absent."""
     _positive(size, "size")
-    _who(who).client().resize(spec(name, pool, namespace), size)
+    v = spec(name, pool, namespace)
+    c = _who(who).client()
+    check_resize(v, c.info(v)["bytes"], size, allow_shrink)
+    c.resize(v, size)
 
 
 def delete(name: str, pool: str | None = None, namespace: str | None = None, who: Identity | None = None) -> None:
@@ -225,5 +247,5 @@ def open(name: str, mode: str = "r", who: Identity | None = None, pool: str | No
     return Engine(spec(name, pool, namespace), block_size=block_size, backend=engine_options.pop("backend", "rbd"),
                   writable=(mode == "r+"), rbd=rbd, **engine_options)
 
-__all__ = ["DEFAULTS", "Identity", "conf_file", "spec", "parts", "create", "resize", "delete", "list", "info", "map",
-           "lock_owners", "break_lock", "open"]
+__all__ = ["DEFAULTS", "Identity", "ShrinkRefused", "check_resize", "conf_file", "spec", "parts", "create", "resize",
+           "delete", "list", "info", "map", "lock_owners", "break_lock", "open"]

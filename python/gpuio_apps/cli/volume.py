@@ -68,11 +68,23 @@ def create(name: str = _NAME, size: str = typer.Argument(..., help="bytes, or wi
 
 
 @app.command()
-def resize(name: str = _NAME, size: str = typer.Argument(...), pool: Optional[str] = _POOL,
-           namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID, keyring: str = _KEYRING) -> None:
-    """Grow or shrink a volume."""
+def resize(name: str = _NAME, size: str = typer.Argument(..., help="bytes, or with K/M/G/T"),
+           allow_shrink: bool = typer.Option(False, "--allow-shrink", help="Allow a SIZE below the volume's: the "
+                                             "bytes past SIZE are dropped. Without it a shrink is refused."),
+           pool: Optional[str] = _POOL, namespace: Optional[str] = _NS, conf: str = _CONF, id: str = _ID,
+           keyring: str = _KEYRING) -> None:
+    """Grow a volume, or shrink it with --allow-shrink (as `rbd resize`)."""
     from gpuio import volumes
-    _run(lambda: volumes.resize(name, _size("SIZE", size), pool, namespace, _who(conf, id, keyring)))
+    nbytes = _size("SIZE", size)
+    try:
+        _run(lambda: volumes.resize(name, nbytes, pool, namespace, _who(conf, id, keyring), allow_shrink=allow_shrink))
+    except _check.InputError as e:
+        refused = e.__cause__
+        if not isinstance(refused, volumes.ShrinkRefused):
+            raise
+        _check.fail("SIZE", size, f"{refused.volume} holds {refused.size_bytes} bytes; shrinking it to "
+                                  f"{refused.new_bytes} would drop the last {refused.lost_bytes} bytes "
+                                  "(pass --allow-shrink to shrink it)")
 
 
 @app.command()

@@ -222,6 +222,40 @@ def test_cli_volume_and_cluster_commands(ceph_cluster):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("gpuio: error: "), r.stderr
 
 
+def test_a_shrink_is_refused_naming_the_bytes_lost_unless_allowed():
+    volumes.check_resize("rbd:rbd/v", 2 << 20, 4 << 20)  # growing loses nothing
+    volumes.check_resize("rbd:rbd/v", 2 << 20, 2 << 20)
+    volumes.check_resize("rbd:rbd/v", 2 << 20, 1 << 20, allow_shrink=True)
+    with pytest.raises(volumes.ShrinkRefused, match=r"rbd:rbd/v holds 2097152 bytes.*drop its last 1048576 bytes"):
+        volumes.check_resize("rbd:rbd/v", 2 << 20, 1 << 20)
+
+
+def test_cli_resize_keeps_the_data_past_a_shrink_unless_allowed(ceph_cluster):
+    who, env, v = admin(ceph_cluster), ceph_cluster.env(), fresh()
+    volumes.create(v, 2 << 20, object_size=1 << 20, who=who)
+    tail = (2 << 20) // 4096 - 1  # the last block, past the 1 MiB the shrink would keep
+    with volumes.open(v, "r+", who=who) as eng:
+        eng.write(np.array([tail]), pattern(5, [tail]))
+        eng.sync()
+    run = lambda *a: subprocess.run(GPUIO + ["volume", "resize", v, *a], capture_output=True, text=True,  # noqa: E731
+                                    env=env, timeout=120)
+    r = run("1M")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "SIZE '1M'" in r.stderr and "1048576 bytes" in r.stderr and "--allow-shrink" in r.stderr, r.stderr
+    with pytest.raises(volumes.ShrinkRefused):
+        volumes.resize(v, 1 << 20, who=who)
+    assert volumes.info(v, who=who)["size"] == 2 << 20
+    with volumes.open(v, "r", who=who) as eng:
+        out = np.empty(4096, np.uint8)
+        eng.read([tail], out)
+        assert np.array_equal(out, pattern(5, [tail]))
+    assert run("3M").returncode == 0 and volumes.info(v, who=who)["size"] == 3 << 20
+    r = run("1M", "--allow-shrink")
+    assert r.returncode == 0, r.stderr
+    assert volumes.info(v, who=who)["size"] == 1 << 20
+    volumes.delete(v, who=who)
+
+
 def test_info_reports_rbd_support():
     from gpuio import _core, sysinfo
 
