@@ -5,6 +5,10 @@ ceph_cluster (session): one throwaway one-node Ceph cluster per test run (gpuio_
 the reason, only where the Ceph packages or gpuio's rbd backend are absent (scripts/setup.sh installs them).
 GPUIO_TEST_CEPH_CONF=<ceph.conf of a running gpuio cluster> reuses that one instead (it is left running).
 
+fast_device (session): a RAM-backed loop device with ext4 (gpuio_apps.bench.fastdev: 1 GiB on /dev/shm, direct
+I/O to its image), mounted in a temporary folder and removed at the end; skipped, with the reason, where it cannot
+be made (not root, no losetup or loop support, no room in RAM or /dev/shm). GPUIO_TEST_FAST_GIB sizes it.
+
 one_thread: torch computes on one thread for the test (tiny ops: more threads only spin on the shared CI cores).
 
 Every test that uses ceph_cluster (directly or through another fixture) is marked `ceph` here, so `pytest -m ceph`
@@ -46,6 +50,25 @@ def ceph_cluster():
         yield c
     finally:
         cluster.down(d)
+
+
+@pytest.fixture(scope="session")
+def fast_device(tmp_path_factory):
+    from gpuio_apps.bench import fastdev
+
+    why = fastdev.unusable()
+    if why:
+        pytest.skip(why)
+    image = f"{fastdev.SHM}/gpuio-fast-test-{os.getpid()}.img"
+    try:
+        dev = fastdev.make(str(tmp_path_factory.mktemp("fast-device")), image=image,
+                           size_bytes=int(float(os.environ.get("GPUIO_TEST_FAST_GIB", "1")) * fastdev.GIB))
+    except fastdev.FastDeviceError as e:
+        pytest.skip(f"no fast device: {e}")
+    try:
+        yield dev
+    finally:
+        dev.remove()
 
 
 @pytest.fixture
