@@ -50,15 +50,16 @@ uint64_t file_bytes(const std::string& path) {
 }
 
 // One thread's offset stream, as in iobench: xorshift64 (13, 7, 17) or a sequential walk that wraps.
+// Blocks lie in [first, first + span): the ones past skip_bytes.
 struct Offsets {
-  uint64_t state, next, blocks;
+  uint64_t state, next, first, span;
   bool sequential;
   uint64_t block() {
-    if (sequential) return next++ % blocks;
+    if (sequential) return first + next++ % span;
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
-    return state % blocks;
+    return first + state % span;
   }
 };
 
@@ -75,8 +76,8 @@ struct FreeDeleter {
 
 class Thread {
  public:
-  Thread(const RawOptions& o, uint32_t id, uint64_t blocks)
-      : o_(o), off_{0x9E3779B97F4A7C15ull * (id + 1), (blocks / o.threads) * id, blocks, o.sequential} {}
+  Thread(const RawOptions& o, uint32_t id, uint64_t first, uint64_t span)
+      : o_(o), off_{0x9E3779B97F4A7C15ull * (id + 1), (span / o.threads) * id, first, span, o.sequential} {}
 
   // Opens the file and fills the buffers; then waits for the start gate so that setup (page faults of
   // the buffers, ring creation) is neither timed nor counted as CPU per op.
@@ -212,8 +213,12 @@ RawResult run_raw(const RawOptions& o) {
                "raw bench: queue_depth=" + std::to_string(o.queue_depth) + " not in [1, 4096]");
   GPUIO_EXPECT(o.ops_max > 0 || o.seconds > 0, "raw bench: give seconds > 0 or ops_max > 0");
   const uint64_t blocks = file_bytes(o.path) / o.block_bytes;
-  GPUIO_EXPECT(blocks >= o.threads, "raw bench: '" + o.path + "' holds " + std::to_string(blocks) +
-                                        " blocks of " + std::to_string(o.block_bytes) + " bytes, fewer than threads");
+  const uint64_t first = (o.skip_bytes + o.block_bytes - 1) / o.block_bytes;
+  const uint64_t span = blocks > first ? blocks - first : 0;
+  GPUIO_EXPECT(span >= o.threads, "raw bench: '" + o.path + "' holds " + std::to_string(span) + " blocks of " +
+                                      std::to_string(o.block_bytes) + " bytes" +
+                                      (first ? " past skip_bytes=" + std::to_string(o.skip_bytes) : std::string()) +
+                                      ", fewer than threads");
 
   std::vector<uint64_t> ops(o.threads, 0);
   std::exception_ptr error;
@@ -225,7 +230,7 @@ RawResult run_raw(const RawOptions& o) {
       Clock::time_point end;
       std::unique_ptr<Thread> t;
       try {
-        t = std::make_unique<Thread>(o, i, blocks);
+        t = std::make_unique<Thread>(o, i, first, span);
         t->setup();
       } catch (...) {
         std::lock_guard<std::mutex> g(error_mu);

@@ -4,7 +4,7 @@
 // in one run (BENCHMARKS.md).
 // Each thread opens the file itself (O_DIRECT by default) and either keeps an io_uring queue_depth deep
 // or loops on pread/pwrite; offsets are random (per-thread xorshift64, seed 0x9E37..*(id+1)) or
-// sequential from id * (blocks/threads), always block_bytes-aligned.
+// sequential from id * (blocks/threads), always block_bytes-aligned; all of them past skip_bytes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +22,8 @@ struct RawOptions {
   bool sequential = false;
   bool write = false;
   bool direct = true;            // O_DIRECT
+  uint64_t skip_bytes = 0;       // requests stay clear of the file's first skip_bytes (rounded up to whole requests):
+                                 // `gpuio bench` keeps its data file's marker there, so write passes leave it be
 };
 
 struct RawResult {

@@ -14,6 +14,7 @@ import numpy as np
 
 from gpuio.engine import aligned_empty
 from gpuio.engine import Engine
+from .datafile import MARKER_BYTES
 from .workloads import RAW_GRID, EngineConfig, RawConfig, Workload
 
 BLOCK_BYTES = 4096
@@ -25,19 +26,21 @@ def process_cpu_seconds() -> float:
 
 
 class _BlockSource:
-    """Batches of logical block ids: runs of request_bytes/4096 blocks, random or sequential.
+    """Batches of logical block ids: runs of request_bytes/4096 blocks, random or sequential, all past the data
+    file's marker (its first MARKER_BYTES: a write pass leaves it, so the next run still knows the file).
     Random batches come from a pre-drawn pool so drawing them costs nothing inside the timed loop."""
 
     def __init__(self, w: Workload, total_blocks: int, seed: int, pool: int = 32):
         self.per = w.request_bytes // BLOCK_BYTES
-        self.requests = total_blocks // self.per
+        self.first = -(-MARKER_BYTES // w.request_bytes)  # requests [0, first) hold the marker
+        self.requests = total_blocks // self.per - self.first
         self.n = w.batch_requests
         self.sequential = w.sequential
         self.cursor = 0
         step = np.arange(self.per, dtype=np.int64)
         if not self.sequential:
             rng = np.random.default_rng(seed)
-            self.pool = [((rng.integers(0, self.requests, self.n, dtype=np.int64) * self.per)[:, None]
+            self.pool = [(((rng.integers(0, self.requests, self.n, dtype=np.int64) + self.first) * self.per)[:, None]
                           + step).ravel() for _ in range(pool)]
         else:
             self.step = np.arange(self.n * self.per, dtype=np.int64)
@@ -49,7 +52,7 @@ class _BlockSource:
             return self.pool[self.i % len(self.pool)]
         if self.cursor + self.n > self.requests:
             self.cursor = 0
-        first = self.cursor * self.per
+        first = (self.first + self.cursor) * self.per
         self.cursor += self.n
         return self.step + first
 
@@ -88,7 +91,8 @@ def engine_pass(path: str, w: Workload, cfg: EngineConfig, workers: int, seconds
 
 
 def raw_pass(path: str, w: Workload, cfg: RawConfig, seconds: float) -> dict:
-    return _raw(path, w.request_bytes, w.sequential, w.op == "write", cfg, seconds)
+    """The raw reference's pass of `gpuio bench`: clear of the data file's marker, as the engine's (_BlockSource)."""
+    return _raw(path, w.request_bytes, w.sequential, w.op == "write", cfg, seconds, skip_bytes=MARKER_BYTES)
 
 
 def raw_best(path: str, request_bytes: int, sequential: bool, write: bool, seconds: float,
@@ -109,18 +113,21 @@ def raw_best(path: str, request_bytes: int, sequential: bool, write: bool, secon
 
 def raw_bench(path: str, *, block_bytes: int = 4096, queue_depth: int = 32, threads: int = 1, seconds: float = 1.0,
               uring: bool = True, sequential: bool = False, write: bool = False, direct: bool = True,
-              ops_max: int = 0) -> dict:
+              ops_max: int = 0, skip_bytes: int = 0) -> dict:
     """The in-tree raw-device reference (C++, iobench's algorithm, no engine, no Python per request; the module
     gpuio_apps._raw, built from cpp/tools/raw beside the library): `threads` threads each keep `queue_depth` requests
     of `block_bytes` on `path` for `seconds` (io_uring, or pread/pwrite with uring=False). Returns dict(ops,
-    bytes, seconds, cpu_seconds)."""
+    bytes, seconds, cpu_seconds). No request touches the file's first skip_bytes (rounded up to whole requests)."""
     from .. import _raw
 
     return _raw.raw_bench(path, block_bytes=block_bytes, queue_depth=queue_depth, threads=threads, seconds=seconds,
-                          uring=uring, sequential=sequential, write=write, direct=direct, ops_max=ops_max)
+                          uring=uring, sequential=sequential, write=write, direct=direct, ops_max=ops_max,
+                          skip_bytes=skip_bytes)
 
 
-def _raw(path: str, request_bytes: int, sequential: bool, write: bool, cfg: RawConfig, seconds: float) -> dict:
+def _raw(path: str, request_bytes: int, sequential: bool, write: bool, cfg: RawConfig, seconds: float,
+         skip_bytes: int = 0) -> dict:
     r = raw_bench(path, block_bytes=request_bytes, queue_depth=cfg.queue_depth, threads=cfg.threads,
-                  seconds=seconds, uring=cfg.uring, sequential=sequential, write=write, direct=True)
+                  seconds=seconds, uring=cfg.uring, sequential=sequential, write=write, direct=True,
+                  skip_bytes=skip_bytes)
     return {"bytes": r["bytes"], "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"], "requests": r["ops"]}

@@ -4,6 +4,7 @@ per request, and worker occupancy. Also the JSON document and the ratio plot."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 
 from gpuio import outputs
@@ -60,13 +61,31 @@ def summarize(workloads: list[Workload], samples: dict, backends) -> list[dict]:
     return rows
 
 
+WRITTEN_BY = "gpuio bench"  # the JSON's first key: is_ours knows the file by it
+_OURS_BYTES_MAX = 1 << 30  # a file larger than any result document is not one
+
+
 def document(meta: dict, rows: list[dict], samples: dict) -> dict:
-    return {"meta": meta, "results": rows, "samples": samples}
+    return {"written_by": WRITTEN_BY, "meta": meta, "results": rows, "samples": samples}
+
+
+def is_ours(path: str) -> bool:
+    """True when path holds a result document of `gpuio bench` (its "written_by" key), which a later run may
+    replace; anything else (other JSON, not JSON, unreadable) is not."""
+    try:
+        if os.path.getsize(path) > _OURS_BYTES_MAX:
+            return False
+        with open(path, "rb") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("written_by") == WRITTEN_BY
 
 
 def write_json(path: str, doc: dict, overwrite: bool = False) -> None:
-    """doc as JSON at path, written whole or not at all (an existing file replaced only with overwrite)."""
-    outputs.write_text(path, json.dumps(doc, indent=1, default=float) + "\n", overwrite=overwrite)
+    """doc as JSON at path, written whole or not at all; an existing file is replaced only when it is an earlier
+    result of gpuio bench (is_ours) or with overwrite."""
+    outputs.write_text(path, json.dumps(doc, indent=1, default=float) + "\n", overwrite=overwrite, ours=is_ours)
 
 
 def fmt_figure(unit: str, x: float) -> str:

@@ -22,7 +22,8 @@ def bench(
                                         "The file system must have room for it (checked first)."),
     file: str = typer.Option("gpuio-bench.dat", help="Data file (created in the current directory by default). "
                                                      "An existing file is reused or rewritten only when gpuio wrote "
-                                                     "it (its first 4 KiB hold gpuio's seeded data pattern); any "
+                                                     "it (its first 4 KiB hold gpuio's seeded data pattern, which "
+                                                     "no pass writes over); any "
                                                      "other file only with --force, and never a device, fifo or "
                                                      "directory."),
     repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
@@ -35,16 +36,17 @@ def bench(
                                                   help="Engine ring depths per worker to try (default: 32 and 128)."),
     json_path: str = typer.Option("gpuio-bench.json", "--json",
                                   help="Where the full results go (apps: gpuio-apps-bench.json, ceiling: "
-                                       "gpuio-ceiling.json by default)."),
+                                       "gpuio-ceiling.json by default). An existing file is replaced when an "
+                                       "earlier gpuio bench wrote it, any other only with --force."),
     plot: Optional[str] = typer.Option(None, help="Write a PNG of the ratios here (needs matplotlib)."),
     quick: bool = typer.Option(False, "--quick", help="Tiny CI run: 64M file, 1 round, 0.05 s passes."),
-    force: bool = typer.Option(False, "--force", help="Replace existing --json/--plot files, and a --file that "
+    force: bool = typer.Option(False, "--force", help="Replace an existing --plot, and a --json or --file that "
                                                       "gpuio did not write. Without it they are refused."),
     verbose: bool = typer.Option(False, "--verbose", help="apps/ceiling: every diagnostic line and the full-width "
                                                           "tables (default: a summary that fits 100 columns)."),
 ) -> None:
     from .. import bench as gb
-    from ..bench import datafile
+    from ..bench import datafile, report
     from ..bench.workloads import ENGINE_BACKENDS, ENGINE_QUEUE_DEPTHS, RAW_GRID
     from . import _check
 
@@ -71,16 +73,19 @@ def bench(
     except ValueError as e:
         _check.fail("--workload", ",".join(workload or []), str(e))
     # every workload needs a batch of requests for the engine, one request per thread for the raw grid
+    # past the marker the passes leave alone (datafile.MARKER_BYTES, rounded up to whole requests)
     threads = max(c.threads for c in RAW_GRID)
-    w = max(chosen, key=lambda w: max(threads, w.batch_requests) * w.request_bytes)
-    requests = max(threads, w.batch_requests)
-    if nbytes < requests * w.request_bytes:
-        _check.fail("--size", size, f"{w.name} needs at least {requests * w.request_bytes} bytes ({requests} "
-                                    f"requests: an engine batch, and one per thread of the raw reference)")
+    need = {w.name: (max(threads, w.batch_requests) + -(-datafile.MARKER_BYTES // w.request_bytes)) * w.request_bytes
+            for w in chosen}
+    w = max(chosen, key=lambda w: need[w.name])
+    if nbytes < need[w.name]:
+        _check.fail("--size", size, f"{w.name} needs at least {need[w.name]} bytes ({max(threads, w.batch_requests)} "
+                                    f"requests: an engine batch, and one per thread of the raw reference, past the "
+                                    f"file's first {datafile.MARKER_BYTES} bytes, gpuio's marker)")
     _check.choices("--backend", backend or ENGINE_BACKENDS, ENGINE_BACKENDS)
     for qd in engine_qd or ():
         _knobs.check("--engine-qd", "queue_depth", qd)
-    _check.output_file("--json", json_path, force)
+    _check.output_file("--json", json_path, force, ours=report.is_ours)
     if plot:
         _check.output_file("--plot", plot, force)
         _check.need("matplotlib", "--plot")
@@ -88,7 +93,7 @@ def bench(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..bench import meta, os_cache, report
+    from ..bench import meta, os_cache
 
     console = Console(width=max(Console().width, 200))  # the table is wide; never wrap it into unreadable cells
     path = os.path.abspath(file)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -23,7 +25,7 @@ def quick_run(tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(where)  # the data file goes into the current directory by default
     try:
-        r = CliRunner().invoke(app, ["bench", "--quick", "--size", "32M", "--json", "out.json",
+        r = CliRunner().invoke(app, ["bench", "--quick", "--size", "33M", "--json", "out.json",
                                      "--plot", "ratios.png"])
     finally:
         os.chdir(cwd)
@@ -52,9 +54,9 @@ def test_json_has_every_workload_and_backend(quick_run):
 def test_data_file_is_real_data(quick_run):
     where, _, doc = quick_run
     st = os.stat(where / "gpuio-bench.dat")
-    assert st.st_size == 32 << 20
+    assert st.st_size == 33 << 20
     assert st.st_blocks * 512 >= st.st_size  # no holes: reads hit the device
-    assert doc["meta"]["size_bytes"] == 32 << 20
+    assert doc["meta"]["size_bytes"] == 33 << 20
     assert doc["meta"]["cache_regime"].startswith(("O_DIRECT", "cold"))
 
 
@@ -70,3 +72,41 @@ def test_samples_are_interleaved(quick_run):
         # engine uring + posix at two ring depths + the whole raw grid, each measured once in a quick run
         assert len(by_cfg) == 2 * 2 + len(RAW_GRID), name
         assert all(len(v) == 1 and v[0]["bytes"] > 0 for v in by_cfg.values())
+
+
+def test_a_second_run_reuses_the_data_file_and_replaces_its_own_json(tmp_path):
+    """The write passes (engine and raw reference) leave the data file's marker alone, so a second run in the same
+    directory reuses the file; the default --json of the first run is gpuio's own, so it is replaced, while a JSON
+    gpuio did not write is still refused."""
+    from gpuio_apps.cli import _register, app
+
+    _register()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        runs = [CliRunner().invoke(app, ["bench", "--quick", "--size", "33M", "--workload", "write"]) for _ in "12"]
+        (tmp_path / "theirs.json").write_text('{"results": []}')
+        refused = subprocess.run([sys.executable, "-c", "from gpuio_apps.cli import main; main()", "bench", "--quick",
+                                  "--size", "33M", "--json", "theirs.json"], capture_output=True, text=True, timeout=120)
+    finally:
+        os.chdir(cwd)
+    for r in runs:
+        assert r.exit_code == 0, r.output + repr(r.exception)
+    doc = json.loads((tmp_path / "gpuio-bench.json").read_text())
+    assert doc["written_by"] == "gpuio bench" and doc["meta"]["data_written_now"] is False
+    assert {r["op"] for r in doc["results"]} == {"write"}
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--json 'theirs.json': exists" in refused.stderr and "not written by gpuio" in refused.stderr
+    assert (tmp_path / "theirs.json").read_text() == '{"results": []}'
+
+
+def test_only_gpuio_bench_results_count_as_ours(tmp_path):
+    from gpuio_apps.bench import report
+
+    mine, other, broken = tmp_path / "mine.json", tmp_path / "other.json", tmp_path / "broken.json"
+    report.write_json(str(mine), report.document({}, [], {}))
+    other.write_text(json.dumps({"meta": {}, "results": [], "samples": {}}))
+    broken.write_text('{"written_by": "gpuio bench"')
+    assert report.is_ours(str(mine))
+    assert not report.is_ours(str(other)) and not report.is_ours(str(broken))
+    assert not report.is_ours(str(tmp_path / "missing.json"))

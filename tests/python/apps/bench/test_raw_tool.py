@@ -33,6 +33,20 @@ def test_in_process_reference_reads_exactly_what_it_counts(data):
     assert r["ops"] == 128 and r["bytes"] == 128 * BLOCK and r["seconds"] > 0
 
 
+@pytest.mark.parametrize("uring", [True, False])
+def test_write_passes_leave_the_first_skip_bytes_alone(data, uring):
+    """`gpuio bench` keeps its data file's marker in the first 4 KiB; its raw write passes must not touch it."""
+    before = data.read_bytes()
+    r = raw_bench(str(data), block_bytes=2 * BLOCK, queue_depth=4, threads=2, ops_max=500, write=True,
+                  uring=uring, skip_bytes=BLOCK)  # rounded up to one whole 8 KiB request
+    after = data.read_bytes()
+    assert r["ops"] == 1000
+    assert after[:2 * BLOCK] == before[:2 * BLOCK]
+    assert after[2 * BLOCK:] != before[2 * BLOCK:]  # the writes landed past it
+    with pytest.raises(ValueError, match="past skip_bytes=1044480, fewer than threads"):
+        raw_bench(str(data), threads=2, skip_bytes=255 * BLOCK)
+
+
 def test_in_process_reference_errors_keep_errno_and_name_the_value(tmp_path, data):
     with pytest.raises(FileNotFoundError, match="cannot open"):
         raw_bench(str(tmp_path / "missing.bin"))
