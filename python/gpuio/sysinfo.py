@@ -25,6 +25,16 @@ def _uring_probe() -> dict:
         return res
 
 
+def _gpu_report(p: dict) -> dict:
+    """gpu.probe()'s report; where no GPU driver is loaded at all, its error says so: CUDA's own word for a
+    missing driver is cudaErrorInsufficientDriver, "driver version is insufficient", which sends the reader to
+    upgrade a driver that is not there."""
+    if p.get("count", 0) == 0 and not p.get("driver_version") and not os.path.exists("/proc/driver/nvidia/version"):
+        p = dict(p, error="no NVIDIA driver is loaded (/proc/driver/nvidia/version is missing), so there is no GPU "
+                          "to use")
+    return p
+
+
 def info() -> dict:
     """The platform report (keys: kernel, io_uring, cuda_layer_built, rbd_backend, gpu, gds, data_paths, and
     stream_wait_value_selftest where a GPU is usable). Probes with a 1 MiB temporary file, removed again."""
@@ -33,7 +43,7 @@ def info() -> dict:
     r = {"kernel": platform.release(), "io_uring": _uring_probe(), "cuda_layer_built": bool(_core.cuda_built)}
     # "available", or why not: the Ceph library missing on this host, or a build without the backend
     r["rbd_backend"] = _core.rbd_unavailable() or "available"
-    p = gpu.probe()
+    p = _gpu_report(gpu.probe())
     r["gpu"] = p
     r["gds"] = gpu.gds_status()
     has_gpu = r["cuda_layer_built"] and p.get("count", 0) > 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -26,3 +27,18 @@ def test_info_is_the_cli_report(tmp_path, monkeypatch, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed.keys() == r.keys() and printed["data_paths"] == r["data_paths"]
     assert printed["kernel"] == r["kernel"] and printed["io_uring"] == r["io_uring"]
+
+
+@pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"), reason="an NVIDIA driver is loaded here")
+def test_info_without_a_driver_says_there_is_none(tmp_path, monkeypatch, capsys):
+    """CUDA reports a missing driver as cudaErrorInsufficientDriver ("driver version is insufficient"); gpuio
+    info says there is no driver and no GPU instead of sending the reader to upgrade one."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ei:
+        main(["info"])
+    assert ei.value.code == 0
+    out = capsys.readouterr().out
+    gpu_lines = [line for line in out.splitlines() if line.startswith(("GPU ", "data path gpu"))]
+    assert len(gpu_lines) == 2, out
+    for line in gpu_lines:
+        assert "no NVIDIA driver is loaded" in line and "no GPU" in line and "insufficient" not in line, line
