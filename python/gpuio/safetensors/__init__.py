@@ -17,6 +17,13 @@ release_staging() lets go of them. `StorageWriter`/`StorageReader` let `torch.di
 through this module (gpuio.safetensors.dcp). `load(bytes)` reads a file held in memory (or a uint8 tensor of
 its bytes, as views); `layout(tensors)` gives the header and byte order save_file writes, for writers of their
 own (gpuio_apps.papers.checkpoint writes it to volumes). Bad files raise SafetensorError (a ValueError) in one line.
+
+As safetensors.torch: save_file refuses tensors that share memory (RuntimeError); save_model(model, f) keeps
+one name of each shared group and load_model(model, f) loads it back (into allocated parameters, or assigned
+into a meta-device model, ties restored); save(tensors) gives the file's bytes; safe_open(framework="np")
+gives NumPy arrays and offset_keys() the names in file order. from_pretrained(model_class, path, **kwargs) is
+the model transformers' model_class.from_pretrained(path, ...) builds, its weights read by gpuio
+(gpuio.safetensors._model; transformers is imported only then).
 """
 from __future__ import annotations
 
@@ -24,11 +31,12 @@ from typing import Any
 
 from ._format import DTYPE_NAMES, SafetensorError
 from ._open import cached_fraction, evict, load, load_file, safe_open
-from ._save import layout, save_file, tensor_bytes
+from ._save import layout, save, save_file, tensor_bytes
+from ._model import from_pretrained, load_model, save_model
 from .. import _pinned
 
 # StorageWriter/StorageReader (gpuio.safetensors.dcp) resolve on first use: torch.distributed loads only then
-__all__ = ["load_file", "save_file", "safe_open", "load", "layout", "tensor_bytes", "cached_fraction", "evict",
+__all__ = ["load_file", "save_file", "safe_open", "load", "save", "load_model", "save_model", "from_pretrained", "layout", "tensor_bytes", "cached_fraction", "evict",
            "staging", "release_staging", "SafetensorError", "DTYPE_NAMES"]
 
 

@@ -187,7 +187,7 @@ def header_bytes(entries: list[tuple[str, str, tuple[int, ...], int]], metadata:
     8-byte length and the JSON padded with spaces so the data starts at a multiple of `align`; and each
     entry's data offset relative to the data."""
     head: dict[str, Any] = {}
-    if metadata:
+    if metadata is not None:  # {} is written as {} and reads back as {} (as safetensors does); None: no entry
         if not isinstance(metadata, dict):
             raise SafetensorError(f"metadata must be a dict of str to str, got {type(metadata).__name__}")
         bad = {k: v for k, v in metadata.items() if not isinstance(k, str) or not isinstance(v, str)}

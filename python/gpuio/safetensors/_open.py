@@ -8,7 +8,7 @@ import torch
 
 from ._format import SafetensorError, TensorInfo, header_length, parse_header
 from ._read import read_into_buffers, views
-from ._source import Checkpoint, Selection, resolve_device
+from ._source import Checkpoint, Selection, resolve, resolve_device
 
 Filename = str | os.PathLike | list | tuple
 
@@ -26,8 +26,27 @@ def _read(ckpt: Checkpoint, names: list[str], device: torch.device, stats: dict 
     return {n: out[n] for n in names}
 
 
+def _narrowed(filename: Filename, tensors: Selection) -> tuple[Filename, Selection]:
+    """For a sharded index and a selection: only the shards that hold the tensors chosen (their names, as the
+    index maps them), so a rank with only its own shards on disk loads; else (filename, tensors) as given."""
+    if tensors is None or isinstance(tensors, str):
+        return filename, tensors
+    files, _ = resolve(filename)
+    if len(files) < 2 or any(names is None for _, names in files):
+        return filename, tensors
+    owner = {n: path for path, names in files for n in names or ()}
+    if callable(tensors):
+        want = [n for n in sorted(owner) if tensors(n)]
+    else:
+        want = list(dict.fromkeys(tensors))
+        missing = [n for n in want if n not in owner]
+        if missing:
+            raise KeyError(f"no tensor named {missing[0]!r} in the index {os.fspath(filename)}")
+    return list(dict.fromkeys(owner[n] for n in want)), want
+
+
 def load_file(filename: Filename, device: Any = "cpu", *, tensors: Selection = None,
-              stats: dict | None = None) -> dict[str, torch.Tensor]:
+              stats: dict | None = None, process_group: Any = None, shard: Any = None) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors checkpoint on `device` ("cpu", "cuda", "cuda:N", an int or a torch.device),
     as `safetensors.torch.load_file` gives them, read by gpuio: from the page cache where the bytes are there,
     with O_DIRECT where they are not, overlapped with the copies to the device.
@@ -38,9 +57,24 @@ def load_file(filename: Filename, device: Any = "cpu", *, tensors: Selection = N
     (optional dict): filled with bytes, seconds, pagecache_bytes, direct_bytes, data_path (one line, e.g.
     'pagecache 6.1 GiB + uring+direct 2.1 GiB -> pinned -> cuda:0'), ...
 
-    The tensors of one file are views of one buffer on the device (freed when the last of them is). Bad files
-    raise SafetensorError (a ValueError) naming the file and what is wrong."""
+    With tensors= on a sharded index only the shards holding the tensors chosen are opened (the others need
+    not be on this machine). process_group (a torch.distributed group): the ranks of the group load the
+    checkpoint together (gpuio.safetensors._dist.load_distributed; shard= says how it is split among them).
+
+    Bad files raise SafetensorError (a ValueError) naming the file and what is wrong."""
+    if process_group is not None:
+        from ._dist import load_distributed
+
+        return load_distributed(filename, device=device, process_group=process_group, tensors=tensors,
+                                shard=shard, stats=stats)
+    if shard is not None:
+        raise ValueError(f"shard={shard!r} needs process_group= (the ranks it splits the checkpoint among)")
     dev = resolve_device(device)
+    filename, tensors = _narrowed(filename, tensors)
+    if isinstance(filename, list) and not filename:
+        if stats is not None:
+            stats.update(bytes=0, seconds=0.0, files=0, tensors=0)
+        return {}
     with Checkpoint(filename) as ckpt:
         return _read(ckpt, ckpt.select(tensors), dev, stats)
 
@@ -101,7 +135,10 @@ class _Slice:
     def get_dtype(self) -> str:
         return self._info.dtype
 
-    def __getitem__(self, index: Any) -> torch.Tensor:
+    def __getitem__(self, index: Any) -> Any:
+        return self._owner._out(self._info.name, self._rows(index))
+
+    def _rows(self, index: Any) -> torch.Tensor:
         info = self._info
         idx = index if isinstance(index, tuple) else (index,)
         shape = info.torch_shape
@@ -137,8 +174,13 @@ class safe_open:
     child's own engine."""
 
     def __init__(self, filename: Filename, framework: str = "pt", device: Any = "cpu"):
-        if framework not in ("pt", "pytorch", "torch"):
-            raise ValueError(f"framework={framework!r}: gpuio.safetensors gives PyTorch tensors ('pt')")
+        if framework not in ("pt", "pytorch", "torch", "np", "numpy"):
+            raise ValueError(f"framework={framework!r}: gpuio.safetensors gives PyTorch tensors ('pt') or NumPy "
+                             f"arrays ('np')")
+        self._np = framework in ("np", "numpy")
+        if self._np and str(device) != "cpu":
+            raise ValueError(f"device={device!r} with framework={framework!r}: NumPy arrays live in host memory "
+                             f"(device='cpu')")
         self.device = resolve_device(device)
         self._ckpt: Checkpoint | None = Checkpoint(filename)
         self._stats: dict = {}
@@ -160,6 +202,22 @@ class safe_open:
         """Tensor names, sorted (as safetensors gives them)."""
         return self._checkpoint().keys()
 
+    def offset_keys(self) -> list[str]:
+        """Tensor names in the order their bytes lie in the file (files in the order opened), as safetensors'
+        offset_keys(): reading in this order reads each file front to back."""
+        where = self._checkpoint().where
+        return sorted(where, key=lambda n: (where[n][0], where[n][1].begin, n))
+
+    def _out(self, name: str, t: torch.Tensor) -> Any:
+        """t as this handle gives it: the tensor ('pt') or a NumPy array ('np', as safetensors.numpy)."""
+        if not self._np:
+            return t
+        try:
+            return t.numpy()
+        except TypeError:
+            raise TypeError(f"tensor {name!r} is {t.dtype}, which NumPy has no dtype for; open with "
+                            f"framework='pt'") from None
+
     def metadata(self) -> dict[str, str] | None:
         """The header's __metadata__ (for a sharded index: the index's metadata)."""
         return self._checkpoint().metadata()
@@ -174,8 +232,8 @@ class safe_open:
         self._stats = {}
         return _read(self._checkpoint(), [info.name], self.device, self._stats, {info.name: info})[info.name]
 
-    def get_tensor(self, name: str) -> torch.Tensor:
-        return self._read_one(self._info(name))
+    def get_tensor(self, name: str) -> Any:
+        return self._out(name, self._read_one(self._info(name)))
 
     def get_slice(self, name: str) -> _Slice:
         return _Slice(self, self._info(name))
@@ -184,7 +242,8 @@ class safe_open:
         """Many tensors in one overlapped pass (names, a predicate, or None: all)."""
         ckpt = self._checkpoint()
         self._stats = {}
-        return _read(ckpt, ckpt.select(names), self.device, self._stats)
+        got = _read(ckpt, ckpt.select(names), self.device, self._stats)
+        return {n: self._out(n, t) for n, t in got.items()} if self._np else got
 
     def stats(self) -> dict:
         """The last read's stats (as load_file's stats=)."""

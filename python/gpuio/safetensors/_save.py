@@ -69,6 +69,56 @@ def plan_entries(tensors: dict[str, torch.Tensor]) -> list[tuple[str, str, list[
     return entries
 
 
+def _storage_key(t: torch.Tensor) -> tuple | None:
+    """(device, storage address, storage bytes) of a tensor that has real storage; None for meta and empty ones."""
+    if t.device.type == "meta":
+        return None
+    st = t.untyped_storage()
+    return (t.device, st.data_ptr(), st.nbytes()) if st.data_ptr() and st.nbytes() else None
+
+
+def shared_groups(tensors: dict[str, torch.Tensor]) -> list[set[str]]:
+    """The names of `tensors` grouped as safetensors.torch groups them: by storage (device, address, size), each
+    storage's tensors then split where their byte ranges do not overlap (disjoint views of one buffer are not
+    shared). Every name on real storage is in exactly one group; a group of two or more shares memory."""
+    by_storage: dict[tuple, set[str]] = {}
+    for name, t in tensors.items() if isinstance(tensors, dict) else ():
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            continue  # not savable: plan_entries says so in one line
+        key = _storage_key(t)
+        if key is not None:
+            by_storage.setdefault(key, set()).add(name)
+    out: list[set[str]] = []
+    for names in sorted(by_storage.values(), key=sorted):
+        if len(names) < 2:
+            out.append(names)
+            continue
+        areas = sorted((tensors[n].data_ptr(), _end_ptr(tensors[n]), n) for n in names)
+        _, last_stop, first = areas[0]
+        out.append({first})
+        for start, stop, n in areas[1:]:
+            if start >= last_stop:
+                out.append({n})
+            else:
+                out[-1].add(n)
+            last_stop = stop
+    return out
+
+
+def _end_ptr(t: torch.Tensor) -> int:
+    return t.view(-1)[-1].data_ptr() + t.element_size() if t.numel() else t.data_ptr()
+
+
+def refuse_shared(tensors: dict[str, torch.Tensor]) -> None:
+    """RuntimeError (as safetensors.torch.save_file raises) where tensors share memory: a file would hold their
+    bytes twice and a load would not tie them again. save_model keeps one name of each group instead."""
+    failing = [sorted(g) for g in shared_groups(tensors) if len(g) > 1]
+    if failing:
+        raise RuntimeError(f"Some tensors share memory, this will lead to duplicate memory on disk and potential "
+                           f"differences when loading them again: {failing}; save one name of each (save_model "
+                           f"does: gpuio.safetensors.save_model(model, filename))")
+
+
 def layout(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
            ) -> tuple[bytes, list[tuple[str, torch.Tensor]]]:
     """The file save_file writes, for writers of their own (a volume, a RAID-0 store): its header (the 8-byte
@@ -152,12 +202,36 @@ def _write_stream(fd: int, io: Any, header: bytes, entries: list, cudas: set, to
         _pinned.give_slot(slot)
 
 
+def save(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
+    """The bytes of the safetensors file holding `tensors` (`safetensors.torch.save`): the file save_file writes
+    (header padded so the data starts at 4 KiB), in memory. Tensors on any device; shared memory refused as
+    save_file refuses it."""
+    refuse_shared(tensors)
+    header, entries = layout(tensors, metadata)
+    out = bytearray(len(header) + sum(t.numel() * t.element_size() for _, t in entries))
+    out[:len(header)] = header
+    at = len(header)
+    for _, t in entries:
+        b = _as_bytes(t).cpu().numpy()
+        out[at:at + b.size] = b.tobytes()
+        at += b.size
+    return bytes(out)
+
+
 def save_file(tensors: dict[str, torch.Tensor], filename: str | os.PathLike, metadata: dict[str, str] | None = None,
               *, stats: dict | None = None) -> None:
     """Write `tensors` (on CUDA or the CPU, any mix) to `filename` as a safetensors file, durably (module doc).
-    metadata: str -> str, stored as the header's __metadata__. stats (optional dict): filled with bytes,
-    seconds, pieces (staging pieces written), where the time went (alloc_s, copy_wait_s, write_wait_s, sync_s)
-    and the data path."""
+    metadata: str -> str, stored as the header's __metadata__ ({} is stored as {}). Tensors that share memory
+    (tied weights) are refused with a RuntimeError, as safetensors.torch.save_file refuses them: save_model
+    keeps one name of each. stats (optional dict): filled with bytes, seconds, pieces (staging pieces written),
+    where the time went (alloc_s, copy_wait_s, write_wait_s, sync_s) and the data path."""
+    refuse_shared(tensors)
+    write_file(tensors, filename, metadata, stats=stats)
+
+
+def write_file(tensors: dict[str, torch.Tensor], filename: str | os.PathLike, metadata: dict[str, str] | None = None,
+               *, stats: dict | None = None) -> None:
+    """save_file without the shared-memory check (DCP's writer: its items may be views of one tensor)."""
     t0 = time.perf_counter()
     header, entries = layout(tensors, metadata)
     total = len(header) + sum(t.numel() * t.element_size() for _, t in entries)

@@ -31,7 +31,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 from ._open import load_file
-from ._save import save_file
+from ._save import write_file
 
 METADATA_NAME = ".metadata"
 SUFFIX = ".safetensors"
@@ -129,7 +129,7 @@ class StorageWriter(_Location, _Writer):
             tensors[name] = t
             results.append(WriteResult(index=item.index, size_in_bytes=t.numel() * t.element_size(),
                                        storage_data=StoredItem(rel, name, byte_io)))
-        save_file(tensors, os.path.join(self.path, rel))
+        write_file(tensors, os.path.join(self.path, rel))  # items may be views of one tensor: no shared check
         return _done(results)
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
@@ -155,6 +155,16 @@ def _narrow(t: torch.Tensor, offsets, lengths) -> torch.Tensor:
     return t
 
 
+def _what_is_there(path: str) -> str:
+    """', holding <what the directory holds>' for an error about a directory that is not gpuio's checkpoint."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return ""
+    kinds = sorted({os.path.splitext(n)[1] or n for n in names})
+    return f"; it holds {len(names)} entries ({', '.join(kinds[:6])})" if names else "; it is empty"
+
+
 class StorageReader(_Location, _Reader):
     """DCP StorageReader reading what StorageWriter wrote, through gpuio.safetensors.load_file (module doc)."""
 
@@ -174,9 +184,19 @@ class StorageReader(_Location, _Reader):
         name = METADATA_NAME if rank is None else f"__{rank}{METADATA_NAME}"
         path = os.path.join(self.path, name)
         if not os.path.exists(path):
-            raise FileNotFoundError(f"{self.path}: no {name}; not a complete checkpoint")
-        with open(path, "rb") as f:
-            metadata = pickle.load(f)
+            raise FileNotFoundError(f"{self.path}: no {name}; not a complete checkpoint{_what_is_there(self.path)}")
+        try:
+            with open(path, "rb") as f:
+                metadata = pickle.load(f)
+        except Exception as e:
+            raise ValueError(f"{path}: not DCP metadata ({type(e).__name__}: {e})") from None
+        foreign = {type(v).__name__ for v in (getattr(metadata, "storage_data", None) or {}).values()
+                   if not isinstance(v, StoredItem)}
+        if not isinstance(metadata, Metadata) or foreign:
+            raise ValueError(f"{self.path}: a checkpoint written by another storage writer (its items are "
+                             f"{', '.join(sorted(foreign)) or type(metadata).__name__}"
+                             f"{_what_is_there(self.path)}), not by gpuio.safetensors.StorageWriter; read it "
+                             f"with its own reader (torch.distributed.checkpoint.FileSystemReader for .distcp files)")
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id

@@ -164,8 +164,8 @@ def test_get_slice_reads_rows(tmp_path):
             sl[::-2]
         with pytest.raises(ValueError, match="no tensor named 'q'"):
             f.get_tensor("q")
-    with pytest.raises(ValueError, match="framework='np'"):
-        gst.safe_open(p, framework="np")
+    with pytest.raises(ValueError, match="framework='tf'"):
+        gst.safe_open(p, framework="tf")
     with pytest.raises(ValueError, match="device='tpu'"):
         gst.load_file(p, device="tpu")
 
