@@ -10,7 +10,9 @@
 # the GPU machine has no liburing-dev; iobench.c, the raw-device reference tool of ../shared/tools; ceph/ for the
 # ceph suite) and .whl/ (KvikIO wheels for the kvikio peer; safetensors, fastsafetensors, runai-model-streamer and
 # humanize for the weights suites). Environment: benchmarks/gpu/lib.sh's header
-# (GPUIO_CALL_S, GPUIO_BUILD, GPUIO_PYTHON) and each suite's own (--list).
+# (GPUIO_CALL_S, GPUIO_BUILD, GPUIO_PYTHON, and GPUIO_DEVICE: disk, fast -- a RAM-backed loop device with ext4 the
+# suite makes and removes -- or both, each suite run on each, the device named in every row) and each suite's own
+# (--list).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the machines keep NVLink multicast off (KINDS.md): keep it so in every child
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -60,23 +62,40 @@ done
   || { echo "gpu.sh: error: GPUIO_CALL_S='$GPUIO_CALL_S': not a whole number of seconds (0: no deadline)" >&2; exit 2; }
 [[ ${GPUIO_BUILD:-cuda} =~ ^(cuda|cpu|none)$ ]] \
   || { echo "gpu.sh: error: GPUIO_BUILD='$GPUIO_BUILD': not one of cuda, cpu, none" >&2; exit 2; }
+devices=()
+GPUIO_DEVICE=${GPUIO_DEVICE:-disk}
+for d in ${GPUIO_DEVICE//,/ }; do
+  case $d in
+    disk|fast) [[ " ${devices[*]} " == *" $d "* ]] || devices+=("$d") ;;
+    both) devices+=(disk fast) ;;
+    *) echo "gpu.sh: error: GPUIO_DEVICE='$GPUIO_DEVICE': '$d' is not one of disk, fast, both" >&2; exit 2 ;;
+  esac
+done
+((${#devices[@]})) || devices=(disk)
+[[ " ${devices[*]} " == *" fast "* ]] && rates_default=1
+# a fast device made is removed however the call ends (a signal: the trap, then exit)
+trap '((GPU_DRY)) || fast_down' EXIT
+trap 'exit 143' TERM HUP INT
 
 # the final table: the notes, then one row per step of every suite, then the tables the suites printed
 table() {
   echo; echo "=== summary ==="
   cat "$summary" 2>/dev/null
-  echo; echo "| suite | step | result | s | limit |"; echo "|---|---|---|---:|---:|"
-  local s name rc secs lim
-  for s in prologue "${chosen[@]}"; do
-    [[ -f $OUT/$s/steps.tsv ]] || continue
+  echo "devices: disk = $disk_label${fast_label:+; fast = $fast_label}"
+  echo; echo "| suite | device | step | result | s | limit |"; echo "|---|---|---|---|---:|---:|"
+  local s d name rc secs lim
+  for s in prologue:disk "${ran[@]}"; do
+    d=${s#*:}; s=${s%%:*}
+    [[ -f $OUT/$(dir_of "$d" "$s")/steps.tsv ]] || continue
     while IFS=$'\t' read -r name rc secs lim; do
       case $rc in 0) rc=ok ;; 124|137) rc="CUT at its limit" ;; skipped*) ;; *) rc="FAILED (rc $rc)" ;; esac
-      echo "| $s | $name | $rc | $secs | $lim |"
-    done < "$OUT/$s/steps.tsv"
+      echo "| $s | $([[ $s == prologue ]] && echo - || echo "$d") | $name | $rc | $secs | $lim |"
+    done < "$OUT/$(dir_of "$d" "$s")/steps.tsv"
   done
+  rates_table
   echo; echo "suites: ${results[*]}"
-  [[ -f $OUT/check/gpu-bench.txt ]] && { echo; grep "^|" "$OUT/check/gpu-bench.txt"; }
-  for s in apps graph; do [[ -f $OUT/$s/apps_summary.txt ]] && { echo; cat "$OUT/$s/apps_summary.txt"; }; done
+  for d in check check-fast; do [[ -f $OUT/$d/gpu-bench.txt ]] && { echo; echo "[$d]"; grep "^|" "$OUT/$d/gpu-bench.txt"; }; done
+  for s in apps graph apps-fast graph-fast; do [[ -f $OUT/$s/apps_summary.txt ]] && { echo; echo "[$s]"; cat "$OUT/$s/apps_summary.txt"; }; done
   return 0
 }
 
@@ -89,7 +108,9 @@ pack() {
     | tar -czf details.tgz --null -T - --remove-files) && echo "$n files of details in $OUT/details.tgz"
 }
 
-status=0 results=()
+status=0 results=() ran=()
+disk_label=$(python3 "$repo/python/gpuio_apps/bench/fastdev.py" storage "$repo" 2>/dev/null || echo "the disk under $repo")
+fast_label=""
 ((GPU_DRY)) || { mkdir -p "$OUT" && : > "$summary"; }
 need_build=0
 for s in "${chosen[@]}"; do [[ ${SUITE_NEEDS[$s]} == build ]] && need_build=1; done
@@ -97,12 +118,21 @@ if ((need_build)) && ! prologue; then
   status=1; results+=("prologue:FAILED")
 else
   for s in "${chosen[@]}"; do
-    suite=$s
-    ((GPU_DRY)) && echo "# suite $s"
-    ("suite_${s//-/_}")  # a subshell: a suite's exports (a build of its own, PYTHONPATH) stay in it
-    rc=$?
-    ((rc)) && status=1
-    results+=("$s:$( ((rc)) && echo "FAILED" || echo ok)")
+    for device in "${devices[@]}"; do
+      suite=$(dir_of "$device" "$s")  # the suite's folder under $OUT: <suite> on the disk, <suite>-fast
+      ((GPU_DRY)) && echo "# suite $s on the $device$([[ $device == fast ]] && echo " device")"
+      ran+=("$s:$device")
+      if [[ $device == fast ]] && ! fast_up "$s"; then
+        status=1; results+=("$suite:FAILED(no fast device)"); continue
+      fi
+      rates_of
+      # a subshell: a suite's exports (a build of its own, PYTHONPATH; TMPDIR on the fast device) stay in it
+      ( [[ $device == fast ]] && { run mkdir -p "$fast_mnt/tmp"; export TMPDIR=$fast_mnt/tmp; }; "suite_${s//-/_}" )
+      rc=$?
+      [[ $device == fast ]] && fast_down
+      ((rc)) && status=1
+      results+=("$suite:$( ((rc)) && echo "FAILED" || echo ok)")
+    done
   done
 fi
 ((GPU_DRY)) && exit $status

@@ -24,7 +24,8 @@ memmap+copy, in a memory cgroup, cold (GPUIO_APPS_*: see benchmarks/gpu/apps.sh)
 suite_graph() { apps_call "preflight graph-build bfs cc sssp"; }
 
 apps_call() {
-  local steps=" ${GPUIO_APPS_STEPS:-$1} " work=${GPUIO_APPS_DIR:-/var/tmp/gpuio-apps} size=${GPUIO_APPS_SIZE:-large}
+  local steps=" ${GPUIO_APPS_STEPS:-$1} " work size=${GPUIO_APPS_SIZE:-large}
+  work=$(on "${GPUIO_APPS_DIR:-/var/tmp/gpuio-apps}")
   local dev=${GPUIO_APPS_DEVICE:-cuda} cold=${GPUIO_APPS_COLD---cold} scale=${GPUIO_APPS_SCALE:-26} status=0
   local gdir=$work/graph-s$scale apps=("$py" "$repo/benchmarks/apps_bench.py")
   want() { [[ $steps == *" $1 "* ]]; }

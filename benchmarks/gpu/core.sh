@@ -5,7 +5,7 @@
 # say NAME N: the last N lines of step NAME's log into the summary (nothing under --dry-run)
 say() { ((GPU_DRY)) || [[ ! -f $OUT/$suite/$1.txt ]] || tail -n "$2" "$OUT/$suite/$1.txt" | tee -a "$summary"; }
 log_of() { echo "$OUT/$suite/$1.txt"; }
-data_file() { echo "${GPUIO_DATA:-$repo/gpuio-gpu-bench.bin}"; }
+data_file() { on "${GPUIO_DATA:-$repo/gpuio-gpu-bench.bin}"; }  # on the device of the pass (lib.sh `on`)
 
 suite build build "the build prologue alone (liburing, iobench, the CUDA build, the carried wheels): a warm machine \
 for the calls after it"
@@ -37,10 +37,10 @@ suite_check() {
       note "pytest GPU: $counts"
     else note "pytest GPU FAILED: ${counts:-$(tail -1 "$log")}"; status=1; fi
   fi
-  GPUIO_TAIL=3 bounded device-api 60 /tmp/test_device_api /tmp/device_api_test.bin || status=1
+  GPUIO_TAIL=3 bounded device-api 60 /tmp/test_device_api "$(on /tmp/device_api_test.bin)" || status=1
   say device-api 2
   [[ ${GPUIO_SKIP_GPU_BENCH:-0} == 1 ]] && return $status
-  local args=(--file "$data" --gib "$data_gib" --out "$OUT/check/gpu_bench.json")
+  local args=(--file "$data" --gib "$data_gib" --out "$OUT/$suite/gpu_bench.json")
   [[ -n $iobench ]] && args+=(--iobench "$iobench")
   ((GPU_DRY)) || ! "$py" -c "import kvikio" 2>/dev/null || args+=(--kvikio)
   [[ ${GPUIO_QUICK:-0} == 1 ]] && args+=(--reads 65536)
@@ -65,7 +65,7 @@ suite host-quick build "gpuio bench --quick (CI-sized), host destinations, cold 
 suite_host_quick() { host_bench 200 --quick; }
 host_bench() {
   local cap=$1; shift
-  GPUIO_TAIL=16 bounded gpuio-bench "$cap" "$py" -m gpuio bench "$@" --cold --json "$OUT/$suite/gpuio_bench.json" \
+  GPUIO_TAIL=16 bounded gpuio-bench "$cap" "$py" -m gpuio bench "$@" --file "$(on "$repo/gpuio-bench.dat")" --cold --json "$OUT/$suite/gpuio_bench.json" \
     --plot "$OUT/$suite/gpuio_bench.png" || return 1
   ((GPU_DRY)) || "$py" -m gpuio_apps.bench.markdown "$OUT/$suite/gpuio_bench.json" >> "$summary" 2>&1 || true
 }
@@ -80,9 +80,10 @@ suite_demo_hetero() { demo_run demo-hetero "${GPUIO_DEMO_HETERO_TIMEOUT:-300}" -
 
 # demo_run STEP LIMIT ARGS...: `gpuio demo ARGS` in a fresh empty directory, bounded; its time and headline noted
 demo_run() {
-  local step=$1 limit=$2 d=/tmp/gpuio-demo-XXXXXX t0 rc
+  local step=$1 limit=$2 d t0 rc
   shift 2
-  ((GPU_DRY)) || d=$(mktemp -d /tmp/gpuio-demo-XXXXXX)
+  d=$(tmp_root)/gpuio-demo-XXXXXX
+  ((GPU_DRY)) || d=$(mktemp -d "$d")
   t0=$(date +%s)
   COLUMNS=160 GPUIO_TAIL=50 indir "$d" bounded "$step" "$limit" "$py" -X faulthandler -m gpuio demo "$@"
   rc=$?
@@ -101,17 +102,19 @@ the data file (engine_ceiling.py --sections latency)"
 suite_latency() {
   local data; data=$(data_file)
   BOUNDED_SHOW="^latency|pread|JUDGED|Error|Traceback" bounded latency 300 "$py" benchmarks/engine_ceiling.py \
-    --sections latency --latency-file "$data" --json "$OUT/latency/latency.json"
+    --sections latency --latency-file "$data" --json "$OUT/$suite/latency.json"
 }
 
 suite streams build "stream store vs raw sequential, cold (streams_bench.py --bytes 4G), and the stream-cache \
 example in a memory cgroup (GPUIO_CACHE_MEM=1536M, GPUIO_CACHE_DATASET=4G, GPUIO_CACHE_TIMEOUT=300)"
 suite_streams() {
-  local status=0 work=$repo/.check-work/stream-cache
-  bounded streams-bench 200 "$py" benchmarks/streams_bench.py --bytes 4G --repeats 5 --dir "$repo" \
-    --json "$OUT/streams/streams_bench.json" || status=1
+  local status=0 work dir
+  work=$(on "$repo/.check-work/stream-cache") dir=$(on "$repo")
+  run mkdir -p "$dir"
+  bounded streams-bench 200 "$py" benchmarks/streams_bench.py --bytes 4G --repeats 5 --dir "$dir" \
+    --json "$OUT/$suite/streams_bench.json" || status=1
   say streams-bench 6
-  run rm -f "$repo"/streams-bench*.bin  # the disk is 64 GiB: room for the next steps
+  run rm -f "$dir"/streams-bench*.bin  # the disk is 64 GiB: room for the next steps
   drop_caches
   run mkdir -p "$work"
   in_cgroup "${GPUIO_CACHE_MEM:-1536M}" bounded stream-cache "${GPUIO_CACHE_TIMEOUT:-300}" "$py" examples/stream_cache.py \
@@ -122,17 +125,18 @@ suite_streams() {
 }
 
 suite sim build "engine over 8 emulated flash devices (sim backend, paced) vs 8 x one device, <= 4 workers"
-suite_sim() { bounded sim-scaling 120 "$py" benchmarks/sim_scaling.py --json "$OUT/sim/sim_scaling.json"; say sim-scaling 6; }
+suite_sim() { bounded sim-scaling 120 "$py" benchmarks/sim_scaling.py --json "$OUT/$suite/sim_scaling.json"; say sim-scaling 6; }
 
 suite gnn build "GNN epoch, memory-constrained (gnn_epoch.py in a GPUIO_GNN_MEM=4G cgroup, cold; GPUIO_GNN_ARGS \
 sizes it, GPUIO_GNN_TIMEOUT=420), after a seconds-long CUDA smoke run"
 suite_gnn() {
-  local status=0
-  run mkdir -p /tmp/gnn-tiny
-  bounded gnn-tiny 90 "$py" benchmarks/gnn_epoch.py --tiny --workdir /tmp/gnn-tiny --json "$OUT/gnn/gnn_epoch_tiny.json" \
+  local status=0 tiny work
+  tiny=$(on /tmp/gnn-tiny) work=$(on "$repo")
+  run mkdir -p "$tiny" "$work"
+  bounded gnn-tiny 90 "$py" benchmarks/gnn_epoch.py --tiny --workdir "$tiny" --json "$OUT/$suite/gnn_epoch_tiny.json" \
     || { note "gnn_epoch --tiny FAILED"; status=1; }
   GPUIO_TAIL=25 bounded gnn-epoch "${GPUIO_GNN_TIMEOUT:-420}" "$py" benchmarks/gnn_epoch.py --cgroup-mem "${GPUIO_GNN_MEM:-4G}" \
-    --drop-caches --workdir "$repo" ${GPUIO_GNN_ARGS:-} --json "$OUT/gnn/gnn_epoch.json" || status=1
+    --drop-caches --workdir "$work" ${GPUIO_GNN_ARGS:-} --json "$OUT/$suite/gnn_epoch.json" || status=1
   say gnn-epoch 12
   return $status
 }
@@ -144,7 +148,7 @@ suite_kvikio() {
   ((GPU_DRY)) || "$py" -c "import kvikio" 2>/dev/null || note "kvikio does not import: carry .whl/ (docs/BENCHMARKS.md)"
   GPUIO_TAIL=20 bounded pytest-kvikio 300 "$py" -m pytest -v -p no:cacheprovider \
     tests/python/apps/papers/test_gpu_kvikio.py tests/python/apps/papers/test_apps_kvikio.py -rs || status=1
-  local args=(--file "$data" --gib "${GPUIO_DATA_GIB:-2}" --only raw,rand,kvikio --kvikio --out "$OUT/kvikio/gpu_bench.json")
+  local args=(--file "$data" --gib "${GPUIO_DATA_GIB:-2}" --only raw,rand,kvikio --kvikio --out "$OUT/$suite/gpu_bench.json")
   [[ -n $iobench ]] && args+=(--iobench "$iobench")
   bounded gpu-bench-kvikio 200 "$py" benchmarks/gpu_bench.py "${args[@]}" || status=1
   return $status
@@ -153,14 +157,15 @@ suite_kvikio() {
 suite gather build "cache-missing gather rate, rows to CUDA and to the CPU, beside the raw device \
 (gather_rate.py; GPUIO_GATHER_ROWS=100000, _BATCH=8192, _FILE_MIB=4096, _REPEATS=5), then iobench on the same file"
 suite_gather() {
-  local status=0 dir=/tmp/gr dev
+  local status=0 dir dev
+  dir=$(on /tmp/gr)
   bounded pytest-tensor 240 "$py" -m pytest -q -p no:cacheprovider tests/python/tensor/test_tensor_file.py \
     tests/python/cache/test_cache_store.py tests/python/cache/test_cache_page.py || status=1
   run mkdir -p $dir
   for dev in cuda cpu; do
     GPUIO_TAIL=15 bounded "gather-$dev" 240 "$py" benchmarks/gather_rate.py --workdir $dir --device $dev \
       --rows "${GPUIO_GATHER_ROWS:-100000}" --batch "${GPUIO_GATHER_BATCH:-8192}" --file-mib "${GPUIO_GATHER_FILE_MIB:-4096}" \
-      --repeats "${GPUIO_GATHER_REPEATS:-5}" --json "$OUT/gather/gather_rate_$dev.json" || status=1
+      --repeats "${GPUIO_GATHER_REPEATS:-5}" --json "$OUT/$suite/gather_rate_$dev.json" || status=1
   done
   if [[ -n $iobench ]]; then  # the raw device on the same file: 4 KiB random read, O_DIRECT io_uring, QD128, 4 s
     bounded iobench-2thr 20 "$iobench" $dir/gather_rate_4096.npy 4096 128 2 4 1 0 0 1
@@ -189,7 +194,7 @@ suite_compare_demo() {
   for i in $(seq 1 "$runs"); do
     for which in old new; do
       local s=$site; [[ $which == old ]] && s=/tmp/gpuio-site-old
-      d=/tmp/gpuio-demo-XXXXXX; ((GPU_DRY)) || d=$(mktemp -d /tmp/gpuio-demo-XXXXXX)
+      d=$(tmp_root)/gpuio-demo-XXXXXX; ((GPU_DRY)) || d=$(mktemp -d "$d")
       COLUMNS=160 GPUIO_TAIL=2 PYTHONPATH=$s indir "$d" bounded "demo-$which-$i" 300 "$py" -X faulthandler -m gpuio demo || status=1
       ((GPU_DRY)) || note "$which run $i: memory/gpuio/mmap $(grep -m1 "epoch s" "$(log_of "demo-$which-$i")" | tr -s ' │┃|' ' ' | sed 's/.*epoch s//') | $(demo_headline "$(log_of "demo-$which-$i")")"
       run rm -rf "$d"
@@ -203,7 +208,7 @@ test_device_array.py and test_graph_apps.py"
 suite_devarray() {
   local status=0
   nvprog test_device_array tests/cuda/test_device_array.cu || return 1
-  GPUIO_TAIL=3 bounded device-array-cu 120 /tmp/test_device_array /tmp/device_array_test.bin || status=1
+  GPUIO_TAIL=3 bounded device-array-cu 120 /tmp/test_device_array "$(on /tmp/device_array_test.bin)" || status=1
   BOUNDED_SHOW="PASSED|FAILED|SKIPPED|ERROR|passed|failed" GPUIO_TAIL=40 bounded pytest-graph 400 "$py" -m pytest -v \
     -p no:cacheprovider tests/python/tensor/test_device_array.py tests/python/apps/papers/test_graph_apps.py -rs \
     || status=1
@@ -213,21 +218,22 @@ suite_devarray() {
 suite apps-io build "the applications' read path alone on a GPUIO_APPS_IO_MIB=4096 MiB file, cold: pread re-reads, \
 engine chunks, CUDA reads with host / GPU block ids, pread + cudaMemcpy (apps_io_path.py)"
 suite_apps_io() {
-  run mkdir -p /var/tmp/apps
+  local dir; dir=$(on /var/tmp/apps)
+  run mkdir -p "$dir"
   GPUIO_TAIL=12 bounded apps-io 90 "$py" benchmarks/apps_io_path.py --mib "${GPUIO_APPS_IO_MIB:-4096}" --cold --device cuda \
-    --file /var/tmp/apps/io-path.bin --json "$OUT/apps-io/apps_io.json"
+    --file "$dir/io-path.bin" --json "$OUT/$suite/apps_io.json"
   local rc=$?
-  run rm -f /var/tmp/apps/io-path.bin
+  run rm -f "$dir/io-path.bin"
   return $rc
 }
 
 suite apps-tiny build "each application at the tiny size on CUDA, one bounded step each (GPUIO_APPS_TINY=\"sort \
 vecadd resize gpt2\")"
 suite_apps_tiny() {
-  local a status=0
-  run mkdir -p /tmp/apps-tiny
+  local a status=0 dir; dir=$(on /tmp/apps-tiny)
+  run mkdir -p "$dir"
   for a in ${GPUIO_APPS_TINY:-sort vecadd resize gpt2}; do
-    GPUIO_TAIL=6 indir /tmp/apps-tiny bounded "app-$a" 60 "$py" "$repo/benchmarks/apps_bench.py" --size tiny --device cuda \
+    GPUIO_TAIL=6 indir "$dir" bounded "app-$a" 60 "$py" "$repo/benchmarks/apps_bench.py" --size tiny --device cuda \
       --apps "$a" || status=1
   done
   return $status

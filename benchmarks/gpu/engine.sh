@@ -7,16 +7,16 @@ host and GPU memory, the controller beside the best hand-picked count, one-block
 suite_ceiling() {
   local lat status=0
   lat=$(data_file)
-  ((GPU_DRY)) || [[ -f $lat ]] || lat=$repo/gpuio-ceiling-lat.bin
+  ((GPU_DRY)) || [[ -f $lat ]] || lat=$(on "$repo/gpuio-ceiling-lat.bin")
   # 4 batches in flight: with 2, ordered GPU reads of sim/paced devices idled at each batch's tail
   BOUNDED_SHOW="^SKIP|^host:|^sim backend's own cost|^\| |^JUDGED|^controller|^latency|^wall time|FAILED|Error|Traceback" \
     bounded ceiling 470 "$py" benchmarks/engine_ceiling.py --kinds paced,null,sim,shm-uring --dests gpu,host \
     --seconds 0.3 --inflight "${GPUIO_CEILING_INFLIGHT:-4}" --latency-file "$lat" --copy "${GPUIO_CEILING_COPY:-batch}" \
-    --json "$OUT/ceiling/ceiling.json" ${GPUIO_CEILING_ARGS:-} || status=1
+    --json "$OUT/$suite/ceiling.json" ${GPUIO_CEILING_ARGS:-} || status=1
   # is the copy engine the bound at 12 devices? The same point with the gather kernel (uses SMs: reported)
   BOUNDED_SHOW="^JUDGED|Error|Traceback" bounded ceiling-kernel-copy 60 "$py" benchmarks/engine_ceiling.py --kinds null,sim \
     --dests gpu --devices 12 --workers 4,6 --seconds 0.3 --inflight "${GPUIO_CEILING_INFLIGHT:-4}" --copy kernel \
-    --sections grid --json "$OUT/ceiling/ceiling-kernel-copy.json" || status=1
+    --sections grid --json "$OUT/$suite/ceiling-kernel-copy.json" || status=1
   return $status
 }
 
@@ -25,7 +25,7 @@ paced-null (the judged kind: a device's own latency and link rate, no host work)
 suite_scaling() {
   BOUNDED_SHOW="^SKIP|^host:|^\| |^JUDGED|^wall time|FAILED|Error|Traceback" bounded scaling 400 "$py" \
     benchmarks/engine_ceiling.py --kinds paced-null,paced,null --dests gpu --devices 1,4,8,12 --workers 1,2,3,4,6 \
-    --seconds 0.4 --inflight 4 --copy batch --sections grid --json "$OUT/scaling/scaling.json" ${GPUIO_SCALING_ARGS:-}
+    --seconds 0.4 --inflight 4 --copy batch --sections grid --json "$OUT/$suite/scaling.json" ${GPUIO_SCALING_ARGS:-}
 }
 
 suite controller build "the engine's own worker count (CAM's controller) for N = 1..16 sim and /dev/shm devices \
@@ -34,5 +34,5 @@ suite_controller() {
   BOUNDED_SHOW="^controller |^\| kind \| dest \| N \| chosen|^\| (sim|shm)|^JUDGED|^wall time|Error|Traceback" \
     bounded controller 330 "$py" benchmarks/engine_ceiling.py --kinds sim,shm-uring --dests host --devices 1,4,8,12,16 \
     --workers 1,2,3,4,5,6,7,8 --sections grid,controller --seconds 0.3 --judge-seconds 1 --inflight 2 \
-    --json "$OUT/controller/controller.json" ${GPUIO_CONTROLLER_ARGS:-}
+    --json "$OUT/$suite/controller.json" ${GPUIO_CONTROLLER_ARGS:-}
 }

@@ -27,7 +27,8 @@ HETERO_JUDGED="--judge --no-deterministic --memory-fraction 0 --steps 100 --batc
 
 suite hetero build "RGAT on an IGBH-shaped graph, memory-constrained (GPUIO_HETERO_*: see benchmarks/gpu/hetero.sh)"
 suite_hetero() {
-  local hroot=${GPUIO_HETERO_ROOT:-$repo/.check-work/igbh} status=0
+  local hroot status=0
+  hroot=$(on "${GPUIO_HETERO_ROOT:-$repo/.check-work/igbh}")
   local hgen="--papers ${GPUIO_HETERO_PAPERS:-2000000} ${GPUIO_HETERO_GEN---gen-device cuda}"
   local hargs=${GPUIO_HETERO_ARGS---backends gpuio,mmap} homo=${GPUIO_HETERO_HOMO:-} free_args=${GPUIO_HETERO_FREE_ARGS:-}
   local tiny_end=0
@@ -71,10 +72,10 @@ suite_hetero() {
     budget=(); ((call_s > 0)) && budget=(--budget $(( job_to > 90 ? job_to - 30 : job_to * 2 / 3 )))
     note "hetero run ($np GPU): timeout ${job_to} s ${budget[*]}; $(left) s of the call left"
     GPUIO_TAIL=60 BOUNDED_RESERVE=0 BOUNDED_TERM=1 in_cgroup "${GPUIO_HETERO_MEM:-12G}" bounded "run$sfx-$k" "$job_to" "${launch[@]}" \
-      --root "$hroot" $hgen $HETERO_JUDGED $hargs "${budget[@]}" "${disk[@]}" --json "$OUT/hetero/hetero$sfx-$k.json" || status=1
+      --root "$hroot" $hgen $HETERO_JUDGED $hargs "${budget[@]}" "${disk[@]}" --json "$OUT/$suite/hetero$sfx-$k.json" || status=1
     ((GPU_DRY)) || grep -E "^memory given|^done |capped by|rank\(s\)|^judged|stopped by" "$(log_of "run$sfx-$k")" \
       | sed "s/^/[$np GPU] /" >> "$summary"
-    run cp "$OUT/hetero/hetero$sfx-$k.json" "/tmp/hetero-runs/$k-np$np.json"
+    run cp "$OUT/$suite/hetero$sfx-$k.json" "/tmp/hetero-runs/$k-np$np.json"
   done
   # several rank counts (e.g. "1 2 1 2 1 2"): N GPUs / 1 GPU from the medians of the runs
   if (( $(tr ' ' '\n' <<< "${GPUIO_HETERO_NPROC:-1}" | sort -u | grep -c .) > 1 )); then
@@ -84,13 +85,13 @@ suite_hetero() {
   if [[ -n $homo ]]; then  # bytes vs MIN do not depend on the page cache (the tables read O_DIRECT): no cgroup
     BOUNDED_RESERVE=0 GPUIO_TAIL=4 bounded belady-homogeneous "$(within "${GPUIO_HETERO_HOMO_TIMEOUT:-90}" \
       $(( tiny_end * 45 + (${#free_args} > 0 ? 60 : 0) )))" "$py" benchmarks/belady_gnn.py $homo \
-      --workdir "$(dirname "$hroot")" --json "$OUT/hetero/belady_gnn.json" || { note "belady_gnn FAILED or timed out"; status=1; }
+      --workdir "$(dirname "$hroot")" --json "$OUT/$suite/belady_gnn.json" || { note "belady_gnn FAILED or timed out"; status=1; }
     ((GPU_DRY)) || grep -E "^judged" "$(log_of belady-homogeneous)" >> "$summary"
     run rm -f "$(dirname "$hroot")/gpuio-belady-features.npy"
   fi
   if [[ -n $free_args ]]; then
     BOUNDED_RESERVE=0 GPUIO_TAIL=25 bounded free "$(within "${GPUIO_HETERO_FREE_TIMEOUT:-300}" $(( tiny_end * 45 )))" \
-      "$py" examples/rgat_igbh.py --root "$hroot" $hgen $HETERO_JUDGED $free_args --json "$OUT/hetero/hetero_free.json" || status=1
+      "$py" examples/rgat_igbh.py --root "$hroot" $hgen $HETERO_JUDGED $free_args --json "$OUT/$suite/hetero_free.json" || status=1
     ((GPU_DRY)) || grep -E "losses|test accuracy|rank\(s\)|^judged" "$(log_of free)" >> "$summary"
   fi
   if ((tiny_end)); then
@@ -102,8 +103,9 @@ suite_hetero() {
 
 # hetero_tiny LIMIT: 2 000 papers on CUDA, gpuio vs in-memory features (same losses), Belady's ratio
 hetero_tiny() {
-  run mkdir -p /tmp/hetero-tiny
-  BOUNDED_RESERVE=0 bounded tiny "$1" "$py" examples/rgat_igbh.py --root /tmp/hetero-tiny/d $HETERO_JUDGED --papers 2000 \
+  local d; d=$(on /tmp/hetero-tiny)
+  run mkdir -p "$d"
+  BOUNDED_RESERVE=0 bounded tiny "$1" "$py" examples/rgat_igbh.py --root "$d/d" $HETERO_JUDGED --papers 2000 \
     --features 64 \
     --steps 5 --eval-nodes 256 --backends gpuio,memory --belady ${GPUIO_HETERO_TINY_ARGS:-} \
     || { note "rgat_igbh tiny FAILED"; return 1; }

@@ -241,3 +241,106 @@ prologue() {
     || note "WARNING: $py imports gpuio from $used, not from the build in $site (an editable install shadows PYTHONPATH)"
   "$py" -c "from gpuio_apps.cli.info import info; info(json_out=False)" > "$OUT/info.txt" 2>&1 || true
 }
+
+# --- the devices a suite runs on (GPUIO_DEVICE): the disk, the fast device (docs/BENCHMARKS.md "The fast device") ---
+# gpu.sh runs each chosen suite once per device: on the disk as always; on the fast device after making it
+# (python/gpuio_apps/bench/fastdev.py, from this shell, outside every memory cgroup) sized for the suite's data
+# from free RAM, with the suite's data paths (`on PATH`) and TMPDIR under its mount, and its rows in
+# $OUT/<suite>-fast; the device is removed after the suite, and by gpu.sh's exit trap on an error or a signal.
+#   GPUIO_DEVICE      disk (default), fast, both (disk then fast), or a list: "disk,fast"
+#   GPUIO_FAST_GIB    the fast device's size (default: the suite's data, fast_need_gib, as far as free RAM allows)
+#   GPUIO_FAST_MOUNT  its mount point (default /mnt/gpuio-fast)
+#   GPUIO_RATES       1: the devices' raw rates (iobench, once per device and call: rates_of); default 1 when the
+#                     fast device is among the call's devices, else 0
+device=disk                                  # the device the suite running now writes its data on
+fast_mnt=${GPUIO_FAST_MOUNT:-/mnt/gpuio-fast}
+fast_made=0
+fastdev=("$py" "$repo/python/gpuio_apps/bench/fastdev.py")  # stdlib only: runs before and without a build
+rates_done=" "
+rates_default=0    # gpu.sh: 1 when the fast device is among the call's devices
+RATES_CFGS=("4096 128 1 rand" "4096 128 2 rand" "1048576 32 1 seq")  # bs qd threads pattern (iobench, io_uring, O_DIRECT)
+
+# on PATH: where a suite's data at PATH goes on the device running now (the disk: PATH; the fast device: PATH's
+# last name under its mount, the folder above it made)
+on() {
+  [[ $device == fast ]] || { echo "$1"; return; }
+  local p=$fast_mnt/${1##*/}
+  ((GPU_DRY)) || mkdir -p "$fast_mnt"
+  echo "$p"
+}
+tmp_root() { if [[ $device == fast ]]; then echo "$fast_mnt/tmp"; else echo /tmp; fi; }
+dir_of() { if [[ $1 == disk ]]; then echo "$2"; else echo "$2-$1"; fi; }  # dir_of DEVICE SUITE: the suite's $OUT folder
+
+# fast_need_gib SUITE: GiB of data SUITE writes at its settings (its biggest moment; steps check their own space)
+fast_need_gib() {
+  case $1 in
+    check|latency|kvikio|ceiling) echo $(( ${GPUIO_DATA_GIB:-8} + 2 )) ;;
+    host|host-quick) echo 6 ;;
+    gather) echo $(( ${GPUIO_GATHER_FILE_MIB:-4096} / 1024 + 2 )) ;;
+    weights) awk -v g="${GPUIO_WEIGHTS_GIB:-8.25}" 'BEGIN { printf "%d", 3.1 * g + 2.5 }' ;;  # the model, two saves
+    weights-ranks) awk -v g="${GPUIO_WEIGHTS_GIB:-8.25}" 'BEGIN { printf "%d", 2.2 * g + 2.5 }' ;;
+    streams|workers) echo 10 ;;
+    apps) echo 34 ;;   # sort takes 2 Gi keys under 50 GiB free; vecadd 24 GiB
+    graph) echo 20 ;;
+    *) echo 16 ;;
+  esac
+}
+
+# fast_up SUITE: make the fast device for SUITE (a one-line note and rc 1 when it cannot be made)
+fast_up() {
+  local args=(make --mount "$fast_mnt" --need-gib "$(fast_need_gib "$1")") out
+  [[ -n ${GPUIO_FAST_GIB:-} ]] && args=(make --mount "$fast_mnt" --gib "$GPUIO_FAST_GIB")
+  if ((GPU_DRY)); then run "${fastdev[@]}" "${args[@]}"; return 0; fi
+  fast_made=1
+  out=$("${fastdev[@]}" "${args[@]}" 2>&1) || { fast_made=0; note "[$suite] fast device not made: ${out##*error: }"; return 1; }
+  fast_label=${out% at /*}
+  note "[$suite] $out"
+}
+fast_down() {
+  if ((GPU_DRY)); then run "${fastdev[@]}" remove --mount "$fast_mnt"; return 0; fi
+  ((fast_made)) || return 0
+  "${fastdev[@]}" remove --mount "$fast_mnt" > /dev/null 2>&1 || echo "gpu.sh: fast device at $fast_mnt: remove FAILED" >&2
+  fast_made=0
+}
+
+# rates_of: the raw rates of the device running now, once per call (iobench: 4 KiB random reads 1 and 2 threads
+# x QD128, 1 MiB sequential reads QD32, io_uring O_DIRECT, 3 s each), on its block device and on a file written
+# on its file system; rows in $OUT/rates.tsv (the table at the end), the reference of every ratio of the call
+rates_of() {
+  [[ $rates_done == *" $device "* ]] && return 0
+  rates_done+="$device "
+  [[ ${GPUIO_RATES:-$rates_default} == 1 ]] || return 0
+  [[ -n $iobench ]] || { note "no iobench: no raw rates of the $device device"; return 0; }
+  local file bdev cfg t bs qd thr pat name
+  file=$(on "$repo/gpuio-rates.bin")
+  if [[ $device == fast ]]; then bdev=$(findmnt -n -o SOURCE --mountpoint "$fast_mnt" 2>/dev/null | tail -1)
+  else bdev=$(findmnt -n -o SOURCE --target "$repo" 2>/dev/null | tail -1); fi
+  ((GPU_DRY)) && bdev="<the block device of the $device>"
+  # a block device this machine lets us read (a container may not: the file's rates then stand alone)
+  ((GPU_DRY)) || { [[ -b $bdev ]] && dd if="$bdev" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; } \
+    || bdev=""
+  run dd if=/dev/zero of="$file" bs=1M count="${GPUIO_RATES_MIB:-2048}" oflag=direct conv=fsync status=none
+  for t in block file; do
+    local target=$file; [[ $t == block ]] && target=$bdev
+    [[ -n $target ]] || { note "[$suite] the $device's block device cannot be read here: its file's raw rates only"; continue; }
+    for cfg in "${RATES_CFGS[@]}"; do
+      read -r bs qd thr pat <<< "$cfg"
+      name=rates-$device-$t-$(( bs >> 10 ))k-${thr}thr
+      GPUIO_TAIL=1 bounded "$name" 15 "$iobench" "$target" "$bs" "$qd" "$thr" 3 1 "$([[ $pat == seq ]] && echo 1 || echo 0)" 0 1 \
+        && ((!GPU_DRY)) && printf '%s\t%s\t%s\t%s\n' "$device" "$t" "$cfg" "$(tail -1 "$(log_of "$name")" | sed 's/.*: //')" >> "$OUT/rates.tsv"
+    done
+  done
+  run rm -f "$file"
+}
+
+# rates_table: the devices' raw rates measured in this call, one row per device and target
+rates_table() {
+  [[ -f $OUT/rates.tsv ]] || return 0
+  echo; echo "| device | target | 4 KiB random, 1 thread QD128 | 4 KiB random, 2 threads QD128 | 1 MiB sequential, QD32 |"
+  echo "|---|---|---:|---:|---:|"
+  awk -F'\t' '{ k = $1 "\t" $2; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+                split($4, r, " "); v = ($3 ~ /seq/) ? r[3] " GB/s" : sprintf("%.0f K IOPS", r[1] / 1000); cell[k, $3] = v }
+       END { for (i = 1; i <= n; i++) { split(order[i], d, "\t")
+               printf "| %s | %s | %s | %s | %s |\n", d[1], d[2] == "block" ? "raw block device" : "file on its file system",
+                 cell[order[i], "4096 128 1 rand"], cell[order[i], "4096 128 2 rand"], cell[order[i], "1048576 32 1 seq"] } }' "$OUT/rates.tsv"
+}

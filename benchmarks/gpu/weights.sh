@@ -2,7 +2,7 @@
 # and Run:ai's streamer. The peers come as wheels in .whl/ (safetensors, fastsafetensors, runai-model-streamer,
 # humanize; docs/BENCHMARKS.md "Model weights"), installed by the prologue.
 
-weights_dir() { echo "${GPUIO_WEIGHTS_DIR:-/var/tmp/gpuio-weights}"; }
+weights_dir() { on "${GPUIO_WEIGHTS_DIR:-/var/tmp/gpuio-weights}"; }  # on the device of the pass (lib.sh `on`)
 
 suite weights build "model weights, one GPU: the GPU tests of tests/python/weights (pytest -m gpu), then \
 benchmarks/model_load.py on a \
@@ -16,7 +16,7 @@ suite_weights() {
   limit=$(within 500 25)
   budget=$(( limit > 300 ? limit - 160 : limit / 2 ))  # no new pass after this: the saves and the table fit after it
   GPUIO_TAIL=40 bounded model-load "$limit" "$py" benchmarks/model_load.py --size-gib "${GPUIO_WEIGHTS_GIB:-8.25}" \
-    --dir "$(weights_dir)" --json "$OUT/weights/model_load.json" --budget-s "$budget" ${GPUIO_WEIGHTS_ARGS:-} || status=1
+    --dir "$(weights_dir)" --json "$OUT/$suite/model_load.json" --budget-s "$budget" ${GPUIO_WEIGHTS_ARGS:-} || status=1
   ((GPU_DRY)) || grep -E "^(cold|warm|save): gpuio" "$(log_of model-load)" | tee -a "$summary"
   return $status
 }
@@ -26,7 +26,7 @@ loading half of the tensors of a sharded checkpoint (4 shards + index, GPUIO_WEI
 gpuio beside safetensors, cold and warm"
 suite_weights_ranks() {
   GPUIO_TAIL=20 bounded model-load-ranks "$(within 480 25)" "$py" benchmarks/model_load_ranks.py --ranks 2 \
-    --size-gib "${GPUIO_WEIGHTS_GIB:-8.25}" --dir "$(weights_dir)-ranks" --json "$OUT/weights-ranks/model_load_ranks.json"
+    --size-gib "${GPUIO_WEIGHTS_GIB:-8.25}" --dir "$(weights_dir)-ranks" --json "$OUT/$suite/model_load_ranks.json"
   local rc=$?
   ((GPU_DRY)) || grep -E "^(cold|warm): gpuio" "$(log_of model-load-ranks)" | tee -a "$summary"
   return $rc

@@ -14,6 +14,7 @@ import pytest
 import gpuio
 from gpuio import aligned_empty
 from gpuio_apps.bench import fastdev
+from repo_scripts import ROOT
 
 BS = 4096
 
@@ -92,3 +93,35 @@ def test_a_size_beyond_ram_is_refused_naming_the_room():
     assert r.returncode == 3 and r.stderr.count("\n") == 1
     assert "does not fit in RAM" in r.stderr and "MemAvailable" in r.stderr
     assert not os.path.exists(f"{fastdev.SHM}/gpuio-fast-test-never.img")
+
+
+def _gpu_sh(*args, env):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GPUIO_", "GPU_", "BOUNDED_"))}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu.sh"), *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=180, env=dict(clean, **env))
+
+
+def test_gpu_sh_runs_a_suite_on_each_device_named_in_its_rows(tmp_path):
+    """GPUIO_DEVICE=both: the suite once on the disk, once on a fast device made for it and removed after; its data
+    paths under the device's mount; every row names its device."""
+    r = _gpu_sh("--dry-run", "weights", env={"GPUIO_DEVICE": "both", "OUT": str(tmp_path / "dry")})
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    disk, fast = r.stdout.split("# suite weights on the fast device")
+    assert "--dir /var/tmp/gpuio-weights" in disk and "fastdev.py make --mount /mnt/gpuio-fast --need-gib 28" in fast
+    assert "--dir /mnt/gpuio-fast/gpuio-weights" in fast and fast.rstrip().endswith("fastdev.py remove --mount /mnt/gpuio-fast")
+    if fastdev.unusable():
+        pytest.skip(fastdev.unusable())
+    out, mount = tmp_path / "out", str(tmp_path / "fast")
+    r = _gpu_sh("build", env={"GPUIO_DEVICE": "disk,fast", "GPUIO_BUILD": "none", "GPUIO_PYTHON": sys.executable,
+                              "GPUIO_FAST_GIB": "0.25", "GPUIO_FAST_MOUNT": mount, "GPUIO_RATES": "0", "OUT": str(out)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = (out / "summary.txt").read_text()
+    assert "suites: build:ok build-fast:ok" in summary
+    assert "fast = fast device: loop over tmpfs, ext4 (/dev/loop" in summary and "devices: disk = " in summary
+    assert _leftovers(fastdev.IMAGE, mount) == []
+
+
+def test_gpu_sh_refuses_a_device_it_does_not_know_in_one_line():
+    r = _gpu_sh("check", env={"GPUIO_DEVICE": "disk,nvme"})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == "gpu.sh: error: GPUIO_DEVICE='disk,nvme': 'nvme' is not one of disk, fast, both"
