@@ -4,7 +4,7 @@ mini-batches against Belady's MIN (the offline optimum) on the same row-access t
 Homogeneous GNN job (R-MAT graph, GraphSAGE-style sampling as `gpuio demo` / benchmarks/gnn_epoch.py),
 features only (no model: the bytes do not depend on it). The rows the store serves are recorded per
 group (a batch, or the batches the accumulator merged into one read); MIN is computed on that trace
-per tier (gpuio.cache.belady.store_vs_min): the same constant host buffer, MIN over the rest with the
+per tier (gpuio_apps.bench.belady.store_vs_min): the same constant host buffer, MIN over the rest with the
 device cache's slots; and against MIN using all capacity as one cache (one page per host row). Printed per
 configuration: window look-ahead on/off and each eviction policy; goal ratio <= 1.2. Beside it, the bytes
 the farthest-in-future rule would read seeing only `window` groups ahead (what a window-aware admission
@@ -63,7 +63,7 @@ def main(argv=None) -> list[dict]:
     if a.tiny:
         a.nodes, a.edges, a.features, a.batch_size, a.steps, a.fanouts = 3000, 15000, 16, 64, 6, "5,3"
     from gpuio.cache import TableCache
-    from gpuio.cache.belady import record_served, store_vs_min
+    from gpuio_apps.bench.belady import record_served, store_vs_min
     from gpuio_apps.data import synthetic_graph
     from gpuio.graph import degree_scores
     from gpuio.loader import NodeBatchLoader

@@ -24,7 +24,7 @@ import torch
 
 def run_config(ds, graph, scores, hosts, window, lookahead, a) -> dict:
     from gpuio.cache import TableCache, InMemoryRows
-    from gpuio.cache.belady import record_served, store_vs_min
+    from gpuio_apps.bench.belady import record_served, store_vs_min
     from gpuio.pyg.hetero import HeteroNeighborSampler
     from gpuio.pyg.hetero_loader import HeteroBatchLoader
     stores = {}

@@ -129,8 +129,8 @@ def gather_rates(tf, n: int, seed: int, device) -> tuple[float, float]:
 
 
 def main(argv=None):
-    from gpuio.cache import TableCache, MemmapRows
-    from gpuio.rows import ZeroRows
+    from gpuio.cache import TableCache
+    from gpuio_apps.baselines import MemmapRows, ZeroRows
     from gpuio_apps.gnn.demo import DemoConfig, prepare_graph
     from gpuio.tensor import TensorFile
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -110,9 +110,9 @@ def client_gpuio(a: dict) -> dict:
 
 
 def _librbd(conf: str, volume: str, write: bool):
-    """Basic's synchronous librbd client (gpuio.volumes.basic; its .rbd/.image are called directly)."""
+    """Basic's synchronous librbd client (gpuio_apps.basic_volume; its .rbd/.image are called directly)."""
     from gpuio.volumes import Identity
-    from gpuio.volumes.basic import SyncVolume
+    from gpuio_apps.basic_volume import SyncVolume
 
     return SyncVolume(volume, writable=write, who=Identity(conf=conf))
 

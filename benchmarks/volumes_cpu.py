@@ -97,7 +97,7 @@ def run_gpuio(a) -> dict:
 
 def run_basic(a) -> dict:
     from gpuio.volumes import Identity
-    from gpuio.volumes.basic import SyncVolume
+    from gpuio_apps.basic_volume import SyncVolume
 
     v = SyncVolume(a.volume, who=Identity(conf=a.conf))
     ids = (np.random.default_rng(1).integers(0, v.size // 4096, 1 << 18) * 4096).tolist()

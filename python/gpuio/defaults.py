@@ -42,8 +42,6 @@ OWNERS = {
     "cache": "gpuio.TableCache(...) keywords",
     "safetensors": "gpuio.safetensors' loader (load_file, safe_open) reads the settings",
     "volumes": "gpuio.volumes (create, open, map) keywords",
-    "cluster": "gpuio_apps.cluster.up(...) keywords (`gpuio cluster up`)",
-    "faults": "gpuio.volumes.faults.osd_kill_run(...) keywords",
     "environment": "variables only, read where they act (no keyword; set them in the environment)",
 }
 
@@ -161,21 +159,6 @@ _PYTHON_KNOBS: list[tuple[str, str, Any, str, dict]] = [
     ("volumes", "block_size", None, "engine block of open()", dict(like="block_size")),
     ("volumes", "timeout_s", 30, "connecting and mon commands fail with ETIMEDOUT after this, never hang", {}),
     ("volumes", "workers", 2, "engine workers of open(): librbd completes on its own threads, 2 keep up", {}),
-    ("cluster", "osds", 3, "OSD daemons (BlueStore on sparse files)", {}),
-    ("cluster", "osds_max", 16, "most OSD daemons `gpuio cluster up` starts: a one-node throwaway cluster, each OSD a "
-     "daemon (~30 threads, up to osd_memory_bytes of RAM); more only loads the node, it adds no disks", {}),
-    ("cluster", "size", 2, "replicas of the rbd pool", {}),
-    ("cluster", "pool", "rbd", "the pool volumes go to", {}),
-    ("cluster", "pgs", 32, "placement groups of that pool", {}),
-    ("cluster", "osd_bytes", 10 << 30, "sparse block file per OSD (only written blocks use disk)", {}),
-    ("cluster", "osd_memory_bytes", 896 * _MiB, "osd_memory_target of each OSD", {}),
-    ("cluster", "timeout_s", 180, "bring-up must reach active+clean within this", {}),
-    ("cluster", "mgr", True, "start a mgr (PG states, `ceph status`); RBD I/O works without one", {}),
-    ("faults", "blocks", 2048, "volume size in 4 KiB blocks (8 MiB: two RBD objects per OSD on average)", {}),
-    ("faults", "batches", 24, "write/read rounds", {}),
-    ("faults", "batch_blocks", 32, "blocks written per round", {}),
-    ("faults", "verify_blocks", 16, "acknowledged blocks read back per round", {}),
-    ("faults", "io_timeout_s", 90, "a batch not done by then fails (the OSD is marked down within seconds)", {}),
 ]
 
 # Variables with no keyword, read where they act (C++ or gpuio.gpu): (name, variable, doc).

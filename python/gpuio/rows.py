@@ -1,5 +1,7 @@
-"""Layer between the tensor files and the caches: what a row table is (`Rows`, a typing.Protocol) and the
-row tables that are not a `gpuio.TensorFile` (the baselines the GNN demo compares against).
+"""Between the tensor files and the caches: what a row table is (`Rows`, a typing.Protocol), and `InMemoryRows`, the
+row table of a tensor already in memory (a `gpuio.TableCache` over it keeps its hot rows on the GPU). The baselines
+the demos and benchmarks compare gpuio against (np.memmap rows, zero rows) are the applications'
+(`gpuio_apps.baselines`).
 
 A row table has `shape`, `torch_dtype`, `block_size`, `num_rows` and `gather(idx) -> rows on idx.device`,
 like `gpuio.TensorFile`; `gpuio.TableCache` sits on any of them. What a table may offer beyond that is a
@@ -11,20 +13,16 @@ attributes:
   SupportsStats      stats() -> dict: the table's own counters (TensorFile, TableCache)
   SupportsLookahead  announce, submit, flush, window_batches: a cache that knows the coming batches and merges
                      their reads (TableCache); the loaders announce and submit ahead through it
-  OnDevice           device: where the rows are delivered (TableCache, ZeroRows)
+  OnDevice           device: where the rows are delivered (TableCache)
 `RowSource` (shape, gather) is what the loaders and the PyG store read from: a Rows, or a TableCache.
 `require(obj, protocol, what)` refuses a table without a capability in one line naming what is missing.
 
-Other processes: `InMemoryRows` and `ZeroRows` pickle as their tensors and shape; `MemmapRows` as its path and
-options (the receiver maps the file again: the table is never copied into the pickle); a forked child shares the
-mapping.
+Other processes: `InMemoryRows` pickles as its tensor.
 """
 from __future__ import annotations
 
-import mmap
 from typing import TYPE_CHECKING, Any, Generic, Protocol, runtime_checkable
 
-import numpy as np
 import torch
 
 from gpuio._index import check_ids
@@ -177,7 +175,7 @@ def check_row_ids(idx: Any, num_rows: int) -> torch.Tensor:
 
 
 class InMemoryRows:
-    """Rows held in a tensor (the demo's upper bound: features already in memory)."""
+    """Rows held in a tensor: features already in memory, served by index_select (the demo's upper bound)."""
 
     def __init__(self, table: torch.Tensor, block_size: int = 4096):
         self.table = table
@@ -207,59 +205,5 @@ class InMemoryRows:
         return self.table.index_select(0, idx.to(self.table.device)).to(idx.device)
 
 
-class MemmapRows:
-    """Rows read through `np.load(mmap_mode='r')` and fancy indexing (DGL's/GIDS's mmap baseline)."""
-
-    def __init__(self, path, block_size: int = 4096, random_access: bool = False):
-        """random_access: madvise(MADV_RANDOM) on the mapping, so a fault reads its page and no readahead
-        (default off, as DGL's loader runs; on, mmap is the kinder baseline out of core: with the page cache
-        a fraction of the file, readahead reads mostly pages evicted before use)."""
-        self.path = path
-        self.array = np.load(path, mmap_mode="r")
-        if self.array.ndim < 1:
-            raise ValueError(f"{path}: a row table needs at least 1 dimension, got shape {self.array.shape}")
-        mapping = self.array.base  # np.memmap's buffer: the mmap.mmap of the file
-        self.random_access = bool(random_access and hasattr(mmap, "MADV_RANDOM") and isinstance(mapping, mmap.mmap))
-        if self.random_access:
-            mapping.madvise(mmap.MADV_RANDOM)
-        self.block_size = block_size
-        self.torch_dtype = torch.from_numpy(np.empty(0, dtype=self.array.dtype)).dtype
-
-    def __reduce__(self):
-        return (MemmapRows, (self.path, self.block_size, self.random_access))
-
-    @property
-    def shape(self):
-        """(rows, *row_shape) of the .npy file."""
-        return tuple(self.array.shape)
-
-    @property
-    def num_rows(self) -> int:
-        """shape[0]."""
-        return self.array.shape[0]
-
-    def gather(self, idx) -> torch.Tensor:
-        """Rows idx read through the mapping (page faults; readahead unless random_access), on idx's device."""
-        idx = check_row_ids(idx, self.num_rows)
-        rows = torch.from_numpy(np.ascontiguousarray(self.array[idx.cpu().numpy()]))
-        return rows.to(idx.device)
-
-
-class ZeroRows:
-    """Features that cost nothing to fetch: zeros of the right shape on the device (compute alone, warm-up)."""
-
-    def __init__(self, shape, device):
-        self.shape, self.device, self.torch_dtype, self.block_size = tuple(shape), device, torch.float32, 4096
-
-    @property
-    def num_rows(self) -> int:
-        """shape[0]."""
-        return self.shape[0]
-
-    def gather(self, idx) -> torch.Tensor:
-        """Zeros of shape (len(idx), *shape[1:]) on the table's device."""
-        return torch.zeros((idx.numel(), *self.shape[1:]), device=self.device)
-
 __all__ = ["RowSource", "Rows", "PagedRows", "SupportsPrefetch", "SupportsScatter", "SupportsStats",
-           "SupportsLookahead", "OnDevice", "missing", "require", "check_row_ids", "InMemoryRows", "MemmapRows",
-           "ZeroRows"]
+           "SupportsLookahead", "OnDevice", "missing", "require", "check_row_ids", "InMemoryRows"]

@@ -8,7 +8,11 @@ tests/python/project/test_layers.py):
 - ``papers``: the papers' workloads beside their baselines (GEMM, sort, vector add, resize, GPT-2 checkpoints,
   ``papers.graph_analytics``: BFS/CC/SSSP on out-of-core CSR graphs)
 - ``data``: dataset loaders and generators (Planetoid, synthetic power-law graphs, IGBH-shaped graphs)
-- ``bench``: ``gpuio bench``'s measurements (the engine against the raw-device reference ``_raw``)
+- ``bench``: ``gpuio bench``'s measurements (the engine against the raw-device reference ``_raw``) and Belady's MIN
+  (``bench.belady``: the offline optimum the caches are judged against)
 - ``cluster``: the throwaway one-node Ceph cluster of the tests and demos (``gpuio cluster``)
 - ``sim_report``: the ZnG platform study on the flash simulator (``gpuio sim zng``)
+- ``baselines``: the row tables the demos and benchmarks compare against (np.memmap rows, zero rows);
+  ``basic_volume``: GNStor's "Basic" synchronous librbd client, the volumes' baseline
+- ``knobs``: the applications' own knob table (the cluster's); the library's table (gpuio.defaults) holds none
 """

@@ -1,6 +1,6 @@
 """"Basic": GNStor's CPU-centric volume client — one synchronous librbd call per request (rbd_read /
 rbd_write), no queue, no engine. The baseline the applications (gpuio_apps.papers, a volume as --store) and
-benchmarks/volumes_bench.py compare gpuio's rbd backend against. librados/librbd through ctypes, the same
+benchmarks/volumes_bench.py compare gpuio's rbd backend against (an application module: the library has no use for it). librados/librbd through ctypes, the same
 libraries the rbd backend links (python3-rados is not needed).
 
     v = SyncVolume("rbd:rbd/x", writable=True, who=Identity(conf=C))
@@ -12,7 +12,7 @@ import ctypes
 import ctypes.util
 import os
 
-from .api import Identity, _who, parts
+from gpuio.volumes import Identity, parts
 
 _libs: tuple | None = None
 
@@ -34,7 +34,9 @@ class SyncVolume:
     image's exclusive lock implicitly on its first write, as librbd does for any client)."""
 
     def __init__(self, name: str, writable: bool = False, who: Identity | None = None):
-        who = _who(who)
+        who = Identity() if who is None else who
+        if not isinstance(who, Identity):
+            raise TypeError(f"who must be a gpuio.volumes.Identity, got {type(who).__name__}")
         self.rados, self.rbd = _load()
         pool, ns, image = parts(name)
         self.name = f"rbd:{pool}/{ns + '/' if ns else ''}{image}"

@@ -28,10 +28,10 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
-from gpuio.defaults import defaults_of
+from gpuio_apps.knobs import defaults_of
 
 # `gpuio cluster up` and the test fixture use these.
-DEFAULTS = defaults_of("cluster")  # a view of gpuio.defaults' cluster rows
+DEFAULTS = defaults_of("cluster")  # a view of the applications' knob table (gpuio_apps.knobs)
 PACKAGES = ["ceph-mon", "ceph-osd", "ceph-mgr", "ceph-common", "librados-dev", "librbd-dev"]
 # What up() runs: keyrings are written here (no ceph-authtool), `rbd pool init` only where the tool exists.
 TOOLS = ["ceph-mon", "ceph-osd", "monmaptool"]

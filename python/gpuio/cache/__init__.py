@@ -2,9 +2,9 @@
 and the `TableCache` that stacks them over a `gpuio.TensorFile`. Pure tensor ops: GPU or CPU."""
 from gpuio.cache.table_cache import TableCache
 from gpuio.cache.page_cache import POLICIES, PageCache
-from gpuio.rows import InMemoryRows, MemmapRows  # the row tables live one layer down (gpuio.rows)
+from gpuio.rows import InMemoryRows  # the row table of a tensor in memory lives one layer down (gpuio.rows)
 
-__all__ = ["TableCache", "PageCache", "POLICIES", "InMemoryRows", "MemmapRows"]
+__all__ = ["TableCache", "PageCache", "POLICIES", "InMemoryRows"]
 
 
 def __getattr__(name: str):

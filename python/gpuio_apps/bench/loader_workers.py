@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from gpuio.loader import Keys
-from gpuio.rows import MemmapRows
+from gpuio_apps.baselines import MemmapRows
 from gpuio.tensor import TensorFile
 
 # The sweep's sources: gpuio, and "memmap": np.memmap advised MADV_RANDOM (a fault reads its page only: the kinder
@@ -77,7 +77,7 @@ class RowBatches(torch.utils.data.Dataset):
     seeded by (seed, pass, i), the same ids for both sources — read by `source`: "gpuio" through the TensorFile
     this dataset holds (gpuio reopens it on the engine of the process that reads: fork inherits it, spawn
     pickles it), "memmap" through np.memmap of the same file opened in the process that reads, random access
-    advised (gpuio.rows.MemmapRows(random_access=True): the kinder mmap baseline out of core), PLAIN through the
+    advised (gpuio_apps.baselines.MemmapRows(random_access=True): the kinder mmap baseline out of core), PLAIN through the
     same opened as users open it (batches of batch_rows // PLAIN_ROWS_DIV rows). Returns (ids, rows, pid, the
     process's read_bytes after the read)."""
 

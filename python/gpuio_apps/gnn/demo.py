@@ -158,7 +158,8 @@ class Prepared:
         return loader
 
     def source(self, backend: str):
-        from gpuio.cache import TableCache, InMemoryRows, MemmapRows
+        from gpuio.cache import TableCache, InMemoryRows
+        from gpuio_apps.baselines import MemmapRows
         cfg = self.cfg
         if backend == "memory":
             return InMemoryRows(torch.from_numpy(np.load(self.feat_path)))
@@ -183,7 +184,7 @@ def checksum(x: torch.Tensor) -> int:
 def train_on_zeros(prep: Prepared, batches: int = 2) -> None:
     """A few training steps on zero features (no file read): loads the model's, sampler's and optimizer's
     kernels, and inside a fresh memory cgroup leaves the run's anonymous peak as the group's peak."""
-    from gpuio.rows import ZeroRows
+    from gpuio_apps.baselines import ZeroRows
     from gpuio_apps.gnn.train import make_model, train_epoch
     cfg = prep.cfg
     loader = prep.loader(ZeroRows(prep.data.features.shape, cfg.device),

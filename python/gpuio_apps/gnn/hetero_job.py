@@ -185,7 +185,8 @@ def make_sources(backend: str, ds, cfg: HeteroConfig, scores: dict | None, hosts
     """Per node type the backend's row source. gpuio: a TableCache per type; `hosts` (type -> HostBuffer),
     when given, is shared: a type found there reuses its buffer (the constant tier, read once per job), a
     type not there gets one filled and added."""
-    from gpuio.cache import TableCache, InMemoryRows, MemmapRows
+    from gpuio.cache import TableCache, InMemoryRows
+    from gpuio_apps.baselines import MemmapRows
     from gpuio.tensor import TensorFile
     out = {}
     for nt in ds.node_types:
@@ -264,7 +265,7 @@ def warm_up(ds, cfg, steps: int = 2, steady: bool = False, ready=None, graphs: d
     samples ahead, batches, model and optimizer, activations). ready(): called once structure, loader and
     model are built, before the first batch. graphs: the job's shared structure stores (hetero_job.make_graph)."""
     from gpuio_apps.gnn.rgat import compute_only, make_rgat
-    from gpuio.rows import ZeroRows
+    from gpuio_apps.baselines import ZeroRows
     dev = torch.device(cfg.device)
     zeros = {nt: ZeroRows(ds.feature_shape(nt), dev) for nt in ds.node_types}
     ahead = cfg.loader_lookahead + cfg.depth + 1 if steady else 0
@@ -311,7 +312,7 @@ def run_backend(backend: str, ds, cfg: HeteroConfig, scores, rank=0, world=1, st
     start, with the bytes of host memory the run's cache tiers hold (gpuio_apps.gnn.hetero_memory.RunMemory.ready);
     step(): called after every step; finished() -> the memory figures of the steps (r["cgroup"]), called as they
     end, before evaluation."""
-    from gpuio.cache.belady import record_served, store_vs_min
+    from gpuio_apps.bench.belady import record_served, store_vs_min
     from gpuio_apps.gnn.demo import checksum
     from gpuio_apps.gnn.rgat import accuracy, compute_only, load_only, make_rgat, train_steps
     dev = torch.device(cfg.device)

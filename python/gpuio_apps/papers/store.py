@@ -13,7 +13,7 @@ destination (`cudaMemcpy` through `Tensor.copy_` for CUDA tensors). Both offer t
 application runs unchanged over either and the comparison is the same algorithm on the same bytes.
 A volume enters the same way: `store="rbd:POOL/IMAGE"` (or several, comma-separated: RAID-0 over volumes)
 is created (or grown) like a file, the engine reads it with the rbd backend, and the baseline is GNStor's
-"Basic" (`gpuio.volumes.basic`: one synchronous librbd call per request + the same copy) instead of pread.
+"Basic" (`gpuio_apps.basic_volume`: one synchronous librbd call per request + the same copy) instead of pread.
 The cluster and identity are the rbd tool's defaults (CEPH_CONF, CEPH_ARGS).
 """
 from __future__ import annotations
@@ -309,7 +309,7 @@ class PosixStore(_Base):
         super().__init__(store, capacity_bytes, block_size, stripe_bytes)
         self._fds, self._vols = [], []
         if self.volume:
-            from gpuio.volumes.basic import SyncVolume
+            from gpuio_apps.basic_volume import SyncVolume
 
             self.kind = "librbd-sync"
             self._vols = [SyncVolume(p, writable=True) for p in self.paths]

@@ -1,12 +1,12 @@
 """MIN's eviction and bypass with the window's next uses (PageCache.admit, TableCache._admit): the pages
-kept are the ones needed soonest, checked by hand and against gpuio.cache.belady on random traces."""
+kept are the ones needed soonest, checked by hand and against gpuio_apps.bench.belady on random traces."""
 import random
 
 import pytest
 import torch
 
 from gpuio.cache import TableCache, InMemoryRows
-from gpuio.cache.belady import group_min_misses
+from gpuio_apps.bench.belady import group_min_misses
 from gpuio.cache.page_cache import NO_USE, PageCache
 
 SEED = 5

@@ -13,8 +13,9 @@ import torch
 import gpuio
 from gpuio import aligned_empty
 from gpuio.future import Future, Polled
-from gpuio.rows import (InMemoryRows, MemmapRows, OnDevice, PagedRows, RowSource, Rows, SupportsLookahead,
-                        SupportsPrefetch, SupportsScatter, SupportsStats, ZeroRows, missing)
+from gpuio.rows import (InMemoryRows, OnDevice, PagedRows, RowSource, Rows, SupportsLookahead, SupportsPrefetch,
+                        SupportsScatter, SupportsStats, missing)
+from gpuio_apps.baselines import MemmapRows, ZeroRows
 
 BS = 4096
 

@@ -15,6 +15,7 @@ import torch
 
 import gpuio
 from gpuio.cache import TableCache
+from gpuio_apps.baselines import MemmapRows
 from gpuio_apps.data import rmat_edges
 from gpuio.graph import coalesce_undirected
 from workers_stores import GatherDataset, SamplerSeedDataset
@@ -95,7 +96,7 @@ def test_pyg_stores_samplers_and_row_tables_pickle(tmp_path):
     copy = pickle.loads(pickle.dumps(sampler))
     a, b = sampler.sample(torch.tensor([1, 7])), copy.sample(torch.tensor([1, 7]))  # same generator state
     assert torch.equal(a.node, b.node) and torch.equal(a.row, b.row) and torch.equal(a.edge, b.edge)
-    mm = gpuio.rows.MemmapRows(tf.path, random_access=True)
+    mm = MemmapRows(tf.path, random_access=True)
     blob = pickle.dumps(mm)
     assert len(blob) < 1000  # the path, not the table
     assert torch.equal(pickle.loads(blob).gather(ids), mm.gather(ids))

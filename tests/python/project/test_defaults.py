@@ -70,6 +70,20 @@ def test_cpp_tables_are_read_whole():
         assert k.env is None or k.env_only or k.env == "GPUIO_" + k.name.replace(".", "_").upper(), k.name
 
 
+def test_the_librarys_table_holds_the_librarys_knobs_and_the_apps_have_their_own():
+    """No knob of gpuio.defaults belongs to an application (gpuio_apps) or a test; the applications' knobs are
+    gpuio_apps.knobs' rows, in the same row format."""
+    from gpuio_apps import knobs as app_knobs
+
+    assert not [o for o, what in defaults.OWNERS.items() if "gpuio_apps" in what or "faults" in what]
+    assert not set(defaults.OWNERS) & set(app_knobs.OWNERS)
+    assert {k.owner for k in app_knobs.knobs()} == set(app_knobs.OWNERS) == {"cluster"}
+    lib_row, app_row = defaults.listing("engine")[0], app_knobs.listing("cluster")[0]
+    assert set(lib_row) == set(app_row) and app_row["owned_by"] == "gpuio_apps"
+    with pytest.raises(ValueError, match="unknown knob 'cluster.osds'"):
+        defaults.knob("cluster.osds")
+
+
 def test_every_engine_keyword_is_in_the_table_with_cpps_default():
     sig = inspect.signature(gpuio.Engine.__init__)
     keywords = [n for n in sig.parameters if n not in ("self", "paths")]
@@ -104,7 +118,10 @@ def test_signatures_take_their_defaults_from_the_table():
     agree(TableCache.__init__, "cache")
     agree(DeviceArray.__init__, "array")
     agree(DeviceArray.open, "array")
-    agree(cluster.up, "cluster")
+    from gpuio_apps import knobs as app_knobs
+    table = app_knobs.defaults_of("cluster")
+    got = {k: v for k, v in _signature_defaults(cluster.up).items() if k in table}
+    assert got and got == {k: table[k] for k in got}, got
     none_is_the_table = ("pool", "namespace")  # None: the table's value, looked up when called
     agree(api.create, "volumes", none_is_the_table)
     agree(api.map, "volumes", none_is_the_table)

@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("torch_geometric")
 
 import gpuio  # noqa: E402
-from gpuio.cache.belady import group_min_misses, min_misses, page_sequence, store_vs_min  # noqa: E402
+from gpuio_apps.bench.belady import group_min_misses, min_misses, page_sequence, store_vs_min  # noqa: E402
 from gpuio_apps.data import igbh  # noqa: E402
 from gpuio.graph import CSCFile, CSCMemory, build_csc, csc_chunks, open_csc  # noqa: E402
 from gpuio.pyg.hetero import HeteroGraphStore, HeteroNeighborSampler, hetero_feature_store  # noqa: E402

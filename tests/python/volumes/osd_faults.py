@@ -1,6 +1,6 @@
 """OSD faults under a gpuio write/read stream, with a durability check: every write the engine
-acknowledged must read back intact once the cluster has recovered. Used by the fault tests and by
-tests/python/volumes/volumes_fault_campaign.py (many seeded runs).
+acknowledged must read back intact once the cluster has recovered. A test helper, not part of the library: used by
+test_volumes_faults.py and by volumes_fault_campaign.py (many seeded runs) beside it.
 
     r = osd_kill_run(cluster, seed=7, who=Identity(conf=cluster.conf))
     assert r["lost"] == 0
@@ -18,11 +18,16 @@ import time
 
 import numpy as np
 
-from gpuio.defaults import defaults_of
+from gpuio.volumes import api
 
-from . import api
-
-DEFAULTS = defaults_of("faults")  # osd_kill_run's options: a view of gpuio.defaults' faults rows
+# osd_kill_run's options (the campaign's own settings, not knobs of the library)
+DEFAULTS = dict(
+    blocks=2048,         # volume size in 4 KiB blocks (8 MiB: two RBD objects per OSD on average)
+    batches=24,          # write/read rounds
+    batch_blocks=32,     # blocks written per round
+    verify_blocks=16,    # acknowledged blocks read back per round
+    io_timeout_s=90,     # a batch not done by then fails (the OSD is marked down within seconds)
+)
 
 
 def contents(tag: int, blocks, block_size: int = 4096) -> np.ndarray:

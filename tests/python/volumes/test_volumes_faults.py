@@ -1,4 +1,4 @@
-"""OSD faults under a gpuio stream at replicas 2 (gpuio.volumes.faults): nothing acknowledged is lost.
+"""OSD faults under a gpuio stream at replicas 2 (osd_faults.py): nothing acknowledged is lost.
 Seeded and bounded (each batch fails after io_timeout_s; recovery waits are bounded). The >= 50-run
 campaign is tests/python/volumes/volumes_fault_campaign.py; here one run of each kind keeps CI short."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuio.volumes import faults
+import osd_faults as faults
 from volumes_util import admin
 
 SCRIPT = Path(__file__).resolve().parent / "volumes_fault_campaign.py"

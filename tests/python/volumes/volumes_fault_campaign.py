@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fault campaign for gpuio volumes: N seeded runs, each killing one OSD (SIGKILL) during a gpuio
 write/read stream at replicas 2 and restarting it, then checking that every acknowledged write reads back
-after recovery (gpuio.volumes.faults.osd_kill_run). Prints one JSON line per run and a summary; exits 1
+after recovery (osd_faults.osd_kill_run). Prints one JSON line per run and a summary; exits 1
 if any acknowledged write was lost.
 
     python tests/python/volumes/volumes_fault_campaign.py --runs 50              # starts (and stops) its own cluster
@@ -28,7 +28,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.runs < 1:
         ap.error(f"--runs must be >= 1, got {a.runs}")
-    from gpuio.volumes import Identity, faults
+    from gpuio.volumes import Identity
+    import osd_faults as faults
     from gpuio_apps import cluster
 
     t0 = time.monotonic()

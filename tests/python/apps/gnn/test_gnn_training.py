@@ -4,7 +4,8 @@ import time
 import numpy as np
 import torch
 
-from gpuio.cache import TableCache, InMemoryRows, MemmapRows
+from gpuio.cache import TableCache, InMemoryRows
+from gpuio_apps.baselines import MemmapRows
 from gpuio_apps.data import find_dataset, load_planetoid, synthetic_graph
 from gpuio_apps.gnn.train import accuracy, make_model, train_epoch
 from gpuio.graph import degree_scores

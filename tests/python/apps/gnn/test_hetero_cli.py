@@ -194,7 +194,7 @@ def test_sigterm_after_the_steps_keeps_the_cut_runs_step_figures(tmp_path):
     child = f"""
 import json, torch
 torch.set_num_threads(1)
-import gpuio.cache.belady as belady
+import gpuio_apps.bench.belady as belady
 from gpuio_apps.gnn import hetero_job
 def stopped(*a, **k):  # what the SIGTERM handler raises, at the moment the MIN computation starts
     raise hetero_job._Stopped()
