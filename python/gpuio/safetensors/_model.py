@@ -146,10 +146,9 @@ def load_model(model: torch.nn.Module, filename: Any, strict: bool = True, devic
     else:
         missing_list, _ = model.load_state_dict(state, strict=False)
     missing = set(missing_list)
-    for name in dropped:
-        if name in missing:
-            missing.discard(name)
-        else:
+    for name in dropped:  # not read (its group's kept name was): as safetensors, unexpected where the file has it
+        missing.discard(name)
+        if name in in_file:
             unexpected.append(name)
     meta_buffers = []
     if on_meta:
