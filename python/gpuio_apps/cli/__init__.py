@@ -4,12 +4,13 @@ its command.
 
 Errors: a bad input is one line on stderr naming the option and the value, exit status 2, before any work
 starts (the checks are in _check.py); an error during the work is one line too, exit status 1. The
-traceback is printed only with the global option `gpuio --debug ...`.
+traceback is printed only with the global option `gpuio --debug ...`, which keeps the exit status.
 """
 from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 
 import typer
 
@@ -108,6 +109,15 @@ def _say(line: str) -> None:
     sys.stderr.write("gpuio: error: " + " ".join(line.split()) + "\n")  # one line, whatever the message
 
 
+def _fail(line: str, status: int) -> None:
+    """Ends the command: the traceback first with --debug (the status stays what it would be without it: 2 for bad
+    input, 1 for a failed work), then the one line."""
+    if _state["debug"]:
+        traceback.print_exc()
+    _say(line)
+    sys.exit(status)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Runs the command line; exits with 0, 1 (the work failed) or 2 (bad input, before any work)."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -120,21 +130,14 @@ def main(argv: list[str] | None = None) -> None:
         if type(e).__name__ == "NoArgsIsHelpError":  # `gpuio` or `gpuio sim` alone: the help
             typer.echo(e.ctx.get_help())
             sys.exit(0)
-        if _state["debug"]:
-            raise
-        _say(e.format_message())
-        sys.exit(e.exit_code)
+        _fail(e.format_message(), e.exit_code)
     except typer.Abort:
-        _say("aborted")
-        sys.exit(130)
+        _fail("aborted", 130)
     except ModuleNotFoundError as e:
-        if _state["debug"] or not e.name:
+        if not e.name:
             raise
-        _say(missing_extra_message(e.name))
-        sys.exit(2)
+        _fail(missing_extra_message(e.name), 2)
     except (OSError, ValueError, TypeError, KeyError, IndexError, RuntimeError) as e:
-        if _state["debug"]:
-            raise
-        _say(f"{type(e).__name__}: {e} (run `gpuio --debug ...` for the traceback)")
-        sys.exit(1)
+        _fail(f"{type(e).__name__}: {e}" + ("" if _state["debug"] else " (run `gpuio --debug ...` for the traceback)"),
+              1)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -275,6 +275,11 @@ def pt_source(option: str, path: str):
         fail(option, path, f"not a readable .pt tensor file ({type(e).__name__}; saved with torch.save?)")
     if not isinstance(obj, torch.Tensor):
         fail(option, path, f"holds a {type(obj).__name__}, not a tensor")
+    if obj.layout != torch.strided:
+        fail(option, path, f"holds a {str(obj.layout).removeprefix('torch.')} tensor; gpuio stores dense tensors "
+                           "(save t.to_dense())")
+    if obj.is_meta:
+        fail(option, path, "holds a tensor on the meta device, which has a shape but no data")
     from gpuio.tensor import element_type
     try:
         element_type(obj.dtype)
@@ -292,7 +297,10 @@ def npy_element(option: str, path: str, stored):
         element = read_header(path).element
     except ValueError as e:  # NumPy read this header; only a gpuio comment that names no known type lands here
         fail(option, path, str(e).split(": ", 1)[-1])
-    return dtype(option, element or stored.newbyteorder("<"))
+    try:
+        return dtype(option, element or stored.newbyteorder("<"))
+    except InputError as e:  # the message names the element type; the option here is the file
+        fail(option, path, str(e).removeprefix(f"{option} "))
 
 
 def raw_shape(option: str, text: str | None, nbytes: int, dt, src: str) -> tuple:

@@ -28,7 +28,7 @@ def bench(
                                                      "directory."),
     repeats: int = typer.Option(3, min=1, help="Rounds over all configurations (median and spread reported)."),
     seconds: float = typer.Option(1.0, min=0.01, help="Seconds per measured pass."),
-    workers: int = _knobs.option("bench", "workers", min=1, help="Engine worker threads (fixed; at most the engine's workers limit)."),
+    workers: int = _knobs.option("bench", "workers", help="Engine worker threads, a fixed count."),
     cold: bool = typer.Option(False, "--cold", help="sync + drop caches before each pass (needs root)."),
     workload: Optional[List[str]] = typer.Option(None, help="Only workloads whose name contains this (repeatable)."),
     backend: Optional[List[str]] = typer.Option(None, help="Engine backends: uring, posix (default: both)."),
@@ -67,7 +67,7 @@ def bench(
         _check.fail("--size", size, "must be a whole number of 4 KiB blocks")
     _check.output_file("--file", file, force, ours=datafile.is_ours)
     _check.data_space("--size", size, file, nbytes, ours=datafile.is_ours)
-    _knobs.check("--workers", "workers", workers)
+    _knobs.check("--workers", "workers", workers, command="bench")
     try:
         chosen = gb.workloads.select(workload)
     except ValueError as e:

@@ -9,10 +9,12 @@ import sys
 import numpy as np
 import pytest
 
+from gpuio import defaults
 from gpuio_apps.cli import main
 from repo_scripts import ROOT
 
 RAW_FLOATS = 8000
+WORKERS_MAX = defaults.knob("workers").max
 
 
 @pytest.fixture
@@ -26,6 +28,10 @@ def workdir(tmp_path, monkeypatch):
     (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY\x01\x00{'descr': nonsense" + whole[40:])
     (tmp_path / "bad.pt").write_bytes(b"not a torch file" * 64)
     (tmp_path / "adir").mkdir()
+    np.save(tmp_path / "strings.npy", np.array(["a", "bc"]))
+    import torch
+    torch.save(torch.eye(3).to_sparse(), tmp_path / "sparse.pt")
+    torch.save(torch.empty(3, 4, device="meta"), tmp_path / "meta.pt")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -41,6 +47,9 @@ CASES = [
     (["import", "corrupt.npy", "o.npy"], "SRC", "not a valid .npy", ()),
     (["import", "bad.pt", "o.npy"], "SRC", ".pt", ()),
     (["import", "raw.bin", "o.npy", "--dtype", "foo"], "--dtype", "'foo'", ()),
+    (["import", "sparse.pt", "o.npy"], "SRC 'sparse.pt'", "sparse_coo tensor", ()),
+    (["import", "meta.pt", "o.npy"], "SRC 'meta.pt'", "meta device", ()),
+    (["import", "strings.npy", "o.npy"], "SRC 'strings.npy'", "<U2", ()),
     (["import", "good.npy", "o.npy", "--block-size", "1000"], "--block-size", "1000", ()),
     (["import", "good.npy", "/proc/o.npy"], "DST", "/proc/o.npy", ()),
     (["import", "raw.bin", "o.npy", "--dtype", "float32", "--shape", "7,-1"], "--shape", str(RAW_FLOATS), ()),
@@ -52,6 +61,9 @@ CASES = [
     (["bench", "--plot", "/proc/x.png"], "--plot", "/proc/x.png", ()),
     (["bench", "--plot", "x.png"], "--plot", "pip install 'gpuio[plot]'", ("matplotlib",)),
     (["bench", "--repeats", "0"], "--repeats", "", ()),
+    # one range, whichever end: the engine's limit, from gpuio.defaults, and the benchmark's own minimum
+    (["bench", "--workers", "0"], "--workers 0", f"must lie in [1, {WORKERS_MAX}]", ()),
+    (["bench", "--workers", "1000"], "--workers 1000", f"must lie in [1, {WORKERS_MAX}]", ()),
     (["bench", "--nosuch"], "--nosuch", "", ()),
     (["demo", "--model", "foo"], "--model", "'foo'", ()),
     (["demo", "--policy", "foo"], "--policy", "'foo'", ()),
@@ -99,8 +111,8 @@ def test_real_process_one_line_and_debug_traceback(workdir):
     r = _run("demo", "--epochs", "-1", cwd=workdir)
     assert r.returncode == 2 and r.stderr.splitlines() == [r.stderr.strip()] and "--epochs" in r.stderr
     assert "Traceback" not in r.stderr
-    r = _run("--debug", "demo", "--epochs", "-1", cwd=workdir)
-    assert r.returncode != 0 and "Traceback" in r.stderr and "--epochs" in r.stderr
+    r = _run("--debug", "demo", "--epochs", "-1", cwd=workdir)  # the traceback, and still exit 2: bad input
+    assert r.returncode == 2 and "Traceback" in r.stderr and r.stderr.splitlines()[-1].startswith("gpuio: error: --epochs")
 
 
 def test_version_and_python_m(workdir):

@@ -17,7 +17,7 @@ from fs_util import fill, file_size_limit, kind_of, listing, non_regular, small_
 from gpuio_apps.cli import main
 from repo_scripts import ROOT
 
-QUICK = ["bench", "--quick", "--size", "32M", "--workload", "seq 1MiB read", "--backend", "uring", "--engine-qd", "32"]
+QUICK = ["bench", "--quick", "--size", "33M", "--workload", "seq 1MiB read", "--backend", "uring", "--engine-qd", "32"]
 
 
 @pytest.fixture
@@ -58,20 +58,23 @@ def test_bench_refuses_a_file_it_did_not_write(cwd, capsys):
     assert (cwd / "notes.txt").read_text() == "my notes\n"
 
 
-def test_bench_reuses_its_own_data_file_but_asks_before_replacing_outputs(cwd, capsys):
+def test_bench_reuses_its_own_data_file_and_json_but_asks_before_replacing_others(cwd, capsys):
     rc, _, err = _gpuio(QUICK + ["--plot", "r.png"] if _has_matplotlib() else QUICK, capsys)
     assert rc == 0, err
     data = cwd / "gpuio-bench.dat"
     written = data.stat().st_mtime_ns
-    doc = (cwd / "gpuio-bench.json").read_bytes()
-    _refused(QUICK, capsys, cwd, "--json 'gpuio-bench.json'", "--force")
+    (cwd / "other.json").write_text('{"mine": 1}\n')
+    _refused(QUICK + ["--json", "other.json"], capsys, cwd, "--json 'other.json'", "not written by gpuio", "--force")
     if _has_matplotlib():
-        _refused(QUICK + ["--json", "other.json", "--plot", "r.png"], capsys, cwd, "--plot 'r.png'", "--force")
-    assert (cwd / "gpuio-bench.json").read_bytes() == doc
-    rc, out, err = _gpuio(QUICK + ["--force"], capsys)
+        _refused(QUICK + ["--plot", "r.png"], capsys, cwd, "--plot 'r.png'", "--force")
+    assert (cwd / "other.json").read_text() == '{"mine": 1}\n'
+    rc, out, err = _gpuio(QUICK, capsys)  # again, as it was: its own data file and JSON are gpuio's to reuse
     assert rc == 0, err
     assert data.stat().st_mtime_ns == written, "gpuio's own complete data file was rewritten"
     assert json.loads((cwd / "gpuio-bench.json").read_text())["meta"]["data_written_now"] is False
+    rc, out, err = _gpuio(QUICK + ["--json", "other.json", "--force"], capsys)
+    assert rc == 0, err
+    assert json.loads((cwd / "other.json").read_text())["written_by"] == "gpuio bench"
     assert "--quick: one 0.05 s pass per configuration" in out  # why a quick ratio may stray from 1
     assert not [n for n in listing(cwd) if n.startswith(".")], "a temporary file was left"
 
@@ -147,8 +150,8 @@ def test_bench_size_larger_than_the_free_space_is_refused_first(cwd, capsys):
 
 
 @pytest.mark.parametrize("argv,option,limit", [
-    (["bench", "--size", "4M", "--workload", "seq 1MiB read"], "--size '4M'", "needs at least 33554432 bytes"),
-    (["bench", "--workers", "100000"], "--workers 100000", "[0, 64]"),
+    (["bench", "--size", "4M", "--workload", "seq 1MiB read"], "--size '4M'", "needs at least 34603008 bytes"),
+    (["bench", "--workers", "100000"], "--workers 100000", "[1, 64]"),
     (["bench", "--engine-qd", "100000"], "--engine-qd 100000", "[1, 4096]"),
     (["import", "a.npy", "o.npy", "--block-size", str(2**40)], f"--block-size {2**40}", "power of two"),
     (["sim", "synth", "--requests", str(10**13)], f"--requests {10**13}", "[1, 268435456]"),
