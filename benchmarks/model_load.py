@@ -37,9 +37,11 @@ import torch
 from gpuio import defaults
 from gpuio_apps.papers.checkpoint import fsync_path as fsync
 
-METHODS = ("gpuio", "safetensors", "fastsafetensors", "runai")
-PEERS = METHODS[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_load_report import METHODS, PEERS, ratios, report, summary  # noqa: E402
+
 SAVERS = ("gpuio", "safetensors")
+ALIGN = 256                       # every loaded tensor's address is checked against this (misaligned: counted)
 LAYERS = 11                       # x 12 tensors = 132, the issue's file
 GIB = 1 << 30
 
@@ -182,6 +184,15 @@ def _load(method: str, path: str, device: torch.device, stats: dict) -> dict[str
 
         with fastsafe_open(filenames=[path], nogds=True, device=str(device)) as f:
             return {k: f.get_tensor(k) for k in f.keys()}
+    if method == "instanttensor":  # its defaults: URING O_DIRECT on a disk file, copy=True (tensors of their own)
+        from instanttensor import safe_open
+
+        out = {}
+        with safe_open(path, framework="pt", device=device.index or 0) as f:
+            for name, t in f.tensors():
+                out[name] = t
+            stats["data_path"] = f"instanttensor {f.backend.name}"
+        return out
     if method == "runai":
         from runai_model_streamer import SafetensorsStreamer
 
@@ -191,10 +202,12 @@ def _load(method: str, path: str, device: torch.device, stats: dict) -> dict[str
     raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
 
 
-def _imports(method: str) -> str | None:
+def _imports(method: str, device: torch.device | None = None) -> str | None:
     """Import what the method needs (outside the clock); why not, when it cannot."""
     mod = {"gpuio": "gpuio.safetensors", "safetensors": "safetensors.torch", "fastsafetensors": "fastsafetensors",
-           "runai": "runai_model_streamer"}[_base(method)]
+           "runai": "runai_model_streamer", "instanttensor": "instanttensor"}[_base(method)]
+    if mod == "instanttensor" and device is not None and device.type != "cuda":
+        return "instanttensor loads into CUDA memory only"
     try:
         __import__(mod)
     except Exception as e:  # noqa: BLE001 - any import failure is a reason to skip the method
@@ -212,7 +225,7 @@ def start_cuda(device: torch.device) -> None:
 def _begin(spec: dict) -> tuple[str, str, torch.device, str | None]:
     """(method, path, device, why the method cannot run) of a child's spec, CUDA started where it runs."""
     method, path, device = spec["method"], spec["path"], torch.device(spec["device"])
-    why = _imports(method)
+    why = _imports(method, device)
     if not why:
         start_cuda(device)
     return method, path, device, why
@@ -238,8 +251,9 @@ def child_load(spec: dict) -> dict:
         import gpuio.safetensors as gst
 
         stats["slot_huge_page_bytes"] = gst.staging(huge_pages=True)["huge_page_bytes"]
+    misaligned = sum(1 for t in out.values() if t.data_ptr() % ALIGN)
     return {"seconds": seconds, "regime": regime, "resident_at_start": resident, "made_resident": made,
-            "check": check(out, spec["size_bytes"], device), "data_path": stats.get("data_path", ""),
+            "check": check(out, spec["size_bytes"], device), "misaligned": misaligned, "data_path": stats.get("data_path", ""),
             "gpuio_stats": {k: v for k, v in stats.items() if k != "data_path"}}
 
 
@@ -272,7 +286,7 @@ def child_verify(spec: dict) -> dict:
     start_cuda(device)
     out = {}
     for method in PEERS:
-        why = _imports(method)
+        why = _imports(method, device)
         out[method] = f"skipped: {why}" if why else check(_load(method, spec["path"], device, {}),
                                                          spec["size_bytes"], device)
     return out
@@ -387,99 +401,6 @@ def rotated(xs, k: int) -> list:
     return list(xs[k:]) + list(xs[:k])
 
 
-def _summary(times: list[float], nbytes: int) -> dict:
-    if not times:
-        return {}
-    return {"best_s": min(times), "median_s": statistics.median(times), "n": len(times),
-            "best_GBps": nbytes / min(times) / 1e9}
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b else None
-
-
-def _fmt(x: float | None, unit: str = "x") -> str:
-    return "-" if x is None else f"{x:.2f} {unit}"
-
-
-def report(res: dict) -> list[str]:
-    nbytes, loads = res["bytes"], res["loads"]
-    lines = [f"model_load: {nbytes / GIB:.2f} GiB in {res['tensors']} tensors (bf16+fp32), safetensors-written, "
-             f"device {res['device']} ({res['device_name']}), {res['rounds_done']} round(s), each pass its own process"]
-    lines.append("raw reference grid, same file, O_DIRECT sequential reads, short samples of its first blocks (they "
-                 "choose the configurations below): " + ", ".join(
-                     f"{k} {v['Bps'] / 1e9:.2f} GB/s" for k, v in res["raw_grid"].items()))
-    lines.append("raw device reading the whole file once, cold, in the rotation (the reference): " + ", ".join(
-        f"{v['config']} best {v['Bps'] / 1e9:.2f} GB/s (median {v['median_Bps'] / 1e9:.2f}, n={v['n']})"
-        for v in res["raw"].values()) + (f" -> best {res['raw_best_Bps'] / 1e9:.2f} GB/s" if res["raw_best_Bps"] else ""))
-    if res["h2d_Bps"]:
-        lines.append(f"pinned host->device copy: {res['h2d_Bps'] / 1e9:.1f} GB/s")
-    if res["device"] == "cpu":
-        lines.append("note: on the CPU safetensors (and the other peers) may hand out views of a mapping of the file "
-                     "(no read happens in the load): only the GPU figures are comparable")
-    lines.append(f"{'method':<22} {'cold best':>10} {'median':>8} {'GB/s':>6}   {'warm best':>10} {'median':>8} "
-                 f"{'GB/s':>6}   check / regime")
-    for m, r in loads.items():
-        if "skipped" in r:
-            lines.append(f"{m:<22} skipped: {r['skipped']}")
-            continue
-        c, w = r["cold"], r["warm"]
-        cell = lambda s: (f"{s['best_s']:>9.3f}s {s['median_s']:>7.3f}s {s['best_GBps']:>6.2f}" if s
-                          else f"{'-':>10} {'-':>8} {'-':>6}")
-        lines.append(f"{m:<22} {cell(c)}   {cell(w)}   {r['check']}; {r['regime']}"
-                     + (f"; failed: {r['failed']}" if r.get("failed") else ""))
-    for k, v in res["ratios"].items():
-        lines.append(f"{k:<52} {_fmt(v['best']):>8} (median {_fmt(v['median'])}){'  ' + v['bar'] if v['bar'] else ''}"
-                     + (f"  {v['vs']}" if v.get("vs") else ""))
-    s = res["saves"]
-    if s:
-        lines.append("save from the device, fsynced: " + ", ".join(
-            f"{m} best {v['best_s']:.3f} s ({v['best_GBps']:.2f} GB/s)" for m, v in s.items() if v)
-            + (f"; raw first write of a new file {res['raw_write_Bps'] / 1e9:.2f} GB/s" if res["raw_write_Bps"] else ""))
-    if res["verify"]:
-        lines.append("gpuio's saved file loads bit-exact in: " + ", ".join(f"{m} {v}" for m, v in res["verify"].items()))
-    for regime, dp in res["gpuio_data_path"].items():
-        lines.append(f"gpuio data path ({regime}): {dp}")
-    return lines
-
-
-def ratios(res: dict) -> dict:
-    loads, nbytes = res["loads"], res["bytes"]
-    out = {}
-    g = loads.get("gpuio", {})
-    for regime, bar in (("cold", ">= 1.0"), ("warm", ">= 1.5")):
-        peers = {m: loads[m][regime] for m in PEERS if m in loads and loads[m].get(regime)}
-        if g.get(regime) and peers:
-            bp = min(peers, key=lambda m: peers[m]["best_s"])
-            mp = min(peers, key=lambda m: peers[m]["median_s"])
-            out[f"{regime}: gpuio / best peer"] = {
-                "best": _ratio(peers[bp]["best_s"], g[regime]["best_s"]),
-                "median": _ratio(peers[mp]["median_s"], g[regime]["median_s"]), "bar": bar, "vs": bp}
-    if g.get("cold") and res["raw_best_Bps"]:
-        out["cold: gpuio / raw disk best sequential read"] = {
-            "best": nbytes / g["cold"]["best_s"] / res["raw_best_Bps"],
-            "median": nbytes / g["cold"]["median_s"] / res["raw_best_Bps"], "bar": ">= 0.95",
-            "vs": f"paired by round {', '.join(f'{x:.2f}' for x in res['paired_cold_raw'])}"}
-    if g.get("cold") and res["raw_grid_best_Bps"]:
-        out["cold: gpuio / raw grid's best short sample"] = {
-            "best": nbytes / g["cold"]["best_s"] / res["raw_grid_best_Bps"],
-            "median": nbytes / g["cold"]["median_s"] / res["raw_grid_best_Bps"], "bar": ""}
-    if g.get("warm") and res["h2d_Bps"]:
-        out["warm: gpuio / pinned host->device rate"] = {
-            "best": nbytes / g["warm"]["best_s"] / res["h2d_Bps"],
-            "median": nbytes / g["warm"]["median_s"] / res["h2d_Bps"], "bar": "(goal 1.0)"}
-    s = res["saves"]
-    if s.get("gpuio") and s.get("safetensors"):
-        out["save: gpuio / safetensors.save_file + fsync"] = {
-            "best": _ratio(s["safetensors"]["best_s"], s["gpuio"]["best_s"]),
-            "median": _ratio(s["safetensors"]["median_s"], s["gpuio"]["median_s"]), "bar": ">= 1.2"}
-    if s.get("gpuio") and res["raw_write_Bps"]:
-        out["save: gpuio / raw first write of a new file"] = {
-            "best": res["bytes_saved"] / s["gpuio"]["best_s"] / res["raw_write_Bps"],
-            "median": res["bytes_saved"] / s["gpuio"]["median_s"] / res["raw_write_Bps"], "bar": ""}
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-gib", type=float, default=None, help="model file size (default 8 with CUDA, 0.25 without)")
@@ -543,6 +464,9 @@ def main(argv=None) -> int:
         print(f"wrote {path}: {nbytes / GIB:.2f} GiB of tensors in {time.perf_counter() - t0:.1f} s "
               "(safetensors.torch.save_file, fsynced)", flush=True)
     facts = machine_facts(path)
+    from gpuio_apps.bench.fastdev import storage_of
+
+    facts["storage"] = storage_of(path)  # the disk, or the fast device (GPUIO_DEVICE=fast)
     print("machine: " + ", ".join(f"{k} {v}" for k, v in facts.items()), flush=True)
     grid = raw_grid(path, a.raw_seconds)
     raws = raw_methods(grid)
@@ -551,7 +475,8 @@ def main(argv=None) -> int:
                  "raw_grid_best_Bps": max((v["Bps"] for v in grid.values()), default=0.0),
                  "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "host",
                  "h2d_Bps": h2d_rate(device), "loads": {}, "saves": {}, "verify": {}, "gpuio_data_path": {},
-                 "raw_write_Bps": 0.0, "bytes_saved": nbytes, "passes": [], "rounds_done": 0, "machine": facts}
+                 "raw_write_Bps": 0.0, "bytes_saved": nbytes, "passes": [], "rounds_done": 0, "machine": facts,
+                 "storage": facts["storage"], "align": ALIGN}
     timeout = 120 + 4 * nbytes / 1e9
     raw_runs: dict[str, list[tuple[int, float]]] = {m: [] for m in raws}  # (round, bytes/s)
 
@@ -566,7 +491,7 @@ def main(argv=None) -> int:
               f"({r['bytes'] / GIB:.2f} GiB, O_DIRECT, the whole file once)", flush=True)
 
     runs = {m: {"cold": [], "warm": []} for m in methods}
-    info: dict[str, dict] = {m: {"check": "ok", "regime": ""} for m in methods}
+    info: dict[str, dict] = {m: {"check": "ok", "regime": "", "misaligned": 0} for m in methods}
     over = lambda: time.perf_counter() - t_start > a.budget_s  # noqa: E731
     for rnd in range(a.rounds):
         if over():
@@ -588,6 +513,7 @@ def main(argv=None) -> int:
                     print(f"{m}: {'skipped: ' + r['skipped'] if 'skipped' in r else 'FAILED: ' + r['failed']}", flush=True)
                     continue
                 runs[m][regime].append(r["seconds"])
+                info[m]["misaligned"] = max(info[m]["misaligned"], r["misaligned"])
                 if r["check"] != "ok":
                     info[m]["check"] = r["check"]
                 if regime == "cold":
@@ -614,8 +540,9 @@ def main(argv=None) -> int:
                 res["paired_cold_raw"].append(nbytes / p["seconds"] / max(same))
     for m in methods:
         res["loads"][m] = ({"skipped": info[m]["skipped"]} if "skipped" in info[m] else
-                           {"cold": _summary(runs[m]["cold"], nbytes), "warm": _summary(runs[m]["warm"], nbytes),
+                           {"cold": summary(runs[m]["cold"], nbytes), "warm": summary(runs[m]["warm"], nbytes),
                             "check": info[m]["check"], "regime": info[m]["regime"] or "-",
+                            "misaligned": info[m]["misaligned"],
                             "failed": info[m].get("failed"), "cold_s": runs[m]["cold"], "warm_s": runs[m]["warm"]})
     saved = os.path.join(os.path.abspath(a.dir), "saved-gpuio.safetensors")
     save_runs: dict[str, list[float]] = {m: [] for m in SAVERS}
@@ -635,7 +562,7 @@ def main(argv=None) -> int:
                 print(f"save {m}: {r}", flush=True)
             if m == "safetensors" and os.path.exists(out):
                 os.unlink(out)
-    res["saves"] = {m: _summary(v, nbytes) for m, v in save_runs.items() if v}
+    res["saves"] = {m: summary(v, nbytes) for m, v in save_runs.items() if v}
     if os.path.exists(saved):
         res["verify"] = run_child("verify", {"path": saved, "device": str(device), "size_bytes": size_bytes}, timeout * 3)
         os.unlink(saved)

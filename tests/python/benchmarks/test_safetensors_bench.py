@@ -36,7 +36,9 @@ def test_model_load_tiny(tmp_path):
     assert res["gpuio_data_path"]["warm"].startswith("pagecache ")
     assert res["bytes"] == cold["gpuio_stats"]["direct_bytes"] + cold["gpuio_stats"]["buffered_bytes"]
     assert warm["gpuio_stats"]["pagecache_bytes"] > 0.9 * res["bytes"]
-    assert res["verify"]["safetensors"] == "ok" and set(res["verify"]) == {"safetensors", "fastsafetensors", "runai"}
+    assert res["verify"]["safetensors"] == "ok" and set(res["verify"]) == {"safetensors", "fastsafetensors", "runai", "instanttensor"}
+    assert res["verify"]["instanttensor"] == "skipped: instanttensor loads into CUDA memory only"
+    assert isinstance(res["loads"]["safetensors"]["misaligned"], int)  # counted (at 256 B) per method
     assert set(res["saves"]) == {"gpuio", "safetensors"} and res["raw_best_Bps"] > 0
     # the reference: whole-file raw passes in the cold rotation, the grid's best configuration per request size
     # and 1 MiB at QD 128, each once per round; the grid's short samples only chose them
