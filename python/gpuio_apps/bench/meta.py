@@ -9,9 +9,12 @@ import sys
 
 
 def _commit() -> str | None:
-    """The checkout's commit when gpuio runs from one (editable install); None for an installed wheel, even one
-    installed into a venv inside some git checkout (whose commit is not the wheel's)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../python/gpuio in a checkout
+    """The commit of the checkout gpuio runs from (an editable install: the `gpuio` package's folder is
+    <checkout>/python/gpuio), with "+dirty" for uncommitted changes to tracked files; None for an installed
+    package, even one installed into a venv inside some git checkout (whose commit is not the package's)."""
+    import gpuio
+
+    here = os.path.dirname(os.path.abspath(gpuio.__file__))
     try:
         top = subprocess.run(["git", "-C", here, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
                              timeout=5).stdout.strip()

@@ -94,8 +94,9 @@ def bench(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..bench import meta, os_cache
+    from . import bench_views
 
-    console = Console(width=max(Console().width, 200))  # the table is wide; never wrap it into unreadable cells
+    console = Console(width=max(Console().width, bench_views.TABLE_WIDTH))  # never wrap the table into cells
     path = os.path.abspath(file)
     o = gb.Options(path=path, size_bytes=nbytes, workloads=chosen, repeats=repeats, seconds=seconds,
                    workers=workers, cold=cold, backends=tuple(backend or ENGINE_BACKENDS),
@@ -121,7 +122,7 @@ def bench(
                       "the page cache[/]")
     elif not cold:
         console.print("[dim]page cache not dropped (no --cold); every pass uses O_DIRECT, which bypasses it[/]")
-    console.print(_table(rows, size, regime, info))
+    console.print(bench_views.bench_table(rows, size, regime, info))
     if quick:
         console.print("[dim]--quick: one 0.05 s pass per configuration, a smoke test whose ratios are rough; "
                       "measure without --quick[/]")
@@ -156,23 +157,3 @@ def _ceiling(quick: bool, json_path: str, verbose: bool, force: bool) -> None:
             print(line)
     ceiling.write_json(res, json_path, overwrite=force)
     print(f"JSON: {json_path}")
-
-
-def _table(rows, size, regime, info):
-    from rich.table import Table
-
-    from ..bench.report import fmt_figure
-
-    t = Table(title=f"gpuio bench: {info['device']} on {info['host']}, {info['date']}, commit {info['commit']}")
-    for c in ("workload", "file", "cache", "data path x workers QD", "gpuio", "best raw (config)", "ratio [min-max]",
-              "CPU us/op gpuio / raw (ratio)", "workers busy"):
-        t.add_column(c)
-    for r in rows:
-        g, w, ra, cpu = r["gpuio"], r["raw_best"], r["ratio"], r["cpu_us_per_op"]
-        t.add_row(r["workload"], size, regime, f"{r['data_path']} x{r['workers']} {r['gpuio_config'].split()[-1]}",
-                  fmt_figure(r["unit"], g["median"]) + (" IOPS" if r["unit"] == "IOPS" else ""),
-                  f"{fmt_figure(r['unit'], w['median'])} ({r['raw_best_config'].removeprefix('raw ')})",
-                  f"{ra['median']:.2f} [{ra['min']:.2f}-{ra['max']:.2f}]",
-                  f"{cpu['gpuio']:.2f} / {cpu['raw']:.2f} ({cpu['ratio']:.2f})",
-                  f"{r['workers_busy']:.2f}")
-    return t

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from gpuio_apps.bench import RAW_GRID, WORKLOADS
 from gpuio.engine import DEFAULTS
+from repo_scripts import ROOT
 
 pytestmark = pytest.mark.slow  # every test reads the module's one `gpuio bench --quick` run (~11 s)
 
@@ -61,8 +62,15 @@ def test_data_file_is_real_data(quick_run):
 
 
 def test_table_and_plot(quick_run):
-    where, output, _ = quick_run
+    where, output, doc = quick_run
     assert "ratio" in output and "rand 4KiB read" in output
+    wide = [line for line in output.splitlines() if len(line) > 120]
+    assert not wide, "wider than 120 columns:\n" + "\n".join(wide)
+    # the code measured: this checkout's commit (the tests run from an editable install), never "None"
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    assert doc["meta"]["commit"].removesuffix("+dirty") == head
+    assert f"commit {doc['meta']['commit']}" in output and "None" not in output
     assert (where / "ratios.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -110,3 +118,10 @@ def test_only_gpuio_bench_results_count_as_ours(tmp_path):
     assert report.is_ours(str(mine))
     assert not report.is_ours(str(other)) and not report.is_ours(str(broken))
     assert not report.is_ours(str(tmp_path / "missing.json"))
+
+
+def test_an_installed_package_is_named_by_its_version():
+    from gpuio_apps.cli.bench_views import build_label
+
+    assert build_label({"commit": None, "version": "0.1.0"}) == "gpuio 0.1.0"
+    assert build_label({"commit": "abc123", "version": "0.1.0"}) == "commit abc123"
