@@ -1,6 +1,32 @@
-# Model weights into GPU memory (sourced by scripts/gpu.sh): gpuio.safetensors beside safetensors, fastsafetensors
-# and Run:ai's streamer. The peers come as wheels in .whl/ (safetensors, fastsafetensors, runai-model-streamer,
-# humanize; docs/BENCHMARKS.md "Model weights"), installed by the prologue.
+# Model weights into GPU memory (sourced by scripts/gpu.sh): gpuio.safetensors beside safetensors, fastsafetensors,
+# Run:ai's streamer and InstantTensor. The peers come as wheels in .whl/ (safetensors, fastsafetensors, runai-model-streamer,
+# humanize, instanttensor: `gpu.sh weights-wheels` says which are missing; docs/BENCHMARKS.md "Model weights"), installed
+# by the prologue. GPUIO_DEVICE=fast puts the files on the fast device (lib.sh).
+
+# the peers' wheels the weights suites load (name==version: module), checked in .whl/ and in $py
+WEIGHTS_WHEELS="safetensors==0.8.0:safetensors fastsafetensors==0.5.0:fastsafetensors \
+runai-model-streamer==0.17.1:runai_model_streamer humanize:humanize instanttensor==0.2.2:instanttensor"
+
+# weights_wheels: one line, which of WEIGHTS_WHEELS $py lacks and .whl/ does not carry, and the command that fetches them
+weights_wheels() {
+  local w spec mod name ver file missing=() have=()
+  for w in $WEIGHTS_WHEELS; do
+    spec=${w%%:*} mod=${w##*:} name=${spec%%==*} ver=""; [[ $spec == *==* ]] && ver=${spec##*==}
+    if [[ -n $ver ]]; then file=$(ls "$repo/.whl/${name//-/_}-$ver"-*.whl 2>/dev/null | head -1)
+    else file=$(ls "$repo/.whl/${name//-/_}"-[0-9]*.whl 2>/dev/null | head -1); fi
+    if [[ -n $file ]]; then have+=("$(basename "$file")")
+    elif ((!GPU_DRY)) && "$py" -c "import $mod, sys; v = getattr($mod, '__version__', ''); sys.exit(0 if not '$ver' or v == '$ver' else 1)" 2>/dev/null; then
+      have+=("$spec (installed)")
+    else missing+=("$spec"); fi
+  done
+  if ((${#missing[@]})); then
+    echo "weights wheels: MISSING in .whl/: ${missing[*]} (fetch: pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl ${missing[*]}); there: ${have[*]:-none}"
+  else echo "weights wheels: all there: ${have[*]}"; fi
+}
+
+suite weights-wheels none "one line: the wheels the weights suites need in .whl/ (safetensors, fastsafetensors, \
+runai-model-streamer, humanize, instanttensor), which are missing, and the pip download line that fetches them"
+suite_weights_wheels() { run true; note "$(weights_wheels)"; }
 
 weights_dir() { on "${GPUIO_WEIGHTS_DIR:-/var/tmp/gpuio-weights}"; }  # on the device of the pass (lib.sh `on`)
 
@@ -11,6 +37,7 @@ and warm, 2 rounds rotated, saves from CUDA fsynced, gpuio's file loaded by the 
 one table of ratios (GPUIO_WEIGHTS_ARGS: more arguments, e.g. --gpuio-variants threads=16; GPUIO_WEIGHTS_DIR)"
 suite_weights() {
   local status=0 limit budget
+  note "[$suite] $(weights_wheels)"
   TEST_GPU_TIMEOUT_S=60 GPUIO_TAIL=8 bounded pytest-weights 120 "$py" -m pytest -q -p no:cacheprovider \
     -m gpu tests/python/weights -rs || status=1
   limit=$(within 500 25)
