@@ -26,8 +26,8 @@ from ._format import SafetensorError, TensorInfo
 from ._read import read_into_buffers
 from ._source import Checkpoint, Selection, resolve_device
 
-ROUND_BYTES_MAX = 1 << 30   # bytes in flight per round of the exchange (sender copies of sliced parts included)
-ROUND_MESSAGES_MAX = 512    # point-to-point messages per round (one batch_isend_irecv)
+ROUND_COPY_BYTES_MAX = 1 << 30  # per round of the exchange: the senders' copies of parts sliced past dimension 0
+ROUND_MESSAGES_MAX = 1024       # point-to-point messages per round (one batch_isend_irecv on each rank)
 HOST_ALIGN_BYTES = 256      # host tensors start here, as the module's others do
 
 Shard = Callable[[str, tuple], Any]
@@ -257,6 +257,7 @@ def _load(ckpt: Checkpoint, group: Any, rank: int, ranks: int, wants: list[dict[
           comm: torch.device) -> tuple[dict[str, torch.Tensor], dict]:
     import torch.distributed as dist
 
+    t0 = time.perf_counter()
     pieces = plan_reads(ckpt, wants, ranks)
     mine = [p for p in pieces if p.reader == rank]
     # read this rank's run (every piece under a name of its own: a tensor may come in two parts)
@@ -284,7 +285,9 @@ def _load(ckpt: Checkpoint, group: Any, rank: int, ranks: int, wants: list[dict[
                     typed[int(t.name)] = raw.view(dtype).reshape((p.b - p.a, *info.torch_shape[1:]))
     except Exception as e:  # told to every rank before the exchange, which would wait for this rank's parts
         err = e
+    t1 = time.perf_counter()
     _check_all(group, rank, (err, None), "reading its part of the checkpoint")
+    t2 = time.perf_counter()
 
     # this rank's tensors, and the messages of the exchange in one order on every rank
     out: dict[str, torch.Tensor] = {}
@@ -308,18 +311,20 @@ def _load(ckpt: Checkpoint, group: Any, rank: int, ranks: int, wants: list[dict[
             if hi <= lo:
                 continue
             nbytes = _msg_bytes(ckpt.where[p.name][1], w, hi - lo)
-            queued.append((at[p.reader], p.reader, (p, q, lo, hi, w, nbytes)))
+            copy = nbytes if w.rest and p.reader != q else 0  # rows of a part whole past dim 0: sent in place
+            queued.append((at[p.reader], p.reader, (p, q, lo, hi, w, copy)))
             at[p.reader] += nbytes
     queued.sort(key=lambda m: (m[0], m[1]))
     rounds: list[list[tuple]] = [[]]
     round_bytes = 0
     for _, _, msg in queued:
-        if rounds[-1] and (round_bytes + msg[5] > ROUND_BYTES_MAX or len(rounds[-1]) >= ROUND_MESSAGES_MAX):
+        if rounds[-1] and (round_bytes + msg[5] > ROUND_COPY_BYTES_MAX or len(rounds[-1]) >= ROUND_MESSAGES_MAX):
             rounds.append([])
             round_bytes = 0
         rounds[-1].append(msg)
         round_bytes += msg[5]
     index_of = {p: i for i, p in enumerate(mine)}
+    t3 = time.perf_counter()
     for msgs in rounds:
         ops = []
         for tag, (p, q, lo, hi, w, _) in enumerate(msgs):
@@ -347,7 +352,9 @@ def _load(ckpt: Checkpoint, group: Any, rank: int, ranks: int, wants: list[dict[
     # what its reader took, gaps of less than a block between two parts read through included
     st = {"bytes_read": sum((p.b - p.a) * _row_bytes(ckpt.where[p.name][1]) for p in mine),
           "storage_bytes": int(read_stats.get("bytes", 0)), "bytes_received": received, "bytes_sent": sent,
-          "pieces_read": len(mine), "rounds": len(rounds)}
+          "pieces_read": len(mine), "rounds": len(rounds),
+          # where the time went: planning and this rank's read; waiting for the others' reads; the exchange
+          "read_s": t1 - t0, "wait_s": t2 - t1, "plan_exchange_s": t3 - t2, "exchange_s": time.perf_counter() - t3}
     if "data_path" in read_stats:
         st["data_path"] = read_stats["data_path"]
     return out, st
