@@ -1,15 +1,23 @@
-"""Several GPUs, each rank loading its share of a sharded checkpoint (a tensor-parallel start), gpuio beside
-safetensors. The model of benchmarks/model_load.py, written by `safetensors.torch.save_file` as --shards files
-with a Hugging Face index (`model.safetensors.index.json`); rank r of --ranks takes a share of the tensors
-(largest first, each to the rank with the fewest bytes: about 1/ranks of the bytes) onto cuda:r:
-  gpuio        gpuio.safetensors.load_file(index, device=cuda:r, tensors=its names)
-  safetensors  safetensors.safe_open(shard, device=cuda:r).get_tensor(name) for its names, shard by shard
+"""Several GPUs loading one sharded checkpoint (a tensor-parallel start), gpuio beside safetensors and
+InstantTensor. The model of benchmarks/model_load.py, written by `safetensors.torch.save_file` as --shards files
+with a Hugging Face index (`model.safetensors.index.json`). --pattern share: rank r of --ranks takes a share of
+the tensors (largest first, each to the rank with the fewest bytes: about 1/ranks of the bytes) onto cuda:r;
+--pattern all: every rank takes all of them.
+  gpuio               gpuio.safetensors.load_file(index, device=cuda:r, tensors=its names): each rank on its own
+  gpuio-dist          the same with process_group= (NCCL; gloo on the CPU): the ranks split the reads, each byte
+                      read once, and send each other the rest
+  safetensors         safetensors.safe_open(shard, device=cuda:r).get_tensor(name) for its names, shard by shard
+  instanttensor-dist  instanttensor.safe_open(shards, device=r, process_group=WORLD).tensors() (--pattern all
+                      only: InstantTensor with a group gives every rank every tensor; needs CUDA)
+The dist methods' process group (and its NCCL communicators) starts before the clock, as in an engine that
+loads its weights after its ranks are up.
 All ranks start together (each imports and starts CUDA, then waits for the parent's go after the cache is
 dropped); a pass takes from the first rank's start to the last rank's end. Every tensor is checked bit for bit
 (references generated on each rank's GPU: the GPUs must be of one model). Cold and warm, --rounds rounds.
 
     python3 benchmarks/model_load_ranks.py --ranks 2 --size-gib 8 --dir /var/tmp/ml-ranks   # 2 GPUs, as root
     python3 benchmarks/model_load_ranks.py --ranks 2 --size-gib 0.02 --device cpu --evict fadvise  # CPU check
+    python3 benchmarks/model_load_ranks.py --ranks 8 --pattern all --dir /var/tmp/ml-ranks   # 8 GPUs, all of it
 """
 from __future__ import annotations
 
@@ -26,7 +34,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model_load as ml  # noqa: E402
 
-METHODS = ("gpuio", "safetensors")
+METHODS = ("gpuio", "gpuio-dist", "safetensors", "instanttensor-dist")
+DIST = ("gpuio-dist", "instanttensor-dist")  # methods that load through a process group
 
 
 def write_sharded(folder: str, size_bytes: int, shards: int, device: torch.device) -> str:
@@ -61,15 +70,43 @@ def share(size_bytes: int, rank: int, ranks: int) -> list[tuple[int, str, tuple,
     return [(i, n, s, dt) for i, (n, s, dt) in sh if owner[i] == rank]
 
 
+def _start_group(spec: dict, device: torch.device):
+    """The ranks' process group (NCCL on GPUs, gloo on the CPU), its communicators made by one exchange between
+    every pair of ranks before the clock starts."""
+    import datetime
+
+    import torch.distributed as dist
+
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=spec["init"],
+                            rank=spec["rank"], world_size=spec["ranks"], timeout=datetime.timedelta(seconds=300))
+    rank, ranks = spec["rank"], spec["ranks"]
+    ops = []
+    for q in range(ranks):
+        if q != rank:
+            ops.append(dist.P2POp(dist.isend, torch.ones(1, device=device), q))
+            ops.append(dist.P2POp(dist.irecv, torch.empty(1, device=device), q))
+    dist.barrier()
+    for w in dist.batch_isend_irecv(ops) if ops else []:
+        w.wait()
+    dist.barrier()
+    return dist.group.WORLD
+
+
 def child(spec: dict) -> dict:
     rank, ranks, index, method = spec["rank"], spec["ranks"], spec["index"], spec["method"]
     device = torch.device(spec["device"])
-    mine = share(spec["size_bytes"], rank, ranks)
+    if spec["pattern"] == "all":
+        mine = [(i, n, s, dt) for i, (n, s, dt) in enumerate(ml.shapes(spec["size_bytes"]))]
+    else:
+        mine = share(spec["size_bytes"], rank, ranks)
     names = [n for _, n, _, _ in mine]
     import gpuio.safetensors as gst
     import safetensors
 
     ml.start_cuda(device)
+    group = _start_group(spec, device) if method in DIST else None
     with open(f"{spec['go']}.ready{rank}", "w"):
         pass
     deadline = time.time() + 120
@@ -81,6 +118,23 @@ def child(spec: dict) -> dict:
     t0 = time.time()
     if method == "gpuio":
         out = gst.load_file(index, device=device, tensors=names, stats=stats)
+    elif method == "gpuio-dist":
+        import inspect
+
+        if "process_group" in inspect.signature(gst.load_file).parameters:
+            out = gst.load_file(index, device=device, tensors=names, stats=stats, process_group=group)
+        else:  # before load_file took process_group=: the function it calls
+            from gpuio.safetensors._dist import load_distributed
+
+            out = load_distributed(index, device=device, process_group=group, tensors=names, stats=stats)
+    elif method == "instanttensor-dist":
+        import instanttensor
+
+        with open(index) as f:
+            folder, shards = os.path.dirname(index), list(dict.fromkeys(json.load(f)["weight_map"].values()))
+        with instanttensor.safe_open([os.path.join(folder, s) for s in shards], framework="pt",
+                                     device=device.index, process_group=group) as f:
+            out = {n: t for n, t in f.tensors() if n in set(names)}
     else:
         with open(index) as f:
             wm = json.load(f)["weight_map"]
@@ -91,18 +145,23 @@ def child(spec: dict) -> dict:
     ml.sync(device)
     t1 = time.time()
     bad = next((n for i, n, s, dt in mine if not ml.same_bits(ml.reference(i, s, dt, device), out[n])), None)
+    if group is not None:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
     return {"t0": t0, "t1": t1, "bytes": sum(t.numel() * t.element_size() for t in out.values()),
             "check": "ok" if bad is None and len(out) == len(names) else f"tensor {bad!r} differs",
-            "data_path": stats.get("data_path", "")}
+            "data_path": stats.get("data_path", ""), "bytes_read": stats.get("bytes_read")}
 
 
 def one_pass(a, method: str, index: str, files: list[str], cold: bool, size_bytes: int) -> dict:
     go = os.path.join(a.dir, f"go-{os.getpid()}-{time.monotonic_ns()}")
     procs = []
+    init = f"tcp://127.0.0.1:{_free_port()}"
     for r in range(a.ranks):
         dev = "cpu" if a.device == "cpu" else f"cuda:{r}"
         spec = {"rank": r, "ranks": a.ranks, "index": index, "method": method, "device": dev, "go": go,
-                "size_bytes": size_bytes}
+                "size_bytes": size_bytes, "pattern": a.pattern, "init": init}
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     deadline = time.time() + 180
@@ -133,7 +192,57 @@ def one_pass(a, method: str, index: str, files: list[str], cold: bool, size_byte
         return {"failed": failed[0], "regime": regime}
     return {"seconds": max(r["t1"] for r in res) - min(r["t0"] for r in res), "regime": regime,
             "check": "ok" if all(r["check"] == "ok" for r in res) else "; ".join(r["check"] for r in res),
-            "rank_seconds": [r["t1"] - r["t0"] for r in res], "data_path": [r["data_path"] for r in res]}
+            "rank_seconds": [r["t1"] - r["t0"] for r in res], "data_path": [r["data_path"] for r in res],
+            "bytes_read": [r.get("bytes_read") for r in res]}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def methods_of(a) -> tuple[list[str], list[str]]:
+    """The methods asked for that can run here, and a note for each left out."""
+    asked = [m.strip() for m in a.methods.split(",") if m.strip()]
+    bad = [m for m in asked if m not in METHODS]
+    if bad or not asked:
+        raise SystemExit(f"model_load_ranks: error: --methods {a.methods!r}: choose from {', '.join(METHODS)}")
+    notes, out = [], []
+    for m in asked:
+        if m == "instanttensor-dist":
+            why = ("it needs CUDA" if a.device != "cuda" else
+                   "with a group it gives every rank every tensor (--pattern all)" if a.pattern != "all" else
+                   "instanttensor is not installed" if not _importable("instanttensor") else "")
+            if why:
+                notes.append(f"{m} left out: {why}")
+                continue
+        out.append(m)
+    return out, notes
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _ratio_lines(summary: dict, methods: list[str]) -> list[str]:
+    """Per regime: every method's best time, then gpuio-dist and gpuio against each peer (peer's time / ours)."""
+    lines = []
+    pairs = [("gpuio", "safetensors"), ("gpuio-dist", "safetensors"), ("gpuio-dist", "gpuio"),
+             ("gpuio-dist", "instanttensor-dist"), ("gpuio", "instanttensor-dist")]
+    for regime in ("cold", "warm"):
+        best = {m: summary[m][regime] for m in methods if regime in summary.get(m, {})}
+        if not best:
+            continue
+        rs = [f"{x} / {y} {best[y]['best_s'] / best[x]['best_s']:.2f} x (median "
+              f"{best[y]['median_s'] / best[x]['median_s']:.2f} x)" for x, y in pairs if x in best and y in best]
+        times = ", ".join(f"{m} {b['best_s']:.3f} s" for m, b in best.items())
+        lines.append(f"{regime}: {times}" + (f": {'; '.join(rs)}" if rs else ""))
+    return lines
 
 
 def main(argv=None) -> int:
@@ -145,6 +254,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--evict", choices=("drop_caches", "fadvise"), default="drop_caches")
+    ap.add_argument("--pattern", choices=("share", "all"), default="share",
+                    help="share: each rank takes about 1/ranks of the tensors; all: every rank takes all of them")
+    ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -155,6 +267,9 @@ def main(argv=None) -> int:
         print(f"model_load_ranks: skipped: {a.ranks} ranks need {a.ranks} GPUs, torch sees "
               f"{torch.cuda.device_count()}")
         return 0
+    methods, notes = methods_of(a)
+    for n in notes:
+        print(f"model_load_ranks: {n}")
     os.makedirs(a.dir, exist_ok=True)
     a.dir = os.path.abspath(a.dir)
     size_bytes = int(a.size_gib * ml.GIB)
@@ -165,35 +280,35 @@ def main(argv=None) -> int:
     with open(index) as f:
         files = [os.path.join(a.dir, n) for n in dict.fromkeys(json.load(f)["weight_map"].values())]
     nbytes = ml.nbytes_of(size_bytes)
-    runs: dict = {m: {"cold": [], "warm": []} for m in METHODS}
+    runs: dict = {m: {"cold": [], "warm": []} for m in methods}
     passes = []
     for rnd in range(a.rounds):
         for regime in ("cold", "warm"):
-            for m in ml.rotated(METHODS, rnd):
+            for m in ml.rotated(methods, rnd):
                 r = one_pass(a, m, index, files, regime == "cold", size_bytes)
                 passes.append({"round": rnd, "method": m, "kind": regime, **r})
                 if "seconds" in r and r["check"] == "ok":
                     runs[m][regime].append(r["seconds"])
-                print(f"round {rnd} {regime:<4} {m:<12} " + (
+                print(f"round {rnd} {regime:<4} {m:<18} " + (
                     f"{r['seconds']:.3f} s  {nbytes / r['seconds'] / 1e9:.2f} GB/s  ranks "
                     f"{', '.join(f'{s:.3f}' for s in r['rank_seconds'])} s  check {r['check']}  {r['regime']}"
                     if "seconds" in r else f"FAILED: {r['failed']}"), flush=True)
     summary = {m: {k: {"best_s": min(v), "median_s": statistics.median(v)} for k, v in runs[m].items() if v}
-               for m in METHODS}
-    print(f"model_load_ranks: {nbytes / ml.GIB:.2f} GiB in {a.shards} shards + index, {a.ranks} ranks each "
-          f"loading 1/{a.ranks} of the tensors onto its own {'GPU' if a.device == 'cuda' else 'CPU'}")
-    for regime in ("cold", "warm"):
-        g, s = summary["gpuio"].get(regime), summary["safetensors"].get(regime)
-        if g and s:
-            print(f"{regime}: gpuio {g['best_s']:.3f} s, safetensors {s['best_s']:.3f} s: gpuio / safetensors "
-                  f"{s['best_s'] / g['best_s']:.2f} x (median {s['median_s'] / g['median_s']:.2f} x)")
-    dp = [p["data_path"] for p in passes if p["method"] == "gpuio" and "data_path" in p]
-    if dp:
-        print(f"gpuio data path, last pass: {dp[-1]}")
+               for m in methods}
+    what = f"each loading 1/{a.ranks} of the tensors" if a.pattern == "share" else "each loading all the tensors"
+    print(f"model_load_ranks: {nbytes / ml.GIB:.2f} GiB in {a.shards} shards + index, {a.ranks} ranks {what} onto "
+          f"its own {'GPU' if a.device == 'cuda' else 'CPU'}")
+    for line in _ratio_lines(summary, methods):
+        print(line)
+    for m in ("gpuio", "gpuio-dist"):
+        dp = [p for p in passes if p["method"] == m and "data_path" in p]
+        if dp:
+            print(f"{m} data path, last pass: {dp[-1]['data_path']}"
+                  + (f"; bytes read per rank {dp[-1]['bytes_read']}" if m == "gpuio-dist" else ""))
     js = a.json or os.path.join(a.dir, "model_load_ranks.json")
     with open(js, "w") as f:
-        json.dump({"bytes": nbytes, "ranks": a.ranks, "shards": a.shards, "passes": passes, "summary": summary}, f,
-                  indent=1)
+        json.dump({"bytes": nbytes, "ranks": a.ranks, "shards": a.shards, "pattern": a.pattern, "methods": methods,
+                   "notes": notes, "passes": passes, "summary": summary}, f, indent=1)
     for f in files + [index]:
         os.unlink(f)
     print(f"json: {js}")

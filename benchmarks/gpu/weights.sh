@@ -58,3 +58,21 @@ suite_weights_ranks() {
   ((GPU_DRY)) || grep -E "^(cold|warm): gpuio" "$(log_of model-load-ranks)" | tee -a "$summary"
   return $rc
 }
+
+suite weights-dist build "one checkpoint onto every GPU of the host (GPUIO_WEIGHTS_RANKS, default all it has; 1 runs \
+the single-rank path): benchmarks/model_load_ranks.py --pattern all (every rank takes the whole sharded checkpoint, \
+4 shards + index, GPUIO_WEIGHTS_GIB=8.25 GiB), then --pattern share (each its 1/ranks): gpuio alone, gpuio with a \
+process group (each byte read once, the rest over NCCL), safetensors, InstantTensor with a process group (all \
+only); cold and warm, one round (GPUIO_DEVICE=both: on the disk, then on the fast device)"
+suite_weights_dist() {
+  local status=0 ranks pattern
+  ranks=${GPUIO_WEIGHTS_RANKS:-$( ((GPU_DRY)) && echo 2 || "$py" -c "import torch; print(torch.cuda.device_count())")}
+  for pattern in all share; do
+    GPUIO_TAIL=20 bounded "model-load-dist-$pattern" "$(within 280 25)" "$py" benchmarks/model_load_ranks.py \
+      --ranks "$ranks" --pattern "$pattern" --rounds 1 --size-gib "${GPUIO_WEIGHTS_GIB:-8.25}" \
+      --dir "$(weights_dir)-dist" --json "$OUT/$suite/model_load_ranks_$pattern.json" || status=1
+    ((GPU_DRY)) || grep -E "^(cold|warm): gpuio" "$(log_of "model-load-dist-$pattern")" | sed "s/^/$pattern, $ranks ranks: /" \
+      | tee -a "$summary"
+  done
+  return $status
+}

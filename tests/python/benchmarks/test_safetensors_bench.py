@@ -66,8 +66,26 @@ def test_model_load_ranks_tiny(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     res = json.loads(out.read_text())
-    assert len(res["passes"]) == 4 and all(p["check"] == "ok" for p in res["passes"]), res["passes"]
+    assert res["methods"] == ["gpuio", "gpuio-dist", "safetensors"], res["methods"]  # instanttensor: CUDA only
+    assert len(res["passes"]) == 6 and all(p["check"] == "ok" for p in res["passes"]), res["passes"]
     gpuio_cold = [p for p in res["passes"] if p["method"] == "gpuio" and p["kind"] == "cold"][0]
     assert len(gpuio_cold["data_path"]) == 2 and all("direct" in d for d in gpuio_cold["data_path"])
-    assert "cold: gpuio" in r.stdout and "warm: gpuio" in r.stdout
+    assert "cold: gpuio" in r.stdout and "warm: gpuio" in r.stdout and "gpuio-dist / gpuio" in r.stdout
     assert not [n for n in os.listdir(tmp_path / "w") if n.endswith(".safetensors")]
+
+
+def test_model_load_ranks_all_pattern_tiny(tmp_path):
+    """Three ranks each taking all of a sharded checkpoint through one gloo group (gpuio-dist: each byte read by
+    one rank) beside each reading all of it alone; every tensor checked, the group's reads adding up to the file."""
+    pytest.importorskip("safetensors")
+    bench = os.path.join(os.path.dirname(BENCH), "model_load_ranks.py")
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, bench, "--ranks", "3", "--pattern", "all", "--methods", "gpuio,gpuio-dist",
+                        "--size-gib", "0.005", "--device", "cpu", "--evict", "fadvise", "--rounds", "1",
+                        "--dir", str(tmp_path / "w"), "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert len(res["passes"]) == 4 and all(p["check"] == "ok" for p in res["passes"]), res["passes"]
+    dist_pass = [p for p in res["passes"] if p["method"] == "gpuio-dist"][0]
+    assert sum(dist_pass["bytes_read"]) == res["bytes"] and min(dist_pass["bytes_read"]) > 0, dist_pass
+    assert "each loading all the tensors" in r.stdout and "gpuio-dist / gpuio" in r.stdout
