@@ -182,6 +182,10 @@ def report(runs: dict, ratios: dict, ref_ratios: dict, a) -> dict:
     med = {k: statistics.median(v) for k, v in runs.items()}
     rmed = {k: statistics.median(v) for k, v in ratios.items()}
     fmed = {k: statistics.median(v) for k, v in ref_ratios.items() if v}
+    from gpuio_apps.bench.fastdev import storage_of
+
+    storage = storage_of(a.workdir)  # the disk, or the fast device (gpu.sh GPUIO_DEVICE=fast)
+    print(f"storage: {storage} ({os.path.abspath(a.workdir)})")
     print(f"gather rate: rows={a.rows} batch={a.batch} file={a.file_mib} MiB/table workers={a.workers} "
           f"qd={a.queue_depth} host_read={a.host_read} in_place={a.in_place or 'default'} "
           f"inflight={a.inflight} cache={a.cache_kib} KiB repeats={a.repeats} device={a.device} (O_DIRECT, "
@@ -196,7 +200,7 @@ def report(runs: dict, ratios: dict, ref_ratios: dict, a) -> dict:
         vs_ref = f"{fmed[k]:>10.3f}" if k in fmed else f"{'1.000' if k.startswith('ref') else '':>10}"
         print(f"{k:<22}{med[k]:>10.0f}{max(v) - min(v):>10.0f}{ratio}{vs_ref}")
     return {"args": vars(a), "runs": runs, "ratios": ratios, "ref_ratios": ref_ratios, "median": med,
-            "ratio_median": rmed, "ref_ratio_median": fmed}
+            "ratio_median": rmed, "ref_ratio_median": fmed, "storage": storage}
 
 
 def main(argv=None):

@@ -3,6 +3,7 @@ loop device with the file's bytes; the device is made and removed without leavin
 image behind, also when its user fails; sizes that cannot be are refused in one line."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -125,3 +126,15 @@ def test_gpu_sh_refuses_a_device_it_does_not_know_in_one_line():
     r = _gpu_sh("check", env={"GPUIO_DEVICE": "disk,nvme"})
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == "gpu.sh: error: GPUIO_DEVICE='disk,nvme': 'nvme' is not one of disk, fast, both"
+
+
+def test_gather_rate_runs_on_the_fast_device_and_names_it(fast_device, tmp_path):
+    """A benchmark's files on the fast device: gather_rate.py's rows checked against NumPy there, its storage line
+    and JSON naming the fast device."""
+    work, out = os.path.join(fast_device.mount, "gather"), tmp_path / "r.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gather_rate.py"), "--workdir", work, "--file-mib",
+                        "2", "--rows", "96", "--batch", "40", "--repeats", "1", "--ref-seconds", "0.05",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith(f"storage: fast device: loop over tmpfs, ext4 ({fast_device.loop}, direct-io on)")
+    assert json.loads(out.read_text())["storage"].startswith("fast device: loop over tmpfs")
