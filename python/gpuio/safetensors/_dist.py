@@ -144,15 +144,11 @@ def plan_reads(ckpt: Checkpoint, wants: list[dict[str, _Want]], ranks: int) -> l
     total = sum((b - a) * rb for *_, a, b, rb in segs)
     bounds = [total * k // ranks for k in range(ranks + 1)]  # run k: bytes [bounds[k], bounds[k+1])
     pieces: list[_Piece] = []
-    at = 0
+    at = 0  # bytes of the runs before this segment
     for _, _, n, a, b, rb in segs:
-        row = a
-        while row < b:
-            k = max(i for i in range(ranks) if bounds[i] <= at + (row - a) * rb)
-            end_byte = bounds[k + 1]  # this run ends there: cut at the nearest row
-            cut = b if k == ranks - 1 else min(b, max(row + 1, a + round((end_byte - at) / rb)))
-            pieces.append(_Piece(n, row, cut, k))
-            row = cut
+        # the row nearest each run's start (within this segment), so rows [cut[k], cut[k + 1]) are run k's
+        cut = [a] + [min(b, max(a, a + round((bounds[k] - at) / rb))) for k in range(1, ranks)] + [b]
+        pieces += [_Piece(n, cut[k], cut[k + 1], k) for k in range(ranks) if cut[k + 1] > cut[k]]
         at += (b - a) * rb
     return pieces
 

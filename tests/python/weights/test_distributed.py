@@ -323,6 +323,53 @@ def test_distributed_load_through_load_file(results):
     test_distributed_load(results, "all_through_load_file")
 
 
+class _Where:
+    """The name -> (file, TensorInfo) map plan_reads reads of a Checkpoint, for made-up layouts."""
+
+    def __init__(self, where):
+        self.where = where
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plan_reads_every_wanted_row_once_in_balanced_runs(seed):
+    """Random layouts and wants: each wanted row is in exactly one piece, nothing else is, each rank's run is one
+    piece per tensor segment, and the runs' bytes differ by at most two rows."""
+    import random
+
+    from gpuio.safetensors._dist import _Want, plan_reads
+    from gpuio.safetensors._format import TensorInfo
+
+    rng = random.Random(seed)
+    for _ in range(50):
+        where, off = {}, 0
+        for i in range(rng.randint(1, 30)):
+            rows, cols = rng.randint(0, 50), rng.randint(1, 9)
+            where[f"t{i}"] = (rng.randint(0, 2), TensorInfo(f"t{i}", "F32", (rows, cols), off, off + rows * cols * 4))
+            off += rows * cols * 4
+        ranks = rng.randint(1, 8)
+        wants = []
+        for _r in range(ranks):
+            w = {}
+            for n, (_, t) in where.items():
+                if rng.random() < 0.7:
+                    a = rng.randint(0, t.shape[0])
+                    w[n] = _Want(a, rng.randint(a, t.shape[0]))
+            wants.append(w)
+        pieces = plan_reads(_Where(where), wants, ranks)
+        cover: dict = {}
+        for p in pieces:
+            for row in range(p.a, p.b):
+                assert (p.name, row) not in cover, f"seed {seed}: {p.name} row {row} read twice"
+                cover[(p.name, row)] = p.reader
+        need = {(n, row) for w in wants for n, x in w.items() for row in range(x.r0, x.r1)}
+        assert set(cover) == need, f"seed {seed}"
+        per = [0] * ranks
+        for p in pieces:
+            per[p.reader] += (p.b - p.a) * where[p.name][1].shape[1] * 4
+        row_max = max(t.shape[1] * 4 for _, t in where.values())
+        assert max(per) - min(per) <= 2 * row_max, f"seed {seed}: runs {per}"
+
+
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
     _worker(spec["rank"], spec["init"], spec["paths"], spec["out"])
