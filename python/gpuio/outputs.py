@@ -24,8 +24,8 @@ import secrets
 import stat
 from typing import Callable, Iterator, Optional
 
-__all__ = ["TEMP_TAG", "OutputRefused", "atomic_output", "check_space", "destination", "free_bytes", "reserve_space",
-           "write_text"]
+__all__ = ["TEMP_TAG", "OutputRefused", "atomic_output", "check_space", "destination", "free_bytes", "fsync_path",
+           "reserve_space", "write_text"]
 
 TEMP_TAG = ".gpuio-"  # in every temporary name: `.NAME.gpuio-XXXXXXXX.EXT`
 
@@ -103,10 +103,13 @@ def _temp_name(dest: str) -> str:
     return os.path.join(folder, f".{stem}{TEMP_TAG}{secrets.token_hex(4)}{ext}")
 
 
-def _fsync_path(path: str, flags: int = os.O_RDONLY) -> None:
-    fd = os.open(path, flags)
+def fsync_path(path: str | os.PathLike, directory: bool = False, data_only: bool = False) -> None:
+    """fsync the file (or, directory=True, the folder: a rename's durability) at `path`, opened read-only and
+    closed again; data_only: fdatasync (the data and the length, not the other metadata). The one helper of
+    the kind: gpuio's writers and the applications' timed saves call it."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
     try:
-        os.fsync(fd)
+        (os.fdatasync if data_only else os.fsync)(fd)
     finally:
         os.close(fd)
 
@@ -139,7 +142,7 @@ def atomic_output(path, *, overwrite: bool = False, ours: Optional[Callable[[str
         finally:
             os.close(fd)
         yield tmp
-        _fsync_path(tmp)
+        fsync_path(tmp)
         destination(path, overwrite=overwrite, ours=ours)  # still a place we may write (it may have changed)
         os.replace(tmp, dest)
     except BaseException:
@@ -147,7 +150,7 @@ def atomic_output(path, *, overwrite: bool = False, ours: Optional[Callable[[str
             os.unlink(tmp)
         raise
     with contextlib.suppress(OSError):  # the rename's durability; some file systems refuse a folder fsync
-        _fsync_path(os.path.dirname(dest), os.O_RDONLY | os.O_DIRECTORY)
+        fsync_path(os.path.dirname(dest), directory=True)
 
 
 def write_text(path, text: str, *, overwrite: bool = False, ours: Optional[Callable[[str], bool]] = None,

@@ -14,13 +14,13 @@ header, and `read_bytes` gives its exact bytes (which `safetensors.torch.load` t
 from __future__ import annotations
 
 import json
-import os
 import struct
 import time
 from typing import Any
 
 import torch
 
+from gpuio import outputs
 from gpuio import safetensors as gst
 from .pipeline import buffer, host_piece, sync
 from .store import Extent, Store
@@ -131,13 +131,7 @@ def load_file(path: str, device: Any = "cpu") -> dict[str, torch.Tensor]:
     return gst.load_file(path, device=device)
 
 
-def fsync_path(path: str) -> None:
-    """fsync the file at `path` (data and metadata, its length included)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+fsync_path = outputs.fsync_path  # fsync the file at `path` (data and metadata, its length included)
 
 
 def read_bytes(store: Store, ext: Extent, nbytes: int) -> bytes:

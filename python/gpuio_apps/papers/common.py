@@ -6,6 +6,8 @@ import contextlib
 import os
 from typing import Any
 
+from gpuio import outputs
+
 from .store import PosixStore, Store, paths_of, same_layout
 
 SIZES = ("tiny", "small", "medium", "large")
@@ -172,11 +174,7 @@ def raw_file_pass(path: str, nbytes: int, write: bool = False) -> float:
     r = raw_whole_pass(path, nbytes, write=write)
     if not write:
         return r["bytes"] / r["seconds"]
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
+    outputs.fsync_path(path, data_only=True)
     return r["bytes"] / (time.perf_counter() - t0)
 
 

@@ -116,3 +116,19 @@ def test_create_whose_engine_fails_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match="workers"):
         TensorFile.create(tmp_path / "t.npy", (4, 4), workers=10**6)
     assert listing(tmp_path) == []
+
+
+def test_fsync_path_syncs_a_file_a_folder_or_the_data_and_names_a_missing_path(tmp_path):
+    """gpuio.outputs.fsync_path is the one fsync helper (the writers' and the applications' timed saves): it
+    opens, syncs and closes (no descriptor left behind), and a path that is not there is the OS's own error."""
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"x" * 4096)
+    before = len(os.listdir("/proc/self/fd"))
+    outputs.fsync_path(f)
+    outputs.fsync_path(f, data_only=True)
+    outputs.fsync_path(tmp_path, directory=True)
+    assert len(os.listdir("/proc/self/fd")) == before
+    with pytest.raises(NotADirectoryError):
+        outputs.fsync_path(f, directory=True)
+    with pytest.raises(FileNotFoundError, match="gone"):
+        outputs.fsync_path(tmp_path / "gone")
