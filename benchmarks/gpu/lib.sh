@@ -271,6 +271,10 @@ on() {
 tmp_root() { if [[ $device == fast ]]; then echo "$fast_mnt/tmp"; else echo /tmp; fi; }
 dir_of() { if [[ $1 == disk ]]; then echo "$2"; else echo "$2-$1"; fi; }  # dir_of DEVICE SUITE: the suite's $OUT folder
 
+# suites with no fast-device pass: they write no data on a file system, or read emulated devices or a Ceph cluster
+# (`build` keeps one: with GPUIO_DEVICE=both it is the cheap call that measures both devices' raw rates)
+FAST_NONE=" weights-wheels ceph-fetch ceph compare-demo sim ceiling scaling controller threads "
+
 # fast_need_gib SUITE: GiB of data SUITE writes at its settings (its biggest moment; steps check their own space)
 fast_need_gib() {
   case $1 in
