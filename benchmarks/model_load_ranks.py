@@ -134,7 +134,8 @@ def child(spec: dict) -> dict:
             folder, shards = os.path.dirname(index), list(dict.fromkeys(json.load(f)["weight_map"].values()))
         with instanttensor.safe_open([os.path.join(folder, s) for s in shards], framework="pt",
                                      device=device.index, process_group=group) as f:
-            out = {n: t for n, t in f.tensors() if n in set(names)}
+            keep = set(names)
+            out = {n: t for n, t in f.tensors() if n in keep}
     else:
         with open(index) as f:
             wm = json.load(f)["weight_map"]

@@ -126,27 +126,44 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def plan_reads(ckpt: Checkpoint, wants: list[dict[str, _Want]], ranks: int) -> list[_Piece]:
-    """The wanted rows of every tensor (the union over the ranks) in file order, cut into `ranks` contiguous runs
-    of about equal bytes (at row boundaries): rank r reads run r. Each wanted byte is in one piece."""
+    """Who reads which rows: the wanted rows of every tensor (the union over the ranks) in file order, each row in
+    one piece, about total/ranks bytes per rank (within a few rows). A part only one rank wants is read by that
+    rank, up to its share of the bytes (a tensor-parallel share then crosses no link); the rest (parts several
+    want, and a rank's wants past its share) is cut into contiguous runs that fill each rank up to its share."""
     by_name: dict[str, list[tuple[int, int]]] = {}
     for w in wants:
         for n, x in w.items():
             by_name.setdefault(n, []).append((x.r0, x.r1))
-    segs = []  # (file, begin, name, a, b, row bytes)
+    segs = []  # (file, begin, name, a, b, row bytes, the one rank that wants these rows or -1)
     for n, spans in by_name.items():
         f, info = ckpt.where[n]
         rb = _row_bytes(info)
         if rb == 0:
             continue  # no bytes: the ranks that want it make it empty
         for a, b in _merge(spans):
-            segs.append((f, info.begin + a * rb, n, a, b, rb))
+            who = [q for q in range(ranks) if n in wants[q] and wants[q][n].r0 < b and wants[q][n].r1 > a]
+            segs.append((f, info.begin + a * rb, n, a, b, rb, who[0] if len(who) == 1 else -1))
     segs.sort()
-    total = sum((b - a) * rb for *_, a, b, rb in segs)
-    bounds = [total * k // ranks for k in range(ranks + 1)]  # run k: bytes [bounds[k], bounds[k+1])
+    total = sum((b - a) * rb for _, _, _, a, b, rb, _ in segs)
+    share = [total * (k + 1) // ranks - total * k // ranks for k in range(ranks)]
+    load = [0] * ranks
     pieces: list[_Piece] = []
-    at = 0  # bytes of the runs before this segment
-    for _, _, n, a, b, rb in segs:
-        # the row nearest each run's start (within this segment), so rows [cut[k], cut[k + 1]) are run k's
+    pool = []  # (name, a, b, row bytes) left for the runs
+    for _, _, n, a, b, rb, one in segs:
+        if one >= 0 and load[one] < share[one]:
+            take = min(b, a + -(-(share[one] - load[one]) // rb))  # up to the share, the last row whole
+            pieces.append(_Piece(n, a, take, one))
+            load[one] += (take - a) * rb
+            a = take
+        if b > a:
+            pool.append((n, a, b, rb))
+    room = [max(0, share[k] - load[k]) for k in range(ranks)]
+    bounds = [0]  # the rooms add up to at least the pool's bytes (a rank over its share has no room)
+    for r in room:
+        bounds.append(bounds[-1] + r)  # run k: pool bytes [bounds[k], bounds[k + 1])
+    at = 0  # pool bytes before this part
+    for n, a, b, rb in pool:
+        # the row nearest each run's start (within this part), so rows [cut[k], cut[k + 1]) are run k's
         cut = [a] + [min(b, max(a, a + round((bounds[k] - at) / rb))) for k in range(1, ranks)] + [b]
         pieces += [_Piece(n, cut[k], cut[k + 1], k) for k in range(ranks) if cut[k + 1] > cut[k]]
         at += (b - a) * rb

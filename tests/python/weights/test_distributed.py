@@ -370,6 +370,21 @@ def test_plan_reads_every_wanted_row_once_in_balanced_runs(seed):
         assert max(per) - min(per) <= 2 * row_max, f"seed {seed}: runs {per}"
 
 
+def test_plan_reads_a_share_where_it_is_wanted():
+    """Disjoint shares of equal tensors: each rank reads exactly its own (nothing crosses a link); one rank
+    wanting a tensor far past its share reads its share of it, the others the rest."""
+    from gpuio.safetensors._dist import _Want, plan_reads
+    from gpuio.safetensors._format import TensorInfo
+
+    where = {f"t{i}": (0, TensorInfo(f"t{i}", "F32", (10, 4), i * 160, (i + 1) * 160)) for i in range(12)}
+    wants = [{f"t{i}": _Want(0, 10) for i in range(12) if i % 3 == r} for r in range(3)]
+    pieces = plan_reads(_Where(where), wants, 3)
+    assert all(p.name in wants[p.reader] and (p.a, p.b) == (0, 10) for p in pieces) and len(pieces) == 12
+    big = {"big": (0, TensorInfo("big", "F32", (90, 4), 0, 90 * 16))}
+    pieces = plan_reads(_Where(big), [{"big": _Want(0, 90)}, {}, {}], 3)
+    assert sorted((p.reader, p.a, p.b) for p in pieces) == [(0, 0, 30), (1, 30, 60), (2, 60, 90)]
+
+
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
     _worker(spec["rank"], spec["init"], spec["paths"], spec["out"])
