@@ -2,10 +2,11 @@
 (`load_file(..., process_group=group)`, as InstantTensor names it).
 
 The ranks first agree on what each wants (all of it, a share by name, or a slice of each tensor), then split
-the union of the wanted bytes into one contiguous run of the files per rank (balanced by bytes, cut between
-rows), each rank reads its run with the module's reader onto the device the group's backend carries (its GPU
-for NCCL, host memory for gloo), and the ranks send each other the parts they want, point to point, in rounds
-that every rank cuts alike (NVLink carries them between GPUs). Every tensor returned owns its storage
+the union of the wanted bytes among them, about equal bytes each, cut between rows: a part only one rank wants
+is read by that rank (up to its share), the rest in contiguous runs of the files. Each rank reads its parts with
+the module's reader onto the device the group's backend carries (its GPU for NCCL, host memory for gloo), and
+the ranks send each other the parts they want, point to point, in rounds that every rank cuts alike (NVLink
+carries them between GPUs). Every tensor returned owns its storage
 (torch.empty on the device; host tensors on a 256-byte boundary).
 
 Failures: a bad argument or an unreadable checkpoint on any rank is reported on every rank (a ValueError naming
