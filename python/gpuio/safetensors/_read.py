@@ -307,7 +307,12 @@ def read_tensors(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.devic
             dests[t.name] = d = owned_empty(t.nbytes, device)
             if t.nbytes:
                 spans.setdefault(f, []).append((t.begin, t.end, d))
-    _, stats = _load(ckpt, by_file, device, threads, chunk_bytes, spans)
+    if _defaults.get("safetensors.pipeline") == "cpp":
+        from ._plan import load_plan
+
+        stats = load_plan(ckpt, spans, device, threads)
+    else:
+        _, stats = _load(ckpt, by_file, device, threads, chunk_bytes, spans)
     out = {t.name: dests[t.name].view(t.torch_dtype).reshape(t.torch_shape) for ts in by_file.values() for t in ts}
     return out, stats
 
@@ -519,6 +524,7 @@ def _load(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, thre
              "huge_slots": huge_slots,  # asked for
              "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
              "residency": method, "seconds": seconds, "device": str(device), "zero_copy": zero_copy,
+             "pipeline": "python",
              "chunk_targets": sum(len(c.targets) for c in chunks),  # (chunk, destination) pairs: copies made
              # where the time went: planning, residency probe, buffers and engine start before the first read;
              # the reads (the first taken to the last filled); the copies still in flight after the last read

@@ -24,9 +24,17 @@ pytestmark = [pytest.mark.gpu,
 _watchdog = watchdog_fixture("test_gpu_safetensors_owned")
 
 
-@pytest.mark.parametrize("ring_kib", [0, 64, 2048])
+@pytest.fixture(autouse=True, params=["python", "cpp"])
+def pipeline(request, monkeypatch):
+    """Every test on both data paths (safetensors.pipeline): the Python readers and the C++ plan reader (its ring
+    from the one pinned pool, registered with CUDA: _core.pinned_pool_stats)."""
+    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("ring_kib", [0, 64, 2048])  # cpp: 0 means its default (1 MiB pieces)
 @pytest.mark.parametrize("regime", ["warm", "cold"])
-def test_cuda_tensors_aligned_and_owned(tmp_path, monkeypatch, ring_kib, regime):
+def test_cuda_tensors_aligned_and_owned(tmp_path, monkeypatch, ring_kib, regime, pipeline):
     monkeypatch.setenv("GPUIO_SAFETENSORS_RING_KIB", str(ring_kib))
     p = tmp_path / "odd.safetensors"
     sft.save_file(_odd_model(), p)
@@ -38,6 +46,12 @@ def test_cuda_tensors_aligned_and_owned(tmp_path, monkeypatch, ring_kib, regime)
     assert all(v.is_cuda for v in out.values())
     check_owned(out, ref)
     assert st["zero_copy"] is False and st["data_path"].endswith("-> pinned -> cuda:0"), st
+    assert st["pipeline"] == pipeline, st
+    if pipeline == "cpp":
+        from gpuio import _core
+
+        pool = _core.pinned_pool_stats()
+        assert pool["registered_bytes"] > 0 and pool["free_bytes"] == pool["made_bytes"], pool
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     nbytes = out["c_f32"].numel() * 4

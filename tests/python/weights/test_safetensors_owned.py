@@ -21,6 +21,13 @@ sft = pytest.importorskip("safetensors.torch")
 ALIGN = 256
 
 
+@pytest.fixture(autouse=True, params=["python", "cpp"])
+def pipeline(request, monkeypatch):
+    """Every test on both data paths (safetensors.pipeline): the Python readers and the C++ plan reader."""
+    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", request.param)
+    return request.param
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
 
@@ -63,7 +70,7 @@ def _odd_model(seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("regime", ["warm", "cold"])
-def test_safetensors_files_load_aligned_and_owned(tmp_path, regime):
+def test_safetensors_files_load_aligned_and_owned(tmp_path, regime, pipeline):
     t = _odd_model()
     p = tmp_path / "odd.safetensors"
     sft.save_file(t, p)
@@ -72,9 +79,11 @@ def test_safetensors_files_load_aligned_and_owned(tmp_path, regime):
     st: dict = {}
     out = gst.load_file(p, stats=st)
     check_owned(out, sft.load_file(p))
-    assert st["zero_copy"] is False, st
+    assert st["zero_copy"] is False and st["pipeline"] == pipeline, st
     if regime == "cold" and st["direct_bytes"]:
-        assert st["pagecache_bytes"] == 0 and st["direct_bytes"] + st["buffered_bytes"] == st["bytes"], st
+        # the header's block is resident again (the header was read to plan): tensors in it may come from there
+        assert st["pagecache_bytes"] < 8192, st
+        assert st["pagecache_bytes"] + st["direct_bytes"] + st["buffered_bytes"] == st["bytes"], st
 
 
 def test_the_file_offsets_are_unaligned():
