@@ -10,7 +10,6 @@ import numpy as np
 import torch
 
 from .. import _core, defaults as _defaults
-from ._read import _up, data_path_line
 
 
 def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], device: torch.device,
@@ -21,7 +20,7 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
     t0 = time.perf_counter()
     threads = threads or int(_defaults.get("safetensors.threads"))
     ring_kib = int(_defaults.get("safetensors.ring_kib")) or 2048
-    piece_bytes, pieces = _up((ring_kib << 10) // 2), 2 * threads
+    piece_bytes, pieces = -(-(ring_kib << 10) // 2 // 4096) * 4096, 2 * threads  # whole blocks
     streams = int(_defaults.get("safetensors.copy_streams"))
     cuda = device.type == "cuda"
     if cuda:
@@ -44,5 +43,5 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
                  direct_mib=0, ring_kib=ring_kib, piece_bytes=piece_bytes, huge_slots=True,
                  slots="pool" if cuda else "none", residency=method, seconds=end - t0, device=str(device),
                  zero_copy=False, chunk_targets=total["copies"], setup_s=0.0, read_s=end - t0, tail_s=0.0)
-    stats["data_path"] = data_path_line(stats, ["uring+direct"] if direct else [], device)
+    stats["io_paths"] = ["uring+direct"] if direct else []  # for the caller's data_path line
     return stats

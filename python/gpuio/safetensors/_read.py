@@ -48,6 +48,7 @@ import torch
 
 from .. import _core, _pinned, defaults as _defaults
 from ._format import TensorInfo
+from ._plan import load_plan
 
 ALIGN = 4096
 DEST_ALIGN = 256  # every returned tensor starts on such a boundary (CUDA's caching allocator gives 512)
@@ -308,9 +309,8 @@ def read_tensors(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.devic
             if t.nbytes:
                 spans.setdefault(f, []).append((t.begin, t.end, d))
     if _defaults.get("safetensors.pipeline") == "cpp":
-        from ._plan import load_plan
-
         stats = load_plan(ckpt, spans, device, threads)
+        stats["data_path"] = data_path_line(stats, stats.pop("io_paths"), device)
     else:
         _, stats = _load(ckpt, by_file, device, threads, chunk_bytes, spans)
     out = {t.name: dests[t.name].view(t.torch_dtype).reshape(t.torch_shape) for ts in by_file.values() for t in ts}

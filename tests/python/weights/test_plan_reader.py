@@ -121,3 +121,18 @@ def test_ring_comes_from_the_one_pinned_pool(tmp_path):
     assert np.array_equal(out, data)
     assert _core.pinned_pool_release() == first["free_bytes"]
     assert _core.pinned_pool_stats()["made_bytes"] == 0
+
+
+def test_staging_reports_the_plan_readers_pool(tmp_path):
+    """gpuio.safetensors.staging() (the one place a process's page-locked staging is reported) counts the plan
+    reader's pool, and release_staging() lets go of its free blocks."""
+    import gpuio.safetensors as gst
+
+    size = 1 << 20
+    path, data = _file(tmp_path, size, 5)
+    out = np.zeros(size, dtype=np.uint8)
+    _evict(path)
+    _core.read_plan(path, size, np.array([(0, size, out.ctypes.data, 0)], dtype=np.int64), pieces=2)
+    st = gst.staging()
+    assert st["plan_reader"]["made_bytes"] >= 2 << 20 and st["page_locked_bytes"] >= st["made_bytes"], st
+    assert gst.release_staging() >= 2 << 20 and gst.staging()["plan_reader"]["made_bytes"] == 0
