@@ -309,7 +309,7 @@ def read_tensors(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.devic
             if t.nbytes:
                 spans.setdefault(f, []).append((t.begin, t.end, d))
     if _defaults.get("safetensors.pipeline") == "cpp":
-        stats = load_plan(ckpt, spans, device, threads)
+        stats = load_plan(ckpt, spans, device, threads, chunk_bytes)
         stats["data_path"] = data_path_line(stats, stats.pop("io_paths"), device)
     else:
         _, stats = _load(ckpt, by_file, device, threads, chunk_bytes, spans)
