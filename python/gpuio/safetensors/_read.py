@@ -29,6 +29,10 @@ copies to the device on its stream (one per destination the chunk overlaps), rec
 other slot meanwhile; a slot is refilled only after its event. So up to `threads` reads are with the disk (or
 copying from the page cache) while earlier chunks cross PCIe.
 
+C++. safetensors.pipeline=cpp hands the owned destinations to the GPU layer's plan reader instead (_plan.py,
+gpuio/plan_reader.hpp): the same plan (segments of file offset, length, destination, residency) read and copied in
+C++, the ring from the process's one pinned pool.
+
 Slots. A slot comes from gpuio's pool of page-locked slots in 2 MiB pages (gpuio._pinned: registered once per
 process, kept for the next read), so an O_DIRECT request lands in a few segments, not one per 4 KiB page; with
 safetensors.huge_slots off, or where the pool gives none (CUDA refuses the registration), it is one of torch's
