@@ -345,6 +345,10 @@ def _load(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, thre
             bufs[f] = (buf, where)
             spans[f] = [(b, e, buf[pos:pos + e - b]) for b, e, pos in placed]
     attach(chunks, spans)
+    ready = None
+    if cuda:  # the readers' streams start after the destinations' allocation (ordered on the caller's stream)
+        ready = torch.cuda.Event()
+        ready.record(torch.cuda.current_stream(device))
     counters = _Counters()
     direct_mib = int(_defaults.get("safetensors.direct_mib"))
     huge_slots = bool(_defaults.get("safetensors.huge_slots"))
@@ -418,6 +422,7 @@ def _load(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, thre
 
     def cuda_worker() -> None:
         stream = torch.cuda.Stream(device)
+        stream.wait_event(ready)
         slots: list[torch.Tensor | None] = [None, None]
         pooled: list[torch.Tensor] = []
         done: list[torch.cuda.Event | None] = [None, None]
