@@ -112,15 +112,27 @@ def pool_stats() -> dict:
         return {"made_bytes": pool.made, "free_bytes": sum(k * len(v) for k, v in pool.free.items())}
 
 
+def page_locked_stats() -> dict:
+    """The page-locked staging of gpuio.safetensors in this process: plan_reader, the GPU layer's one pinned pool
+    (the C++ plan reader's rings, gpuio/plan_reader.hpp: made_bytes, registered_bytes with CUDA, free_bytes), and
+    page_locked_bytes, this pool's slots (all registered) and the plan reader's registered bytes together."""
+    from . import _core
+
+    plan = dict(_core.pinned_pool_stats())
+    return {"plan_reader": plan, "page_locked_bytes": pool_stats()["made_bytes"] + plan["registered_bytes"]}
+
+
 def release_slots() -> int:
-    """Let go of the pool's free slots (their pages are unregistered and unmapped once nothing else holds them);
-    returns the bytes let go."""
+    """Let go of the pool's free slots (their pages are unregistered and unmapped once nothing else holds them)
+    and of the plan reader pool's free blocks; returns the bytes let go."""
     pool = _this_process_pool()
     with pool.lock:
         freed = sum(k * len(v) for k, v in pool.free.items())
         pool.free.clear()
         pool.made -= freed
-    return freed
+    from . import _core
+
+    return freed + int(_core.pinned_pool_release())  # and the plan reader pool's free blocks
 
 
 def huge_page_bytes() -> int:

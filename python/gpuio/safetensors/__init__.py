@@ -42,9 +42,11 @@ __all__ = ["load_file", "save_file", "safe_open", "load", "save", "load_model", 
 
 def staging(huge_pages: bool = False) -> dict:
     """Page-locked staging this process holds for CUDA loads and saves: made_bytes (all slots made) and free_bytes
-    (those not in use now); with huge_pages=True also huge_page_bytes, the part the kernel gave in 2 MiB pages
-    (read from /proc/self/smaps: a diagnostic, not for a load's path)."""
+    (those not in use now); plan_reader (safetensors.pipeline=cpp's pool) and page_locked_bytes (both together);
+    with huge_pages=True also huge_page_bytes, the part the kernel gave in 2 MiB pages (read from /proc/self/smaps:
+    a diagnostic, not for a load's path)."""
     out = _pinned.pool_stats()
+    out.update(_pinned.page_locked_stats())  # plan_reader (the C++ plan reader's pool), page_locked_bytes: both
     if huge_pages:
         out["huge_page_bytes"] = _pinned.huge_page_bytes()
     return out

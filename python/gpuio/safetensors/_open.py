@@ -7,20 +7,19 @@ from typing import Any
 import torch
 
 from ._format import SafetensorError, TensorInfo, header_length, parse_header
-from ._read import read_into_buffers, views
+from ._read import owned, read_tensors, views
 from ._source import Checkpoint, Selection, resolve, resolve_device
 
 Filename = str | os.PathLike | list | tuple
 
 
 def _read(ckpt: Checkpoint, names: list[str], device: torch.device, stats: dict | None,
-          infos: dict[str, TensorInfo] | None = None) -> dict[str, torch.Tensor]:
+          infos: dict[str, TensorInfo] | None = None, zero_copy: bool = False) -> dict[str, torch.Tensor]:
     by_file: dict[int, list[TensorInfo]] = {}
     for n in names:
         f, info = ckpt.where[n]
         by_file.setdefault(f, []).append(infos[n] if infos else info)
-    bufs, st = read_into_buffers(ckpt, by_file, device)
-    out = views(bufs, by_file, device)
+    out, st = read_tensors(ckpt, by_file, device, zero_copy=zero_copy)
     if stats is not None:
         stats.update(st, files=len(by_file), tensors=len(names))
     return {n: out[n] for n in names}
@@ -46,7 +45,8 @@ def _narrowed(filename: Filename, tensors: Selection) -> tuple[Filename, Selecti
 
 
 def load_file(filename: Filename, device: Any = "cpu", *, tensors: Selection = None,
-              stats: dict | None = None, process_group: Any = None, shard: Any = None) -> dict[str, torch.Tensor]:
+              stats: dict | None = None, zero_copy: bool = False, process_group: Any = None,
+              shard: Any = None) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors checkpoint on `device` ("cpu", "cuda", "cuda:N", an int or a torch.device),
     as `safetensors.torch.load_file` gives them, read by gpuio: from the page cache where the bytes are there,
     with O_DIRECT where they are not, overlapped with the copies to the device.
@@ -61,7 +61,12 @@ def load_file(filename: Filename, device: Any = "cpu", *, tensors: Selection = N
     not be on this machine). process_group (a torch.distributed group): the ranks of the group load the
     checkpoint together (gpuio.safetensors._dist.load_distributed; shard= says how it is split among them).
 
-    Bad files raise SafetensorError (a ValueError) naming the file and what is wrong."""
+    Each tensor owns its memory (deleting it frees its bytes) and starts on a 256-byte boundary, whatever its
+    offset in the file: the bytes are read through staging and copied to each tensor at its shift.
+    zero_copy=True: the tensors of one file are views of one buffer instead (no copy on the CPU, where O_DIRECT
+    reads land in place; aligned only as in the file, which for files written by `safetensors` is not 256
+    bytes, so cuBLAS may pick other kernels; the buffer is freed when the last of its views is). Bad files
+    raise SafetensorError (a ValueError) naming the file and what is wrong."""
     if process_group is not None:
         from ._dist import load_distributed
 
@@ -76,7 +81,7 @@ def load_file(filename: Filename, device: Any = "cpu", *, tensors: Selection = N
             stats.update(bytes=0, seconds=0.0, files=0, tensors=0)
         return {}
     with Checkpoint(filename) as ckpt:
-        return _read(ckpt, ckpt.select(tensors), dev, stats)
+        return _read(ckpt, ckpt.select(tensors), dev, stats, zero_copy=zero_copy)
 
 
 def load(data: bytes | bytearray | torch.Tensor, device: Any = "cpu") -> dict[str, torch.Tensor]:
@@ -144,7 +149,7 @@ class _Slice:
         shape = info.torch_shape
         first = idx[0] if idx else Ellipsis
         if not shape or first is Ellipsis or not isinstance(first, (int, slice)) or isinstance(first, bool):
-            return self._owner._read_one(info)[index].contiguous()
+            return owned(self._owner._read_one(info)[index])
         rows = shape[0]
         if isinstance(first, int):
             r0 = _normalize(first, rows, f"dimension 0 of {info.name!r}")
@@ -158,7 +163,7 @@ class _Slice:
         row_bytes = info.nbytes // rows if rows else 0
         part = TensorInfo(info.name, info.dtype, (r1 - r0, *info.shape[1:]), info.begin + r0 * row_bytes,
                           info.begin + r1 * row_bytes)
-        return self._owner._read_one(part)[rest].contiguous()
+        return owned(self._owner._read_one(part)[rest])
 
 
 class safe_open:

@@ -1,10 +1,21 @@
 """Reading tensors' bytes into CUDA or host memory: page-cache aware, overlapped across tensors and files.
 
-Plan. The chosen tensors of each file are merged into runs of adjacent bytes; each run gets a place in one
-destination buffer per file (on the device) whose address is congruent to the run's file offset modulo 4 KiB,
-so a tensor's view is aligned as in the file and an O_DIRECT read of whole blocks can land in place. Runs are
-cut into chunks of gpuio.defaults' safetensors.chunk_mib on 4 KiB boundaries; safetensors.threads of them are read
-at once, of which O_DIRECT reads of at most safetensors.direct_mib.
+Destinations. Every tensor gets its own allocation (torch.empty on CUDA: the caching allocator starts each at
+512 bytes or more; on the CPU a NumPy array over-allocated by DEST_ALIGN bytes and used from a DEST_ALIGN
+boundary, which torch.from_numpy wraps as the tensor's storage of exactly its bytes): it starts on a 256-byte
+boundary whatever its file offset, and deleting it frees its bytes. Files written by `safetensors` carry no
+padding (a real checkpoint had 255 of 255 parameters off a 256-byte boundary, and cuBLAS picked other kernels
+for them), so the file's bytes cannot land in place: they go through staging (page-locked slots and rings on
+CUDA, a reader's host slot on the CPU) and are copied to each tensor's destination at its own shift; on the CPU
+resident bytes are copied from the page cache straight into the destination. zero_copy=True keeps the old layout
+(one destination buffer per file, each run of adjacent tensors at an address congruent to its file offset modulo
+4 KiB, so on the CPU O_DIRECT reads land in place and no copy is made; the tensors are views of that buffer,
+aligned only as in the file, and the buffer lives while any of them does).
+
+Plan. The chosen tensors of each file are merged into runs of adjacent bytes; runs are cut into chunks of
+gpuio.defaults' safetensors.chunk_mib on 4 KiB boundaries, each chunk knowing the destinations it overlaps
+(targets: file range and the uint8 tensor it lands in); safetensors.threads of them are read at once, of which
+O_DIRECT reads of at most safetensors.direct_mib.
 
 Residency. Before any read, each chunk's bytes are looked up in the page cache (`_core.page_cache_residency`:
 cachestat(2), or mincore(2) on older kernels): a chunk wholly resident is copied out of the page cache
@@ -14,9 +25,13 @@ partial last block, which O_DIRECT cannot read, by a plain pread). Both kinds ru
 
 Overlap. `threads` workers take chunks in file order. On CUDA each has two page-locked slots and a CUDA
 stream: it fills one slot (pread, or an engine read it waits for with the GIL released), queues the slot's
-copy to the device on its stream, records an event, and fills its other slot meanwhile; a slot is refilled
-only after its event. So up to `threads` reads are with the disk (or copying from the page cache) while
-earlier chunks cross PCIe. On the CPU the workers read straight into the destination (no staging).
+copies to the device on its stream (one per destination the chunk overlaps), records an event, and fills its
+other slot meanwhile; a slot is refilled only after its event. So up to `threads` reads are with the disk (or
+copying from the page cache) while earlier chunks cross PCIe.
+
+C++. safetensors.pipeline=cpp hands the owned destinations to the GPU layer's plan reader instead (_plan.py,
+gpuio/plan_reader.hpp): the same plan (segments of file offset, length, destination, residency) read and copied in
+C++, the ring from the process's one pinned pool.
 
 Slots. A slot comes from gpuio's pool of page-locked slots in 2 MiB pages (gpuio._pinned: registered once per
 process, kept for the next read), so an O_DIRECT request lands in a few segments, not one per 4 KiB page; with
@@ -25,6 +40,7 @@ pinned blocks (4 KiB pages, cached by torch), and stats["slots"] says which.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import threading
@@ -36,9 +52,10 @@ import torch
 
 from .. import _core, _pinned, defaults as _defaults
 from ._format import TensorInfo
+from ._plan import load_plan
 
 ALIGN = 4096
-
+DEST_ALIGN = 256  # every returned tensor starts on such a boundary (CUDA's caching allocator gives 512)
 
 
 
@@ -51,16 +68,18 @@ def _up(x: int) -> int:
 
 
 class _Chunk:
-    __slots__ = ("file", "lo", "hi", "base", "dst", "cached")
+    __slots__ = ("file", "lo", "hi", "base", "dst", "cached", "targets")
 
     def __init__(self, file: int, lo: int, hi: int, base: int, dst: int):
         self.file, self.lo, self.hi, self.base, self.dst = file, lo, hi, base, dst  # base: aligned start <= lo
         self.cached = False
+        self.targets: list[tuple[int, int, torch.Tensor]] = []  # (file lo, file hi, uint8 dst of hi - lo bytes)
 
 
 def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int):
-    """(per file: total destination bytes and {tensor name: destination position}; the chunks in file order)."""
-    layouts: dict[int, tuple[int, dict[str, int]]] = {}
+    """(per file: the zero-copy buffer's bytes, {tensor name: position in it} and its runs [(file begin, file
+    end, position)]; the chunks in file order)."""
+    layouts: dict[int, tuple[int, dict[str, int], list[tuple[int, int, int]]]] = {}
     chunks: list[_Chunk] = []
     for f, infos in sorted(by_file.items()):
         runs: list[list[Any]] = []  # [begin, end, [infos]]
@@ -70,9 +89,10 @@ def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int):
                 runs[-1][2].append(t)
             else:
                 runs.append([t.begin, t.end, [t]])
-        cursor, where = 0, {}
+        cursor, where, placed = 0, {}, []
         for begin, end, ts in runs:
             pos = _up(cursor) + begin % ALIGN
+            placed.append((begin, end, pos))
             for t in ts:
                 where[t.name] = pos + t.begin - begin
             for a in range(_down(begin), end, chunk_bytes):
@@ -80,8 +100,63 @@ def plan(by_file: dict[int, list[TensorInfo]], chunk_bytes: int):
                 if hi > lo:
                     chunks.append(_Chunk(f, lo, hi, a, pos + lo - begin))
             cursor = pos + end - begin
-        layouts[f] = (_up(cursor), where)
+        layouts[f] = (_up(cursor), where, placed)
     return layouts, chunks
+
+
+def attach(chunks: list[_Chunk], spans: dict[int, list[tuple[int, int, torch.Tensor]]]) -> None:
+    """Set each chunk's targets: the destinations (file lo, file hi, uint8 tensor) of spans[its file] that
+    overlap it, in file order (a file's spans never overlap: its tensors do not)."""
+    starts = {}
+    for f, sp in spans.items():
+        sp.sort(key=lambda x: x[0])
+        starts[f] = [x[0] for x in sp]
+    for c in chunks:
+        sp = spans.get(c.file, [])
+        i = max(0, bisect.bisect_right(starts.get(c.file, []), c.lo) - 1)
+        out = []
+        while i < len(sp) and sp[i][0] < c.hi:
+            if sp[i][1] > c.lo:
+                out.append(sp[i])
+            i += 1
+        c.targets = out
+
+
+def scatter(targets: list[tuple[int, int, torch.Tensor]], src: torch.Tensor, src_lo: int, lo: int, hi: int,
+            non_blocking: bool = False) -> None:
+    """Copy file bytes [lo, hi), held in src (a uint8 tensor whose byte 0 is file byte src_lo), to each target
+    they overlap, at the target's own shift (one copy per target; on CUDA queued on the current stream)."""
+    for tlo, thi, dst in targets:
+        a, b = max(lo, tlo), min(hi, thi)
+        if b > a:
+            dst[a - tlo:b - tlo].copy_(src[a - src_lo:b - src_lo], non_blocking=non_blocking)
+
+
+def owned_empty(nbytes: int, device: torch.device) -> torch.Tensor:
+    """A uint8 tensor of nbytes that owns its storage (of exactly nbytes, freed with the tensor) and starts on a
+    DEST_ALIGN boundary: torch.empty on CUDA; on the CPU a NumPy array used from an aligned byte (torch's CPU
+    allocator aligns to 64 only)."""
+    if device.type == "cuda":
+        t = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        if t.data_ptr() % DEST_ALIGN == 0:
+            return t
+        raise RuntimeError(f"torch gave {device} memory at {t.data_ptr():#x}, not {DEST_ALIGN}-byte aligned "
+                           "(a custom CUDA allocator?)")
+    from ..engine import aligned_empty
+
+    return torch.from_numpy(aligned_empty(nbytes, DEST_ALIGN))
+
+
+def owned(t: torch.Tensor) -> torch.Tensor:
+    """t itself where it is contiguous, starts on a DEST_ALIGN boundary and is all of its storage; else a copy
+    into memory of its own that is (what get_slice returns: a slice of a tensor is a view)."""
+    if (t.is_contiguous() and t.data_ptr() % DEST_ALIGN == 0 and t.storage_offset() == 0
+            and t.untyped_storage().nbytes() == t.numel() * t.element_size()):
+        return t
+    out = owned_empty(t.numel() * t.element_size(), t.device)
+    if t.numel():
+        out.copy_(t.contiguous().reshape(-1).view(torch.uint8))
+    return out.view(t.dtype).reshape(t.shape)
 
 
 def direct_span(lo: int, hi: int, file_size: int) -> tuple[int, int]:
@@ -222,18 +297,58 @@ def _host_buffer(nbytes: int) -> torch.Tensor:
     return torch.from_numpy(aligned_empty(max(nbytes, 1)))[:nbytes]
 
 
+def read_tensors(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, threads: int | None = None,
+                 chunk_bytes: int | None = None, zero_copy: bool = False) -> tuple[dict[str, torch.Tensor], dict]:
+    """Read the tensors of by_file onto device: ({name: tensor}, stats). Each tensor owns its memory and starts
+    on a DEST_ALIGN boundary; zero_copy=True: views of one buffer per file instead (see the module's doc).
+    threads and chunk_bytes: None: gpuio.defaults' safetensors.threads and safetensors.chunk_mib."""
+    if zero_copy:
+        bufs, stats = read_into_buffers(ckpt, by_file, device, threads, chunk_bytes)
+        return views(bufs, by_file, device), stats
+    dests: dict[str, torch.Tensor] = {}
+    spans: dict[int, list[tuple[int, int, torch.Tensor]]] = {}
+    for f, infos in by_file.items():
+        for t in infos:
+            dests[t.name] = d = owned_empty(t.nbytes, device)
+            if t.nbytes:
+                spans.setdefault(f, []).append((t.begin, t.end, d))
+    if _defaults.get("safetensors.pipeline") == "cpp":
+        stats = load_plan(ckpt, spans, device, threads, chunk_bytes)
+        stats["data_path"] = data_path_line(stats, stats.pop("io_paths"), device)
+    else:
+        _, stats = _load(ckpt, by_file, device, threads, chunk_bytes, spans)
+    out = {t.name: dests[t.name].view(t.torch_dtype).reshape(t.torch_shape) for ts in by_file.values() for t in ts}
+    return out, stats
+
+
 def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, threads: int | None = None,
                       chunk_bytes: int | None = None) -> tuple[dict[int, tuple[torch.Tensor, dict[str, int]]], dict]:
-    """Read the tensors of by_file onto device: ({file: (its buffer, {name: position})}, stats). threads and
-    chunk_bytes: None: gpuio.defaults' safetensors.threads and safetensors.chunk_mib."""
+    """zero_copy: read the tensors of by_file onto device: ({file: (its buffer, {name: position})}, stats)."""
+    return _load(ckpt, by_file, device, threads, chunk_bytes, None)
+
+
+def _load(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, threads: int | None,
+          chunk_bytes: int | None, spans: dict | None):
+    """The reads: into spans (owned destinations) where given, else into one zero-copy buffer per file."""
     t0 = time.perf_counter()
     threads = threads or int(_defaults.get("safetensors.threads"))
     chunk_bytes = chunk_bytes or int(_defaults.get("safetensors.chunk_mib")) << 20
     layouts, chunks = plan(by_file, chunk_bytes)
     method = mark_resident(ckpt, chunks) if chunks else "none"
     cuda = device.type == "cuda"
-    bufs = {f: (torch.empty(n, dtype=torch.uint8, device=device) if cuda else _host_buffer(n), where)
-            for f, (n, where) in layouts.items()}
+    zero_copy = spans is None
+    bufs: dict[int, tuple[torch.Tensor, dict[str, int]]] = {}
+    if zero_copy:
+        spans = {}
+        for f, (n, where, placed) in layouts.items():
+            buf = torch.empty(n, dtype=torch.uint8, device=device) if cuda else _host_buffer(n)
+            bufs[f] = (buf, where)
+            spans[f] = [(b, e, buf[pos:pos + e - b]) for b, e, pos in placed]
+    attach(chunks, spans)
+    ready = None
+    if cuda:  # the readers' streams start after the destinations' allocation (ordered on the caller's stream)
+        ready = torch.cuda.Event()
+        ready.record(torch.cuda.current_stream(device))
     counters = _Counters()
     direct_mib = int(_defaults.get("safetensors.direct_mib"))
     huge_slots = bool(_defaults.get("safetensors.huge_slots"))
@@ -260,11 +375,44 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
             marks[1] = max(marks[1], t)
 
     def work_host() -> None:
+        if not zero_copy:
+            return work_host_owned()
         while (c := take()) is not None:
             dst = bufs[c.file][0]
             start = c.dst - (c.lo - c.base)  # the destination of byte c.base: 4 KiB aligned by the plan
             filler.fill(c, dst[start:start + _up(c.hi) - c.base].numpy())
             filled()
+
+    def work_host_owned() -> None:
+        """Resident chunks straight from the page cache into each destination; the rest by O_DIRECT into this
+        reader's staging (whole blocks), then copied to each destination at its shift."""
+        staging: torch.Tensor | None = None
+        while (c := take()) is not None:
+            rest = c
+            if c.cached:
+                at = copy_cached_into_targets(c)
+                rest = None
+                if at < c.hi:  # evicted since the probe: the rest by O_DIRECT
+                    rest = _Chunk(c.file, at, c.hi, _down(at), 0)
+                    rest.targets = c.targets
+            if rest is not None:
+                if staging is None:
+                    staging = _host_buffer(chunk_bytes)
+                filler.fill(rest, staging[:_up(rest.hi) - rest.base].numpy())
+                scatter(rest.targets, staging, rest.base, rest.lo, rest.hi)
+            filled()
+
+    def copy_cached_into_targets(c: _Chunk) -> int:
+        """Copies chunk c's destinations' bytes from the page cache; returns where it stopped (c.hi: all came)."""
+        fd, path = ckpt.fds[c.file], ckpt.paths[c.file]
+        for tlo, thi, dst in c.targets:
+            a, b = max(c.lo, tlo), min(c.hi, thi)
+            got = filler._copy_cached(fd, memoryview(dst.numpy())[a - tlo:b - tlo], a, path)
+            if got < b - a:
+                counters.add(pagecache=a + got - c.lo)
+                return a + got
+        counters.add(pagecache=c.hi - c.lo)
+        return c.hi
 
     def work_cuda() -> None:
         with torch.cuda.device(device):
@@ -274,6 +422,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
 
     def cuda_worker() -> None:
         stream = torch.cuda.Stream(device)
+        stream.wait_event(ready)
         slots: list[torch.Tensor | None] = [None, None]
         pooled: list[torch.Tensor] = []
         done: list[torch.cuda.Event | None] = [None, None]
@@ -302,8 +451,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
                 filler.fill(c, slot.numpy())
                 filled()
                 with torch.cuda.stream(stream):
-                    bufs[c.file][0][c.dst:c.dst + c.hi - c.lo].copy_(slot[c.lo - c.base:c.hi - c.base],
-                                                                     non_blocking=True)
+                    scatter(c.targets, slot, c.base, c.lo, c.hi, non_blocking=True)
                     ev = torch.cuda.Event()
                     ev.record(stream)
                 done[s] = ev
@@ -322,7 +470,6 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
         whole, tail = pieces(c, ckpt.headers[c.file].size, piece_bytes)
         slot, events = ring[0], ring[1]
         host = slot.numpy()
-        dst = bufs[c.file][0]
         flight: list[tuple[int, int, int, Any]] = []
 
         def land(k: int, lo: int, hi: int, fut) -> None:
@@ -330,8 +477,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
                 fut.wait()
             a, b = max(lo, c.lo), min(hi, c.hi)
             with torch.cuda.stream(stream):
-                dst[c.dst + a - c.lo:c.dst + b - c.lo].copy_(slot[k * piece_bytes + a - lo:k * piece_bytes + b - lo],
-                                                             non_blocking=True)
+                scatter(c.targets, slot[k * piece_bytes:(k + 1) * piece_bytes], lo, a, b, non_blocking=True)
                 events[k] = torch.cuda.Event()
                 events[k].record(stream)
 
@@ -386,7 +532,9 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
              "ring_kib": ring_kib, "piece_bytes": piece_bytes,
              "huge_slots": huge_slots,  # asked for
              "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
-             "residency": method, "seconds": seconds, "device": str(device),
+             "residency": method, "seconds": seconds, "device": str(device), "zero_copy": zero_copy,
+             "pipeline": "python",
+             "chunk_targets": sum(len(c.targets) for c in chunks),  # (chunk, destination) pairs: copies made
              # where the time went: planning, residency probe, buffers and engine start before the first read;
              # the reads (the first taken to the last filled); the copies still in flight after the last read
              "setup_s": (marks[0] or end) - t0, "read_s": max(0.0, marks[1] - marks[0]),
