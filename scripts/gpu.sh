@@ -75,7 +75,14 @@ done
 [[ " ${devices[*]} " == *" fast "* ]] && rates_default=1
 # a fast device made is removed however the call ends (a signal: the trap, then exit)
 trap '((GPU_DRY)) || fast_down' EXIT
-trap 'exit 143' TERM HUP INT
+suite_pid=""
+# a signal: the suite's shell and its running step (a session of its own) stopped, by their ids, then the EXIT trap
+stop_suite() {
+  [[ -n $suite_pid ]] && kill "$suite_pid" 2>/dev/null
+  local p; p=$(cat "$OUT/.step.pid" 2>/dev/null) && [[ $p =~ ^[0-9]+$ ]] && kill -TERM -- "-$p" 2>/dev/null
+  rm -f "$OUT/.step.pid"; sleep 1
+}
+trap 'stop_suite; exit 143' TERM HUP INT
 
 # the final table: the notes, then one row per step of every suite, then the tables the suites printed
 table() {
@@ -131,8 +138,12 @@ else
       fi
       [[ $FAST_NONE == *" $s "* ]] || rates_of  # the reference of the ratios of a suite with data
       # a subshell: a suite's exports (a build of its own, PYTHONPATH; TMPDIR on the fast device) stay in it
-      ( [[ $device == fast ]] && { run mkdir -p "$fast_mnt/tmp"; export TMPDIR=$fast_mnt/tmp; }; "suite_${s//-/_}" )
+      # in the background and waited for: a signal reaches the trap now, not when the suite ends
+      ( [[ $device == fast ]] && { run mkdir -p "$fast_mnt/tmp"; export TMPDIR=$fast_mnt/tmp; }; "suite_${s//-/_}" ) &
+      suite_pid=$!
+      wait "$suite_pid"
       rc=$?
+      suite_pid=""
       [[ $device == fast ]] && fast_down
       ((rc)) && status=1
       results+=("$suite:$( ((rc)) && echo "FAILED" || echo ok)")

@@ -63,6 +63,7 @@ bounded() {
   t0=$(date +%s)
   PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1 setsid "$@" > "$log" 2>&1 &
   pid=$!
+  echo "$pid" > "$OUT/.step.pid"  # gpu.sh's signal trap stops the step's process group (its own session)
   for ((i = 0; i < lim * 5; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done
   if kill -0 $pid 2>/dev/null; then
     echo "[$name] still running at its limit of ${lim} s (pid $pid)" | tee -a "$log"
@@ -87,6 +88,7 @@ bounded() {
   fi
   if [[ -n ${BOUNDED_SHOW:-} ]]; then grep -E "$BOUNDED_SHOW" "$log" | tail -n "${GPUIO_TAIL:-60}" | cut -c1-400
   else grep -v "^io-diag" "$log" | tail -n "${GPUIO_TAIL:-14}" | cut -c1-400; fi
+  rm -f "$OUT/.step.pid"
   ((rc == 124 || rc == 137)) && echo "[$name] CUT at its limit of ${lim} s"
   echo "[$name] rc=$rc in $(( $(date +%s) - t0 )) s"
   row "$name" "$rc" "$(( $(date +%s) - t0 ))" "$lim"
