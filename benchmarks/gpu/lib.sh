@@ -282,7 +282,8 @@ fast_need_gib() {
   case $1 in
     check|latency|kvikio|ceiling) echo $(( ${GPUIO_DATA_GIB:-8} + 2 )) ;;
     host|host-quick) echo 6 ;;
-    gather) echo $(( ${GPUIO_GATHER_FILE_MIB:-4096} / 1024 + 2 )) ;;
+    demo|workers-demo) echo 6 ;;   # 2M nodes x 128 fp32 features: 1 GiB
+    gather) echo $(( ${GPUIO_GATHER_FILE_MIB:-4096} * 2 / 1024 + 2 )) ;;  # a table of 4096 B rows and one of 512 B
     weights) awk -v g="${GPUIO_WEIGHTS_GIB:-8.25}" 'BEGIN { printf "%d", 3.1 * g + 2.5 }' ;;  # the model, two saves
     weights-ranks) awk -v g="${GPUIO_WEIGHTS_GIB:-8.25}" 'BEGIN { printf "%d", 2.2 * g + 2.5 }' ;;
     streams|workers) echo 10 ;;
