@@ -78,7 +78,8 @@ def test_make_and_remove_leave_nothing_behind_even_when_the_user_fails(tmp_path)
 
 
 @pytest.mark.parametrize("args,message", [(["make", "--gib", "0"], "--gib 0: give a positive number of GiB"),
-                                          (["make", "--image", "/tmp/x.img"], "--image '/tmp/x.img': the backing file goes on /dev/shm"),
+                                          (["make", "--image", "/tmp/x.img"],
+                                           "--image '/tmp/x.img': the backing file goes on /dev/shm"),
                                           (["frob"], "invalid choice: 'frob'")])
 def test_bad_arguments_are_refused_in_one_line(args, message):
     r = subprocess.run([sys.executable, "-m", "gpuio_apps.bench.fastdev", *args], capture_output=True, text=True)
@@ -109,7 +110,8 @@ def test_gpu_sh_runs_a_suite_on_each_device_named_in_its_rows(tmp_path):
     assert r.returncode == 0 and r.stderr == "", r.stderr
     disk, fast = r.stdout.split("# suite weights on the fast device")
     assert "--dir /var/tmp/gpuio-weights" in disk and "fastdev.py make --mount /mnt/gpuio-fast --need-gib 28" in fast
-    assert "--dir /mnt/gpuio-fast/gpuio-weights" in fast and fast.rstrip().endswith("fastdev.py remove --mount /mnt/gpuio-fast")
+    assert "--dir /mnt/gpuio-fast/gpuio-weights" in fast
+    assert fast.rstrip().endswith("fastdev.py remove --mount /mnt/gpuio-fast")
     if fastdev.unusable():
         pytest.skip(fastdev.unusable())
     out, mount = tmp_path / "out", str(tmp_path / "fast")
