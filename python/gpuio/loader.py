@@ -259,7 +259,37 @@ class _NodeSample:
         return s.sample(seeds, generator=batch_generator(s.seed, serial, s.device))
 
 
-class NodeBatchLoader:
+class _SamplingLoader:
+    """What both loaders (NodeBatchLoader, gpuio.pyg.HeteroBatchLoader) share beside their batch loop
+    (fetch_ahead): an epoch's seeds in its shuffled order, and the sampling processes' start and stop."""
+
+    input_nodes: torch.Tensor
+    shuffle: bool
+    seed: int
+    epoch: int
+    _workers: SampleWorkers | None
+
+    def _epoch_seeds(self) -> torch.Tensor:
+        """input_nodes, shuffled (when shuffle) by a generator of the loader's seed and the epoch's number."""
+        nodes = self.input_nodes
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed * 7919 + self.epoch)
+            nodes = nodes[torch.randperm(nodes.numel(), generator=g)]
+        return nodes
+
+    def start_workers(self) -> None:
+        """Start the sampling processes now (else the first iteration does): fork them before the main
+        process grows, say, or outside a memory cgroup meant for the features. No-op without workers."""
+        if self._workers is not None:
+            self._workers.start()
+
+    def close(self) -> None:
+        """Stop the sampling processes, if any (idempotent; iterating afterwards raises ValueError)."""
+        if self._workers is not None:
+            self._workers.close()
+
+
+class NodeBatchLoader(_SamplingLoader):
     """Mini-batches of seed nodes for GNN training: sampled subgraph plus features, made on a background thread
     depth batches ahead, the sampling optionally in worker processes (see the module docstring)."""
     def __init__(self, sampler, features, input_nodes, batch_size: int = 1024, labels=None,
@@ -290,11 +320,7 @@ class NodeBatchLoader:
         return -(-self.input_nodes.numel() // self.batch_size)
 
     def _seed_batches(self):
-        nodes = self.input_nodes
-        if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed * 7919 + self.epoch)
-            nodes = nodes[torch.randperm(nodes.numel(), generator=g)]
-        return torch.split(nodes, self.batch_size)
+        return torch.split(self._epoch_seeds(), self.batch_size)
 
     def __iter__(self):
         self.times = dict(sample_s=0.0, feature_s=0.0, stall_s=0.0)
@@ -310,17 +336,6 @@ class NodeBatchLoader:
         yield from background(lambda stop: self._produce(seeds, samples, stop), len(seeds), self.depth,
                               self.times, self.device)
 
-    def start_workers(self) -> None:
-        """Start the sampling processes now (else the first iteration does): fork them before the main
-        process grows, say, or outside a memory cgroup meant for the features. No-op without workers."""
-        if self._workers is not None:
-            self._workers.start()
-
-    def close(self) -> None:
-        """Stop the sampling processes, if any (idempotent; iterating afterwards raises ValueError)."""
-        if self._workers is not None:
-            self._workers.close()
-
     def lookahead(self) -> int:
         """Batches sampled and announced before their rows are submitted once the look-ahead has ramped up
         (`ramped_lookahead`): the feature store's window (0 for a store without one, or a plain row source:
@@ -328,58 +343,74 @@ class NodeBatchLoader:
         return self.features.window_batches if isinstance(self.features, SupportsLookahead) else 0
 
     def _produce(self, seeds, samples, stop: threading.Event):
-        """On the worker: take each batch's sample (sampled here or by the sampling processes, in order) and
-        announce it at once; submit it once `lookahead()` newer batches are sampled (so the store's window
-        knows the coming batches while it serves this one; ramped up over the epoch's first batches:
-        `ramped_lookahead`); yield batches as their rows arrive. Batches and their order do not depend on
-        the look-ahead or on who samples: each batch's sample comes from its own generator, taken in order."""
+        """On the worker: the one batch loop (fetch_ahead) over this loader's store; a store without a window
+        (a plain row source) gathers each batch as it is sampled."""
         store = self.features
         accumulating = isinstance(store, SupportsLookahead)
-        ahead_max = self.lookahead()
-        ahead: deque = deque()  # sampled and announced, not yet submitted
-        pending: deque = deque()  # submitted (or gathered), not yet handed out
-        for i, s in enumerate(seeds):
-            if stop.is_set():
-                return
-            t0 = time.perf_counter()
-            sampled = next(samples)
-            t1 = time.perf_counter()
-            self.times["sample_s"] += t1 - t0
+
+        def announce(sampled) -> None:
             if accumulating:
                 store.announce(sampled.node)
-                ahead.append((s, sampled))
-                while len(ahead) > ramped_lookahead(i, ahead_max):
-                    s0, sampled0 = ahead.popleft()
-                    pending.append((s0, sampled0, store.submit(sampled0.node)))
-            else:
-                pending.append((s, sampled, store.gather(sampled.node.cpu())))
-            self.times["feature_s"] += time.perf_counter() - t1
-            yield from self._ready(pending, force=False)
-        t1 = time.perf_counter()
-        while ahead:
-            s0, sampled0 = ahead.popleft()
-            pending.append((s0, sampled0, store.submit(sampled0.node)))
-        if accumulating:
-            store.flush()
-        self.times["feature_s"] += time.perf_counter() - t1
-        yield from self._ready(pending, force=True)
 
-    def _ready(self, pending: deque, force: bool):
-        while pending:
-            s, sampled, rows = pending[0]
-            if not isinstance(rows, torch.Tensor):
-                if not (force or rows.done()):
-                    return
-                t0 = time.perf_counter()
-                rows = rows.wait()
-                self.times["feature_s"] += time.perf_counter() - t0
-            pending.popleft()
-            y = self.labels[s].to(self.device) if self.labels is not None else None
-            batch = NodeBatch(rows.to(self.device, non_blocking=True),
-                              torch.stack([sampled.row, sampled.col]).to(self.device),
-                              sampled.node, s.numel(), y)
-            batch.ready = ready_event(self.device)
-            yield batch
+        def submit(s, sampled):
+            return s, sampled, store.submit(sampled.node) if accumulating else store.gather(sampled.node.cpu())
+
+        def ready(item) -> bool:
+            rows = item[2]
+            return isinstance(rows, torch.Tensor) or rows.done()
+
+        yield from fetch_ahead(seeds, samples, stop, self.times, self.lookahead(), self.depth, announce, submit,
+                               ready, self._finish)
+
+    def _finish(self, s, sampled, rows) -> NodeBatch:
+        if not isinstance(rows, torch.Tensor):
+            t0 = time.perf_counter()
+            rows = rows.wait()
+            self.times["feature_s"] += time.perf_counter() - t0
+        y = self.labels[s].to(self.device) if self.labels is not None else None
+        batch = NodeBatch(rows.to(self.device, non_blocking=True),
+                          torch.stack([sampled.row, sampled.col]).to(self.device),
+                          sampled.node, s.numel(), y)
+        batch.ready = ready_event(self.device)
+        return batch
+
+
+def fetch_ahead(seeds, samples, stop: threading.Event, times: dict, lookahead: int, depth: int, announce, submit,
+                ready, finish):
+    """The batch loop of both loaders (NodeBatchLoader, gpuio.pyg.HeteroBatchLoader), on their producer: take each
+    batch's sample in order (`samples`, an iterator: sampled here or by the sampling threads or processes) and
+    announce it at once (announce(sampled): the stores' windows learn the coming batches while they serve this
+    one); submit it (submit(seeds, sampled) -> a pending item) once `ramped_lookahead(i, lookahead)` newer batches
+    are sampled; hand out the oldest pending batch (finish(*item) -> the batch, waiting for its rows) when its rows
+    are in (ready(item)) or more than `depth` are pending. Batches and their order do not depend on the
+    look-ahead or on who samples. times["sample_s"] adds the waits for samples, times["feature_s"] the announces
+    and submits (finish adds its own waits). Stops early, at a batch boundary, once `stop` is set."""
+    ahead: deque = deque()  # sampled and announced, not yet submitted
+    pending: deque = deque()  # submitted, not yet handed out
+    for i, s in enumerate(seeds):
+        if stop.is_set():
+            return
+        t0 = time.perf_counter()
+        sampled = next(samples)
+        t1 = time.perf_counter()
+        times["sample_s"] += t1 - t0
+        announce(sampled)
+        ahead.append((s, sampled))
+        while len(ahead) > ramped_lookahead(i, lookahead):
+            pending.append(submit(*ahead.popleft()))
+        times["feature_s"] += time.perf_counter() - t1
+        while pending and (len(pending) > depth or ready(pending[0])):
+            yield finish(*pending.popleft())
+    # the tail keeps the pace above: one batch submitted per batch handed out. Submitting all `ahead` at once
+    # held the next batch back by their whole cost (2 x H200, host-buffer hits: 3 steps of ~115 ms against ~22 ms
+    # each, docs/archive/results/RESULTS_2026-11-26.md)
+    while ahead or pending:
+        if ahead:
+            t1 = time.perf_counter()
+            pending.append(submit(*ahead.popleft()))
+            times["feature_s"] += time.perf_counter() - t1
+        if len(pending) > depth or not ahead or ready(pending[0]):
+            yield finish(*pending.popleft())
 
 
 def background(produce, count: int, depth: int, times: dict, device: torch.device):
@@ -424,4 +455,4 @@ def background(produce, count: int, depth: int, times: dict, device: torch.devic
 
 __all__ = ["START_METHODS", "WORKER_TIMEOUT_S_DEFAULT", "batch_generator", "worker_stream", "ready_event", "hand_over",
            "NodeBatch", "ramped_lookahead", "to_device", "Keys", "stop_workers", "check_sample_workers",
-           "SampleWorkers", "NodeBatchLoader", "background"]
+           "SampleWorkers", "NodeBatchLoader", "background", "fetch_ahead"]

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuio.loader import (SampleWorkers, background, batch_generator, check_sample_workers, hand_over,
-                          ramped_lookahead, ready_event, worker_stream)
+from gpuio.loader import (SampleWorkers, _SamplingLoader, background, batch_generator, check_sample_workers,
+                          fetch_ahead, hand_over, ready_event, worker_stream)
 from gpuio.rows import OnDevice, SupportsLookahead
 
 SAMPLE_THREADS_DEFAULT = 4  # threads sampling the coming batches (see the module docstring)
@@ -76,7 +76,7 @@ class HeteroBatch:
         self.ready = None
 
 
-class HeteroBatchLoader:
+class HeteroBatchLoader(_SamplingLoader):
     """Iterates `HeteroBatch`es: seeds of `input_type` sampled by a `HeteroNeighborSampler`, features of every
     node type fetched from `features` ahead of use (see the module docstring); `len()` is batches per
     iteration, `times` the last iteration's sample/feature/stall seconds."""
@@ -129,21 +129,8 @@ class HeteroBatchLoader:
         self._workers = (SampleWorkers(_HeteroSample(sampler, input_type), sample_workers, start_method,
                                        worker_options, sampler.device) if sample_workers else None)
 
-    def start_workers(self) -> None:
-        """Start the sampling processes now (else the first iteration does); no-op without workers."""
-        if self._workers is not None:
-            self._workers.start()
-
-    def close(self) -> None:
-        """Stop the sampling processes, if any (idempotent; iterating afterwards raises ValueError)."""
-        if self._workers is not None:
-            self._workers.close()
-
     def _epoch_batches(self) -> list:
-        nodes = self.input_nodes
-        if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed * 7919 + self.epoch)
-            nodes = nodes[torch.randperm(nodes.numel(), generator=g)]
+        nodes = self._epoch_seeds()
         self.epoch += 1
         batches = list(torch.split(nodes, self.batch_size))
         per_rank = len(batches) // self.world_size if self.world_size > 1 else len(batches)
@@ -230,42 +217,25 @@ class HeteroBatchLoader:
             samples.close()
 
     def _produce_from(self, seeds, stop: threading.Event, samples):
-        ahead: deque = deque()  # sampled and announced, not yet submitted
-        pending: deque = deque()  # submitted, not yet handed out
-        for i, s in enumerate(seeds):
-            if stop.is_set():
-                return
-            t0 = time.perf_counter()
-            sampled = next(samples)
-            t1 = time.perf_counter()
-            self.times["sample_s"] += t1 - t0
-            for nt, ids in sampled.node.items():
-                if isinstance(self.features[nt], SupportsLookahead):
-                    self.features[nt].announce(ids)
-            self.times["feature_s"] += time.perf_counter() - t1
-            ahead.append((s, sampled))
-            while len(ahead) > ramped_lookahead(i, self.lookahead):  # see the module docstring
-                pending.append(self._submit(*ahead.popleft()))
-            if len(pending) > self.depth:
-                yield self._finish(*pending.popleft())
-        # the tail keeps the pace above: one batch submitted per batch handed out. Submitting all `ahead` at
-        # once held the next batch back by their whole cost (2 x H200, host-buffer hits: 3 steps of ~115 ms
-        # against ~22 ms each, docs/archive/results/RESULTS_2026-11-26.md)
-        while ahead or pending:
-            if ahead:
-                pending.append(self._submit(*ahead.popleft()))
-            if len(pending) > self.depth or not ahead:
-                yield self._finish(*pending.popleft())
+        yield from fetch_ahead(seeds, samples, stop, self.times, self.lookahead, self.depth, self._announce,
+                               self._submit, self._ready, self._finish)
+
+    def _announce(self, sampled) -> None:
+        for nt, ids in sampled.node.items():
+            if isinstance(self.features[nt], SupportsLookahead):
+                self.features[nt].announce(ids)
+
+    @staticmethod
+    def _ready(item) -> bool:
+        return all(isinstance(t, torch.Tensor) or t.done() for t in item[2].values())
 
     def _submit(self, s, sampled):
-        t0 = time.perf_counter()
         tickets = {}
         for nt, ids in sampled.node.items():
             store = self.features[nt]
             if self.trace is not None:
                 self.trace.setdefault(nt, []).append(ids.cpu())
             tickets[nt] = store.submit(ids) if isinstance(store, SupportsLookahead) else store.gather(ids.cpu())
-        self.times["feature_s"] += time.perf_counter() - t0
         return s, sampled, tickets
 
     def _finish(self, s, sampled, tickets) -> HeteroBatch:
