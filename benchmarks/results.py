@@ -63,8 +63,9 @@ SUITES = {
                "bash scripts/gpu.sh gather"),
     "hetero": ("RGAT on IGBH-shaped graphs, one and two GPUs",
                "2 M papers, 108 M edges, 25.7 GB of features in a 12 GiB cgroup (one GPU); data in the caches and "
-               "disk-bound runs on two GPUs; bytes read against Belady's MIN",
-               "bash scripts/gpu.sh hetero (settings: docs/archive/results/RESULTS_HETERO.md)"),
+               "disk-bound runs on two GPUs; bytes read against Belady's MIN (the settings: "
+               "docs/archive/results/RESULTS_HETERO.md)",
+               "bash scripts/gpu.sh hetero"),
     "apps": ("Applications",
              "the papers' workloads at the judged sizes, cold, each beside its baseline and its ideal",
              "bash scripts/gpu.sh apps"),
@@ -77,8 +78,9 @@ SUITES = {
                 "bash scripts/gpu.sh streams"),
     "volumes": ("Volumes on Ceph",
                 "gpuio's rbd backend against fio's rbd engine and a synchronous librbd client (Basic), one-node "
-                "cluster, replicas 2",
-                "bash scripts/gpu.sh ceph (GPU machine); benchmarks/volumes_bench.py (CPU box)"),
+                "cluster, replicas 2 (on the GPU machine by the ceph suite; on a CPU box by volumes_bench.py, which "
+                "starts its own cluster)",
+                "bash scripts/gpu.sh ceph; python benchmarks/volumes_bench.py"),
     "sim": ("Flash simulator",
             "the flash model's speed, and the engine over 8 emulated devices against 8 x one device",
             "bash scripts/gpu.sh sim; python benchmarks/sim_speed.py"),
@@ -91,15 +93,18 @@ SUITES = {
     "workers": ("Data loader workers",
                 "rows/s of a torch DataLoader over a table 4 x larger than the memory given, 0/1/2/4 workers per "
                 "start method, gpuio TensorFile against np.memmap in the same workers; `gpuio demo` with its "
-                "sampling in worker processes",
-                "bash scripts/gpu.sh workers; python benchmarks/loader_workers.py (CPU box)"),
+                "sampling in worker processes (the GPU machine's workers suite; loader_workers.py alone on a CPU box)",
+                "bash scripts/gpu.sh workers; python benchmarks/loader_workers.py"),
     "devbox": ("CPU dev box (not the judged machine)",
                "the 2-vCPU shared development box: indicative only, single passes swing by up to 2 x",
                "gpuio bench --size 4G --repeats 3 --seconds 1 --cold"),
 }
 REQUIRED = ("suite", "figure", "vs", "what", "ratio", "ratio_of", "gpuio", "reference", "device", "commit", "date",
             "command")
-OPTIONAL = ("target", "note", "source")
+# ran_as: the command as it ran, where the scripts it named were replaced since (`command` is today's equivalent,
+# naming scripts that exist with options they take: tests/python/benchmarks/test_results_commands.py); run_on: what
+# the run needed beside the command (the machine kind, carried files), shown beside it
+OPTIONAL = ("target", "note", "source", "ran_as", "run_on")
 # fields every record of one figure shares (so a figure means one thing over time)
 SAME_PER_FIGURE = ("vs", "ratio_of")
 TARGET = re.compile(r"^(>=|<=|>|<) ?(\d+(?:\.\d+)?)$")
@@ -241,7 +246,7 @@ def render(records: list[dict]) -> str:
         runs: dict[tuple[str, str], str] = {}
         notes = []
         for (_, figure), (rec, count) in mine:
-            run = (rec["command"], rec.get("source", ""))
+            run = (rec["command"], rec.get("source", ""), rec.get("run_on", ""))
             key = runs.setdefault(run, _run_key(len(runs)))
             target = f"{rec['target']}: {met(rec)}" if "target" in rec else ""
             out.append("| " + " | ".join(_cell(c) for c in (
@@ -250,9 +255,10 @@ def render(records: list[dict]) -> str:
             if "note" in rec:
                 notes.append(f"- {figure}: {rec['note']}")
         out += ["", "Runs:", ""]
-        for (command, source), key in runs.items():
+        for (command, source, run_on), key in runs.items():
             where = f" ([{Path(source).name}](../{source}))" if source else ""
-            out.append(f"- {key}: `{command}`{where}")
+            on = f" (on: {run_on})" if run_on else ""
+            out.append(f"- {key}: `{command}`{on}{where}")
         if notes:
             out += ["", "Notes:", ""] + notes
     return "\n".join(out) + "\n"
@@ -279,7 +285,9 @@ def history(records: list[dict], suite: str, figure: str) -> str:
     lines = [f"{suite}/{figure}: {mine[0]['what']} ({mine[0]['ratio_of']}), gpuio vs {mine[0]['vs']}", "",
              "| date | commit | device | ratio | gpuio | reference | command |", "|---|---|---|---:|---|---|---|"]
     lines += ["| " + " | ".join(_cell(c) for c in (r["date"], r["commit"], r["device"], ratio_text(r["ratio"]), r["gpuio"],
-                                                    r["reference"], r["command"])) + " |" for r in mine]
+                                                    r["reference"], r["command"] + (f" (ran as: {r['ran_as']})"
+                                                                                   if "ran_as" in r else ""))) + " |"
+              for r in mine]
     return "\n".join(lines)
 
 
