@@ -25,6 +25,7 @@ suite() { SUITE_NEEDS[$1]=$2; SUITE_DOC[$1]=$3; SUITE_ORDER+=("$1"); }
 usage() {
   echo "usage: bash scripts/gpu.sh [--dry-run] SUITE...   (--list: the suites)"
   echo "suites: ${SUITE_ORDER[*]}"
+  echo "GPUIO_DEVICE=disk|fast|both: the suites' data on the disk, on a RAM-backed loop device with ext4, or each in turn"
 }
 
 OUT=$(realpath -m "${OUT:-$repo/gpu-out}")
