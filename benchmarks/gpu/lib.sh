@@ -285,7 +285,7 @@ fast_need_gib() {
     demo|workers-demo) echo 6 ;;   # 2M nodes x 128 fp32 features: 1 GiB
     gather) echo $(( ${GPUIO_GATHER_FILE_MIB:-4096} * 2 / 1024 + 2 )) ;;  # a table of 4096 B rows and one of 512 B
     weights) awk -v g="${GPUIO_WEIGHTS_GIB:-8.25}" 'BEGIN { printf "%d", 3.1 * g + 2.5 }' ;;  # the model, two saves
-    weights-ranks) awk -v g="${GPUIO_WEIGHTS_GIB:-8.25}" 'BEGIN { printf "%d", 2.2 * g + 2.5 }' ;;
+    weights-ranks|weights-dist) awk -v g="${GPUIO_WEIGHTS_GIB:-8.25}" 'BEGIN { printf "%d", 2.2 * g + 2.5 }' ;;
     streams|workers) echo 10 ;;
     apps) echo 34 ;;   # sort takes 2 Gi keys under 50 GiB free; vecadd 24 GiB
     graph) echo 20 ;;
