@@ -1,5 +1,5 @@
-"""The flash simulator (DESIGN.md layer 8) from Python: SSD trace replay, synthetic workloads and the ZnG
-platform study. The models run in C++ (``gpuio._core``); results come back as plain dicts.
+"""The flash simulator (DESIGN.md layer 0, the C++ core's bottom) from Python: SSD trace replay, synthetic
+workloads and the ZnG platform study. The models run in C++ (``gpuio._core``); results come back as plain dicts.
 
     >>> import gpuio.sim as sim
     >>> r = sim.replay("tpcc-small.trace", preset="znand")      # dict: iops, latency p50/p99/p99.9, waf, gc...

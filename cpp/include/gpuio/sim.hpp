@@ -1,4 +1,4 @@
-// The flash simulator (DESIGN.md layer 8): a deterministic discrete-event SSD model.
+// The flash simulator (DESIGN.md layer 0): a deterministic discrete-event SSD model.
 //
 // Model: a request is split into flash pages; every page reserves the resources it needs in time order
 // (host link, channel bus, plane array) as "busy until" timestamps, so one page costs O(1) and the model

@@ -1,4 +1,4 @@
-// ZnG models (DESIGN.md layer 8): a GPU whose memory is flash, driven by GPU memory-access traces.
+// ZnG models (DESIGN.md layer 0): a GPU whose memory is flash, driven by GPU memory-access traces.
 //
 // Trace-driven and deterministic. Each warp replays its accesses in order; a load blocks its warp until it
 // completes, stores do not (they occupy the memory system when L2 writes them back). Warps interleave by a

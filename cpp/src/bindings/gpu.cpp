@@ -1,5 +1,7 @@
-// gpuio._core GPU bindings (python/gpuio/gpu.py is the Python face). The runtime holds its engine's Python object
-// (keep-alive); buffers arrive as arrays (nb::ndarray, host or CUDA memory, checked in bindings/arrays.hpp);
+// The nanobind bindings of the GPU layer's public header gpuio/gpu.hpp: this file implements no header of its own
+// (gpu.hpp is implemented in cpp/src/gpu/; the name says which layer's bindings live here, one file per layer, as
+// bindings/sim.cpp and engine.cpp). python/gpuio/gpu.py is the Python face. The runtime holds its engine's Python
+// object (keep-alive); buffers arrive as arrays (nb::ndarray, host or CUDA memory, checked in bindings/arrays.hpp);
 // waits release the GIL. Without the CUDA layer only gpu_defaults and gpu_probe_devices (which says why there is
 // no GPU path) exist.
 #include <nanobind/nanobind.h>

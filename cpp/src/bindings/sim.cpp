@@ -1,4 +1,6 @@
-// gpuio._core bindings of the flash simulator (layer 8). Results cross as JSON text (Stats::to_json,
+// The nanobind bindings of the flash simulator's public headers gpuio/sim.hpp and gpuio/zng.hpp (DESIGN.md layer 0):
+// this file implements neither (cpp/src/sim/ does); the name says which layer's bindings live here, one file per
+// layer. Results cross as JSON text (Stats::to_json,
 // ZngResult::to_json), which gpuio.sim turns into dicts; traces stay in C++ behind opaque handles so a
 // replay never copies requests through Python. The GIL is released while a model runs.
 #include <nanobind/nanobind.h>

@@ -1,4 +1,4 @@
-"""Layer 4 (DESIGN.md): device page cache, constant host buffer, window buffering, access accumulator,
+"""The cache layer (DESIGN.md layer 8): device page cache, constant host buffer, window buffering, access accumulator,
 and the `TableCache` that stacks them over a `gpuio.TensorFile`. Pure tensor ops: GPU or CPU."""
 from gpuio.cache.table_cache import TableCache
 from gpuio.cache.page_cache import POLICIES, PageCache

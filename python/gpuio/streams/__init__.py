@@ -1,5 +1,5 @@
-"""Stream store (SSDStreamer, DESIGN.md layer 6): streams of objects kept on SSD as chained sblocks,
-read back through a small prefetching DRAM buffer; ``DatasetCache`` for iterative ML on top of it."""
+"""Stream store (SSDStreamer, DESIGN.md layer 5, beside the tensor store): streams of objects kept on SSD as
+chained sblocks, read back through a small prefetching DRAM buffer; ``DatasetCache`` for iterative ML on top of it."""
 from __future__ import annotations
 
 from .dataset_cache import DatasetCache
