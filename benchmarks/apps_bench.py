@@ -1,4 +1,4 @@
-"""The applications of issue 12 beside their baselines, at one size, one table (gpuio_apps.papers.suite).
+"""The papers' applications beside their baselines, at one size, one table (gpuio_apps.papers.suite).
 
     python3 benchmarks/apps_bench.py --size tiny --device cpu                 # CI smoke: correctness only
     python3 benchmarks/apps_bench.py --size large --device cuda --cold --store /data --json apps.json

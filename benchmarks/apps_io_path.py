@@ -1,4 +1,4 @@
-"""The applications' read path alone, beside pread, on one file (issue 12: GEMM tiles read at 0.65x of pread).
+"""The applications' read path alone, beside pread, on one file (GEMM tiles once read at 0.65x of pread).
 
     python3 benchmarks/apps_io_path.py --mib 1024 --cold                 # host memory (any machine)
     python3 benchmarks/apps_io_path.py --mib 4096 --cold --device cuda   # + the GPU paths (GPU machine)

@@ -1,5 +1,5 @@
-"""One table of issue 12's judged points from the JSON files a GPU call left (`scripts/gpu.sh apps|graph`), each with
-its value, its bar and whether the bar is met, then the time breakdowns (resize, GPT-2) and the steps' times.
+"""One table of the applications' judged points from the JSON files a GPU call left (`scripts/gpu.sh
+apps|graph`), each with its value, its bar and whether the bar is met, then the time breakdowns (resize, GPT-2) and the steps' times.
 
     python3 benchmarks/apps_summary.py OUT_DIR          # reads OUT_DIR/apps-*.json, graph-*.json, steps.tsv
 
@@ -61,7 +61,7 @@ def _line(point: str, value, bar: str, met, note: str = "", small: bool = False)
 
 
 def judged(rows: dict, graphs: list[dict]) -> list[list[str]]:
-    """[point, value, bar, met, note] for every judged point of issue 12."""
+    """[point, value, bar, met, note] for every judged point of the applications."""
     out = []
     g = next((r for a, r in rows.items() if a.startswith("gpt2")), None)
     if g and "gpuio_s" in g:

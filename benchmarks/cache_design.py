@@ -1,4 +1,4 @@
-"""Issue 15's multi-GPU cache design on the CPU: bytes read from storage with per-GPU caches vs one cache
+"""The multi-GPU cache design on the CPU: bytes read from storage with per-GPU caches vs one cache
 partitioned by row owner (WholeGraph / cuGraph), and command G's question (does doubling one GPU's cache cut
 the storage bytes by > 30 %?). Bytes from storage for a given capacity depend only on the access sequence and
 the cache policy, not on the GPU, so this runs the job's own stores and loader (gpuio_apps.gnn.hetero_job's

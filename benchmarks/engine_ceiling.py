@@ -1,4 +1,4 @@
-"""The engine at CAM's scale (issue 14): N emulated devices, 4 KiB random reads into host / GPU memory.
+"""The engine at CAM's scale: N emulated devices, 4 KiB random reads into host / GPU memory.
 
 Grid: device kinds (null device, sim free-running or paced, paced null devices, /dev/shm files via uring or posix) x destinations (host, gpu)
 x N devices x W workers; per run IOPS, GB/s, CPU cores busy, GPU SMs, scaling efficiency and the per-stage time

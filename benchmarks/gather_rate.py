@@ -1,6 +1,6 @@
 """Cache-missing gather rate vs the engine's raw 4 KiB random-read rate, side by side in one process.
 
-Issue 4 asks: "on a cache-missing gather, >= 0.85 x the raw device's 4 KiB random-read rate". This
+The bar: "on a cache-missing gather, >= 0.85 x the raw device's 4 KiB random-read rate". This
 measures, on real-data files (random float32, O_DIRECT), interleaved, --repeats times, median:
   ref        gpuio_apps.bench's in-process raw reference: C++ io_uring, 2 threads x QD128 (where built)
   raw        n random 4 KiB blocks through gpuio.Engine (workers=--workers, 4 KiB-aligned buffers,

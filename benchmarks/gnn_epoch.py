@@ -1,4 +1,4 @@
-"""GNN epoch benchmark (issue 4's judged numbers), side by side in one process, interleaved repeats.
+"""GNN epoch benchmark (the judged GNN-epoch figures), side by side in one process, interleaved repeats.
 
 Measures, on one R-MAT graph whose feature table is >= 4x the device cache budget:
   1. epoch with gpuio features (TableCache: device cache + host buffer + window + accumulator)

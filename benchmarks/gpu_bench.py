@@ -1,4 +1,4 @@
-"""GPU-path benchmarks of issue 3, side by side in one run (BENCHMARKS.md): every figure is a ratio to a
+"""GPU-path benchmarks, side by side in one run (BENCHMARKS.md): every figure is a ratio to a
 reference measured in the same run, cold cache (page cache dropped before each measured pass; gpuio and
 iobench use O_DIRECT). Writes JSON to --out and prints one table.
 

@@ -1,4 +1,4 @@
-"""BFS / CC / SSSP on an out-of-core Kronecker graph (issue 12 item 2), gpuio's device arrays beside the baselines, in
+"""BFS / CC / SSSP on an out-of-core Kronecker graph, gpuio's device arrays beside the baselines, in
 one process on the same files, interleaved, each pass with a fresh (cold) source.
 
     python benchmarks/graph_bench.py --scale 26 --data-dir /var/tmp/g26 --algos bfs --cold     # GPU machine

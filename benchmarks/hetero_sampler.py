@@ -1,4 +1,4 @@
-"""The heterogeneous neighbour sampler alone (issue 15: the CPU sampler bounded the RGAT runs): seconds per
+"""The heterogeneous neighbour sampler alone (the CPU sampler bounded the RGAT runs): seconds per
 batch, median of repeated passes, structure in memory and on storage, and the batches per second a
 `HeteroBatchLoader` producer reaches with `--sample-threads` sampling workers.
 

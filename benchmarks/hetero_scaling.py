@@ -17,7 +17,7 @@ import sys
 
 from gpuio_apps.gnn.hetero_report import all_ranks, regime
 
-GOAL = 1.8  # issue 15: steps/s of 2 GPUs >= 1.8 x one GPU when the data fits the caches
+GOAL = 1.8  # the bar: steps/s of 2 GPUs >= 1.8 x one GPU when the data fits the caches
 
 
 def run_figures(path: str) -> dict | None:

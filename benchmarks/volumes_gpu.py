@@ -1,4 +1,4 @@
-"""gpuio's rbd backend into GPU memory (issue 11, the GPU-machine run of `scripts/gpu.sh ceph`): one volume
+"""gpuio's rbd backend into GPU memory (the GPU-machine run of `scripts/gpu.sh ceph`): one volume
 of a running cluster read by one client, 4 KiB random and 64 KiB sequential, into pinned host memory and
 into GPU memory, beside "Basic" (one synchronous librbd read per request, then a copy to the destination:
 memcpy, or cudaMemcpy for the GPU) and `rbd bench` (the CPU tool that ships with Ceph; fio is not there).

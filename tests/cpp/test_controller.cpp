@@ -406,8 +406,8 @@ Outcome climb_busy(const std::vector<double>& curve, uint32_t start, uint64_t se
 
 }  // namespace
 
-// Issue 14's bar on the grids of the H100 run at 672b55b (host, M IOPS at W = 1..8), where the old search (mean of
-// up to 4 windows, the fewest within 5 %) chose 7 for sim N=16 (0.75 of W=8) and for shm-uring N=4 (0.84): fed
+// The controller's bar (within 10 % of the best worker count) on the grids of the H100 run at 672b55b (host,
+// M IOPS at W = 1..8), where the old search (mean of up to 4 windows, the fewest within 5 %) chose 7 for sim N=16 (0.75 of W=8) and for shm-uring N=4 (0.84): fed
 // busy-machine windows, the choice is within 10 % of the best count for every N and seed.
 TEST(RateClimb, H100GridsAt672b55bWithBusyWindows) {
   std::vector<CurveCase> cases = {

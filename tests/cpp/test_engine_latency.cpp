@@ -1,4 +1,4 @@
-// Low-latency mode's idle rule (issue 14's one-block latency path): a worker that just finished a request keeps
+// Low-latency mode's idle rule (the one-block latency path): a worker that just finished a request keeps
 // polling its inbox for limits::low_latency_idle_spin_us before it sleeps, so a GPU-initiated read's next
 // request (which follows only after the done word, the block's copy and a new publish) finds it awake instead
 // of paying a futex wake-up; without low-latency mode the short limits::worker_spin_us applies.

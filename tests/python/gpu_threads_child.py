@@ -1,4 +1,4 @@
-"""Child process of test_gpu_threads.py (issue 10): a background thread reads through gpuio into GPU memory
+"""Child process of test_gpu_threads.py: a background thread reads through gpuio into GPU memory
 while the main thread launches CUDA work of its own, which is what every training loop with a background
 loader does. At 1cf507e this combination deadlocked `gpuio demo` on the H200.
 

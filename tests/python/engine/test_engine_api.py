@@ -1,4 +1,4 @@
-"""gpuio.Engine's Python API (issue 2, deliverables 4 and 6): seeded write/read-back integrity against a
+"""gpuio.Engine's Python API: seeded write/read-back integrity against a
 NumPy model over 1 and 3 striped files, and every bad input the issue names, each raising the documented
 exception type with a message that names the offending value."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Engine._submit's shortcuts for the one-block latency path (issue 14): int64 NumPy ids and a one-element list
+"""Engine._submit's shortcuts for the one-block latency path: int64 NumPy ids and a one-element list
 of an int skip the generic id checks whatever the destination is; everything else still goes through them.
 The same data and the same one-line errors either way (CPU: host memory, NumPy and CPU tensors)."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Engine options come from C++ (issue 13.1) and are range-checked there once (issue 16): the same text from
+"""Engine options come from C++ and are range-checked there once: the same text from
 C++ and Python, ValueError/TypeError naming the option, never std::bad_cast."""
 import inspect
 

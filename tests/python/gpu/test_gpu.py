@@ -191,7 +191,8 @@ def test_gpu_initiated_latency_probe(datafile):
         ns = eng.gpu.latency_probe(ids, dst)
         assert len(ns) == 64 and all(t > 0 for t in ns)
         assert np.array_equal(dst.cpu().numpy(), data[200:264])
-        # landed (issue 14): the reads land in host-mapped memory and the requesting block copies them itself;
+        # landed (the one-block latency path): the reads land in host-mapped memory and the requesting block
+        # copies them itself;
         # 130 reads wrap the 64 slots twice, so a stale landing slot would show in the last 64
         copies = eng.stats()["gpu_copies"]
         ids = list(range(300, 430))
@@ -389,7 +390,7 @@ def test_refused_tensors_are_named_like_before(datafile):
 @needs_gpu
 @pytest.mark.parametrize("wait", ["kernel", "wait_value"])
 def test_stream_copy_kernel_lands_every_byte(datafile, wait):
-    """stream_copy=kernel (issue 14's latency option): chunks up to 64 KiB reach GPU memory by one warp reading
+    """stream_copy=kernel (the one-block latency option): chunks up to 64 KiB reach GPU memory by one warp reading
     the host-mapped bounce slot (fused with the wait kernel in stream_wait=kernel), larger ones by copy engine;
     host and GPU ids, an odd destination offset (the byte-wise copy), every byte written."""
     path, data = datafile

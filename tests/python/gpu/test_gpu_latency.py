@@ -1,4 +1,4 @@
-"""The device API's one-block latency path (issue 14 item 3): device_read=auto lands a small read in one of the
+"""The device API's one-block latency path: device_read=auto lands a small read in one of the
 queue's host-mapped slots and the requesting block copies it itself (no staging->GPU copy by the engine);
 device_read=batch keeps the engine's copy; stats() says which path ran; the probe's per-hop breakdown adds up.
 Skipped where there is no CUDA layer or no GPU; a faulthandler watchdog bounds each test (TEST_GPU_TIMEOUT_S)."""

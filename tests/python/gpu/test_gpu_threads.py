@@ -1,5 +1,5 @@
-"""Issue 10: a background thread reading through gpuio into GPU memory while the main thread launches CUDA
-work of its own (first launches that load kernels lazily, cudaFree via empty_cache, device synchronise).
+"""GPU reads on a background thread never block the training thread: a background thread reading through gpuio
+into GPU memory while the main thread launches CUDA work of its own (first launches that load kernels lazily, cudaFree via empty_cache, device synchronise).
 At 1cf507e this deadlocked `gpuio demo` on the H200 with either stream wait mode. Each case runs in a fresh
 process (gpu_threads_child.py) bounded by a timeout; a hang prints the child's Python stacks (faulthandler)
 and, where cuda-gdb exists, its native stacks, then fails. Skipped without a GPU."""
@@ -74,7 +74,8 @@ def test_background_reads_beside_main_thread_cuda_work(wait, path):
 @pytest.mark.parametrize("wait", ["kernel", "wait_value"])
 def test_one_block_reads_by_warp_copy_beside_main_thread_cuda_work(wait):
     """stream_copy=kernel: the fused wait+copy kernel spins like the wait kernel; the main thread's lazy loads,
-    cudaFree and synchronise must not deadlock with it (issue 10's rule, issue 14's option)."""
+    cudaFree and synchronise must not deadlock with it (other threads' CUDA work is never blocked, with the
+    latency option on too)."""
     if wait == "wait_value" and gpuio.gpu.stream_wait_selftest() != "works":
         pytest.skip(f"cuStreamWaitValue32 self-test: {gpuio.gpu.stream_wait_selftest()}")
     rc, out = run_child("--wait", wait, "--path", "event", "--stream-copy", "kernel", "--main", "all", "--seconds", "4")

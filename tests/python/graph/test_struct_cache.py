@@ -1,4 +1,4 @@
-"""One structure-cache budget for a heterogeneous graph (issue 15): `split_struct_cache` gives the pointer
+"""One structure-cache budget for a heterogeneous graph: `split_struct_cache` gives the pointer
 files their whole size first, then shares the rest over the neighbour lists by file size, never more than a
 file; `HeteroGraphStore.from_dataset` and `CSCFile` use it, and the samples stay those of the in-memory
 structure; `--struct-cache-mb` is the total."""

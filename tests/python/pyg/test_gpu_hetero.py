@@ -1,4 +1,4 @@
-"""Issue 15 on CUDA: the two structure stores (CSC read through the engine, CSC in memory) sample the same
+"""Heterogeneous sampling on CUDA: the two structure stores (CSC read through the engine, CSC in memory) sample the same
 batches on the GPU, and with torch's deterministic kernels the RGAT losses of the two runs are bit-equal.
 
 Why: the judged IGBH run (H100, 2026-11-25) saw losses up to 9e-3 (relative) apart between the structure-on-storage

@@ -1,5 +1,5 @@
-"""Issue 15: IGBH-shaped data on storage, per-relation CSC files, the heterogeneous sampler and stores,
-RGAT training (gpuio vs in-memory features), Belady's MIN, and a 2-rank torchrun (gloo) run."""
+"""Heterogeneous graphs end to end on the CPU: IGBH-shaped data on storage, per-relation CSC files, the
+heterogeneous sampler and stores, RGAT training (gpuio vs in-memory features), Belady's MIN, and a 2-rank torchrun (gloo) run."""
 import os
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""gpuio.pyg.PygFeatureStore / GraphStore against PyG's FeatureStore/GraphStore contract (issue 10).
+"""gpuio.pyg.PygFeatureStore / GraphStore against PyG's FeatureStore/GraphStore contract.
 
 PyG's own store tests are not in its wheel, so this module states the same contract, read from PyG's
 base classes (`torch_geometric/data/feature_store.py`, `graph_store.py`) and its reference stores

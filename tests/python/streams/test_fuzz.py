@@ -1,6 +1,6 @@
 """Fuzz targets (hypothesis, a few seconds in CI): the .npy header parser and the stream store's on-disk
 structures take arbitrary bytes and either accept them consistently or refuse them with the documented
-exception, never anything else. The cases that failed before issue 16 are explicit examples."""
+exception, never anything else. Inputs that once crashed the parsers are explicit examples."""
 import os
 import struct
 import warnings

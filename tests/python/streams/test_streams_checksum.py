@@ -1,4 +1,4 @@
-"""Stream payloads carry a CRC-32C by default (issue 16): a flipped bit in a payload is an error naming the
+"""Stream payloads carry a CRC-32C by default: a flipped bit in a payload is an error naming the
 stream and sblock, not a wrong tensor. The C++ CRC-32C matches the definition."""
 import numpy as np
 import pytest

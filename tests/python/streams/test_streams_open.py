@@ -1,4 +1,4 @@
-"""StreamStore open/create semantics (issue 10): opening never formats a file by accident, and a store is
+"""StreamStore open/create semantics: opening never formats a file by accident, and a store is
 created only when asked (mode="c" or "w"), never as a silent 1 GiB file."""
 from __future__ import annotations
 

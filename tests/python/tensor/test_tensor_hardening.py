@@ -1,4 +1,4 @@
-"""TensorFile at the edge of its API (issue 16): lossy scatters, page ids out of range, hostile .npy
+"""TensorFile at the edge of its API: lossy scatters, page ids out of range, hostile .npy
 headers, concurrent scatters and gathers, and the durability calls."""
 import os
 import threading

@@ -1,4 +1,4 @@
-"""TensorFile's torch-like indexing (tf[idx], tf[idx] = rows, len) and its create/open rules (issue 10).
+"""TensorFile's torch-like indexing (tf[idx], tf[idx] = rows, len) and its create/open rules.
 
 Every read is checked against the same index applied to an in-memory torch tensor holding the same rows.
 """

@@ -1,4 +1,4 @@
-"""gpuio.safetensors against safetensors.torch on what issue 38 part 2 mirrors: save_file refusing shared memory,
+"""gpuio.safetensors against safetensors.torch on the behaviours it mirrors: save_file refusing shared memory,
 save() bytes, offset_keys, framework="np", metadata={}, tensors= on an index whose other shards are gone, the
 load_file hook's bad arguments, and the DCP reader given a checkpoint that is not gpuio's."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""gpuio.safetensors' whole-model API (issue 38 parts 2-3): save_model/load_model against safetensors.torch's
+"""gpuio.safetensors' whole-model API: save_model/load_model against safetensors.torch's
 (shared and tied tensors, allocated and meta models, strict), and from_pretrained against transformers'
 model_class.from_pretrained on tiny random GPT-2 and Llama checkpoints saved sharded with tied embeddings."""
 from __future__ import annotations

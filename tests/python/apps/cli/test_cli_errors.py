@@ -1,4 +1,4 @@
-"""Bad command-line input (issue 10): each case is refused before any work starts, with exactly one line
+"""Bad command-line input: each case is refused before any work starts, with exactly one line
 on stderr that names the option, exit status 2, and no traceback unless `gpuio --debug`."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""gpuio.info() (issue 10: it pointed at a missing module) returns the report that `gpuio info` prints."""
+"""gpuio.info() resolves (it once pointed at a missing module) and returns the report that `gpuio info` prints."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
 """The Planetoid datasets ship in the repository (datasets/), so the tests that train on them run in any
-clone instead of skipping (issue 10)."""
+clone instead of skipping."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""`gpuio demo --hetero` (issue 15): routed to the hetero demo with its own options and help, runs end to end
+"""`gpuio demo --hetero`: routed to the hetero demo with its own options and help, runs end to end
 at a tiny size, and refuses bad input with one line naming the option (exit 2, nothing written). The runs here
 use no memory limit of their own (--memory-fraction 0) and print the full report (--judge) where they check it;
 the default story is tests/python/apps/gnn/test_hetero_demo.py's."""

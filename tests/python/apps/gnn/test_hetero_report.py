@@ -1,4 +1,4 @@
-"""gpuio_apps.gnn.hetero_report (issue 15's judged lines, time caps, budgets) and the pieces the one-call GPU
+"""gpuio_apps.gnn.hetero_report (the judged lines, time caps, budgets) and the pieces the one-call GPU
 run relies on: a shared host buffer reads the constant tier once, load_only stops at its deadline."""
 from __future__ import annotations
 

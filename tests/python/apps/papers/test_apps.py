@@ -1,4 +1,4 @@
-"""The applications of issue 12 (gpuio_apps.papers) at tiny sizes on the CPU: each run checks its result against an
+"""The papers' applications (gpuio_apps.papers) at tiny sizes on the CPU: each run checks its result against an
 in-memory reference (a wrong result raises), on one file and on RAID-0 over files; corrupting an output
 makes each check fail; the checkpoint layout is read by safetensors itself."""
 import json

@@ -1,4 +1,4 @@
-"""The applications on a Ceph volume (issue 11/12: "a volume as their store as easily as a file", one
+"""The applications on a Ceph volume (a volume is their store as easily as a file, one
 option): the store pair over rbd:POOL/IMAGE on the session cluster, CPU, tiny sizes."""
 import numpy as np
 import pytest
