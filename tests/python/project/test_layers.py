@@ -235,6 +235,24 @@ def test_every_library_module_is_in_a_layer():
     assert tops == named, f"not in the layers contract: {sorted(tops - named)}; no such module: {sorted(named - tops)}"
 
 
+def test_design_numbers_the_python_layers_as_the_contract_orders_them():
+    """docs/DESIGN.md's numbered Python layers (4-10) are the layers contract's tiers, bottom first: every library
+    module an item names belongs to that item's tier, so the document, the README's table (which takes DESIGN's
+    numbers) and the import graph speak of one stack."""
+    import re
+
+    text = (ROOT / "docs" / "DESIGN.md").read_text()
+    python = text.split("Python (`python/gpuio`), bottom first:")[1].split("On top, outside the library")[0]
+    items = re.split(r"^(\d+)\. ", python, flags=re.M)[1:]
+    numbered = {int(n): body for n, body in zip(items[::2], items[1::2])}
+    assert sorted(numbered) == list(range(FIRST_PYTHON_LAYER, FIRST_PYTHON_LAYER + len(TIERS) - 1))
+    tops = {m for tier in TIERS for group in tier for m in group}
+    for n, body in numbered.items():
+        named = {m for m in re.findall(r"`(?:gpuio\.)?(_?[a-z_]+)[`.(]", body) if m in tops} - {"__main__"}
+        tier = {m for group in TIERS[n - FIRST_PYTHON_LAYER] for m in group}
+        assert named and named <= tier, (n, sorted(named - tier), sorted(tier))
+
+
 def test_every_library_module_serves_the_library():
     """No room of the library only the tests or the benchmarks use: every module below a top-level one is imported
     by another module of the library (its package's __init__, a sibling, a layer above). A piece that only measures
