@@ -28,7 +28,7 @@ split: GPU caches stay in the process that owns them). `times["sample_s"]` is th
 sampled batches.
 
 `trace`: a dict filled with, per node type, the list of each served batch's requested node ids (in
-serving order) — the row-access trace gpuio_apps.bench.belady turns into the offline optimum.
+serving order) — the row-access trace an offline optimum (Belady's MIN) is computed from.
 Thread contract: while an iteration runs, the producer (and its sampling threads, through the sampler)
 is the only caller of the sampler and stores.
 """
