@@ -5,8 +5,11 @@ generated from the code; and every page's Python examples run as written.
 A page's ```python blocks run in order, as one script, in a fresh empty directory: a later block may use what an
 earlier one made, and each block's lines keep their line numbers (an error names `guides_PAGE.md.0.py", line N`:
 line N of docs/guides/PAGE.md). A block with its own `if __name__ == "__main__":` is a complete program and runs
-as a script of its own (after the others, in the same directory). A block that cannot run in CI is marked by the line `<!-- docs-test: skip (reason) -->` right above
-it (as the README marks its sketches), and is left out of the script."""
+as a script of its own (after the others, in the same directory). Each script is saved to a file and run as
+`python FILE`; one that starts processes runs again under the spawn start method (test_readme.run_script), where
+each child imports the script again. A block that cannot run in CI is marked by the line
+`<!-- docs-test: skip (reason) -->` right above it (as the README marks its sketches), and is left out of the
+script."""
 from __future__ import annotations
 
 import os
@@ -18,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from repo_scripts import ROOT
-from test_readme import python_blocks, slow_blocks
+from test_readme import STARTS_PROCESSES, python_blocks, run_script, slow_blocks
 
 DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "archive" not in p.relative_to(DOCS).parts)
@@ -115,13 +118,13 @@ def test_page_examples_run(tmp_path, page):
     scripts = page_scripts(page)
     if not scripts:
         pytest.skip(f"{page.relative_to(ROOT)}: every example is marked as a sketch")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     for i, script in enumerate(scripts):
         path = tmp_path / f"{page.relative_to(DOCS).as_posix().replace('/', '_')}.{i}.py"  # named in tracebacks
         path.write_text(script)
-        r = subprocess.run([sys.executable, path.name], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300)
-        assert r.returncode == 0, f"{page.relative_to(ROOT)}: an example failed:\n{r.stderr[-4000:]}"
+        for spawn in (False, True) if STARTS_PROCESSES.search(script) else (False,):
+            r = run_script(path, spawn=spawn)
+            assert r.returncode == 0, (f"{page.relative_to(ROOT)}: an example failed{' under spawn' if spawn else ''}:"
+                                       f"\n{r.stderr[-4000:]}")
 
 
 CODE = [*(ROOT / "cpp").rglob("*.[ch]pp"), *(ROOT / "cpp").rglob("*.cu*"), *(ROOT / "python").rglob("*.py")]
