@@ -205,5 +205,11 @@ class InMemoryRows:
         return self.table.index_select(0, idx.to(self.table.device)).to(idx.device)
 
 
+def __getattr__(name: str):
+    if name in ("MemmapRows", "ZeroRows"):  # the demos' baselines left the library: say where they went
+        raise AttributeError(f"gpuio.rows.{name} moved to gpuio_apps.baselines.{name} (an application module)")
+    raise AttributeError(f"module 'gpuio.rows' has no attribute {name!r}")
+
+
 __all__ = ["RowSource", "Rows", "PagedRows", "SupportsPrefetch", "SupportsScatter", "SupportsStats",
            "SupportsLookahead", "OnDevice", "missing", "require", "check_row_ids", "InMemoryRows"]

@@ -4,6 +4,8 @@ from gpuio.cache.table_cache import TableCache
 from gpuio.cache.page_cache import POLICIES, PageCache
 from gpuio.rows import InMemoryRows  # the row table of a tensor in memory lives one layer down (gpuio.rows)
 
+_MOVED = {"MemmapRows": "gpuio_apps.baselines.MemmapRows", "belady": "gpuio_apps.bench.belady"}
+
 __all__ = ["TableCache", "PageCache", "POLICIES", "InMemoryRows"]
 
 
@@ -16,4 +18,7 @@ def __getattr__(name: str):
         from gpuio._deprecated import NOT_PYGS, renamed
 
         return renamed("gpuio.cache.FeatureStore", "gpuio.cache.TableCache", TableCache, NOT_PYGS)
+    if name in _MOVED:  # measurement pieces that left the library: say where they went
+        raise AttributeError(f"gpuio.cache.{name} moved to {_MOVED[name]} (an application module: the library "
+                             f"does not import it)")
     raise AttributeError(f"module 'gpuio.cache' has no attribute {name!r}")
