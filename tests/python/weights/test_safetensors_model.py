@@ -193,3 +193,34 @@ def test_importing_gpuio_safetensors_does_not_import_transformers():
     code = "import sys, gpuio.safetensors; print('transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("device_map", ["cuda", "cuda:0", {"": "cuda:0"}])
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+def test_gpu_from_pretrained_onto_cuda(saved, device_map):
+    pytest.importorskip("accelerate", reason="transformers' device_map= needs accelerate")
+    cls, d = saved
+    ref = cls.from_pretrained(d, device_map=device_map)
+    got = gst.from_pretrained(cls, d, device_map=device_map)
+    _same_model(ref, got, "cuda")
+    assert got.lm_head.weight is got.get_input_embeddings().weight and not got.training
+    ids = torch.tensor([[1, 5, 7, 2, 9, 4]], device="cuda")
+    with torch.no_grad():
+        assert torch.equal(ref(ids).logits, got(ids).logits)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+def test_gpu_load_model_meta_onto_cuda(tmp_path):
+    torch.manual_seed(0)
+    src = Tied()
+    gst.save_model(src, tmp_path / "m.safetensors")
+    m = Tied()  # parameters on meta, buffers built on the CPU: load_model moves them to the device asked for
+    for mod in m.modules():
+        for k, v in [(k, v) for k, v in mod._parameters.items() if v is not None]:
+            mod._parameters[k] = torch.nn.Parameter(v.to("meta"))
+    m.head.weight = m.emb.weight
+    assert gst.load_model(m, tmp_path / "m.safetensors", device="cuda") == (set(), [])
+    _same_model(src.to("cuda"), m, "cuda")
+    assert m.head.weight is m.emb.weight
