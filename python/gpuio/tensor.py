@@ -50,7 +50,7 @@ DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of b
 @functools.cache
 def _table_policy() -> dict:
     """The engine's policy for a table on this machine, from C++ (limits.hpp; why these values: there):
-    `workers`, the engine workers unless engine_options name them; `request_blocks_max`, the most blocks
+    `workers`, the engine workers unless engine_options name them; `batch_blocks_max`, the most blocks
     one engine request of a gather or scatter holds (gpuio.defaults' table rows)."""
     return defaults_of("table")
 
@@ -461,7 +461,7 @@ class TensorFile(ForkAware):
         """Start reading data-relative `blocks` (in this order) into consecutive block-sized slots of buf."""
         ids = (blocks + self._engine_base).numpy()
         handles = []
-        step = _table_policy()["request_blocks_max"]
+        step = _table_policy()["batch_blocks_max"]
         for lo in range(0, ids.size, step):
             hi = min(lo + step, ids.size)
             handles.append(self.engine.read_async(ids[lo:hi], buf[lo * self.block_size:hi * self.block_size]))
@@ -599,7 +599,7 @@ class TensorFile(ForkAware):
                     h.wait()
                 staging.view(-1, self.block_size)[partial] = old.view(-1, self.block_size)
             elems.index_copy_(0, flat, vals.flatten())
-            step = _table_policy()["request_blocks_max"]
+            step = _table_policy()["batch_blocks_max"]
             for lo in range(0, blocks.numel(), step):
                 hi = min(lo + step, blocks.numel())
                 self.engine.write(ids_np[lo:hi], staging[lo * self.block_size:hi * self.block_size])
