@@ -612,6 +612,13 @@ class TensorFile(ForkAware):
 
     def gather(self, idx) -> torch.Tensor:
         """Rows `idx` (integer tensor/array; duplicates and empty allowed) as a tensor on idx.device."""
+        if self.row_bytes and not (isinstance(idx, torch.Tensor) and idx.device.type != "cpu"):
+            self._this_process()
+            ids = self._index(idx)  # checked once: the paths below take them as they are
+            if ids.numel() == 1:  # one row into host memory: tf[i]'s synchronous inline read, no worker hand-off
+                return self._one_row(int(ids[0])).reshape(1, *self.shape[1:])
+            self._count(gathers=1, rows_gathered=ids.numel())
+            return self._prefetch_rows(ids, torch.device("cpu")).wait()
         return self.prefetch(idx).wait()
 
     def scatter(self, idx, rows, exact: bool = False) -> None:
