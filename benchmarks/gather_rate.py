@@ -233,8 +233,11 @@ def _engine_pass(engine, base: int, nblocks: int, seconds: float, batch: int = 4
     ops = max(1, s1["ops"] - s0["ops"])
     us = {st: (s1[f"{st}_seconds"] - s0[f"{st}_seconds"]) / ops * 1e6 for st in STAGES}
     us["python"] = max(0.0, caller - (s1["submit_seconds"] - s0["submit_seconds"])) / ops * 1e6
-    cores = (s1["worker_cpu_seconds"] - s0["worker_cpu_seconds"]) / wall
-    return dict(iops=n / wall, worker_cores=cores, us=us, data_path=s1["data_path"])
+    worker_cpu = s1["worker_cpu_seconds"] - s0["worker_cpu_seconds"]
+    # per core: requests per CPU-second of the engine's threads (its worker and the caller), which other load on the
+    # machine does not move the way it moves a wall-clock rate
+    return dict(iops=n / wall, worker_cores=worker_cpu / wall, per_core=n / max(1e-9, worker_cpu + caller), us=us,
+                data_path=s1["data_path"])
 
 
 def _bound(us: dict) -> str:
@@ -243,9 +246,12 @@ def _bound(us: dict) -> str:
     return f"{top} ({us[top] / max(1e-9, sum(us.values())):.0%} of per-op CPU)"
 
 
-def _raw_one_thread(path: str, seconds: float) -> float:
-    r = ref_rate(path, seconds, threads=1)
-    return float(r or 0.0)
+def _raw_one_thread(path: str, seconds: float) -> tuple[float, float]:
+    """(IOPS, IOPS per CPU-second) of one raw io_uring thread, QD128, 4 KiB random O_DIRECT reads."""
+    from gpuio_apps.bench import raw_bench
+    r = raw_bench(path, block_bytes=4096, queue_depth=128, threads=1, seconds=seconds, uring=True, sequential=False,
+                  write=False, direct=True)
+    return r["ops"] / r["seconds"], r["ops"] / max(1e-9, r["cpu_seconds"])
 
 
 def _one_row_us(fn, reads: int) -> float:
@@ -313,11 +319,12 @@ def per_io(a) -> dict:
         for dmb in dmbs:
             opts = {} if dmb is None else dict(direct_min_bytes=dmb)
             with Engine(sparse, workers=1, writable=False, queue_depth=128, **opts) as e:
-                raw = _raw_one_thread(sparse, a.ref_seconds)
+                raw, raw_core = _raw_one_thread(sparse, a.ref_seconds)
                 r = _engine_pass(e, 0, e.total_blocks, a.ref_seconds)
-            res["engine"].append(dict(r, raw=raw, ratio=r["iops"] / raw if raw else 0.0,
+            res["engine"].append(dict(r, raw=raw, raw_per_core=raw_core, ratio=r["iops"] / raw if raw else 0.0,
+                                      core_ratio=r["per_core"] / raw_core,
                                       direct_min_bytes="default" if dmb is None else dmb))
-        raw = _raw_one_thread(tf.path, a.ref_seconds)
+        raw, _ = _raw_one_thread(tf.path, a.ref_seconds)
         rr, b, cpu = batched_rate(tf.gather, one_row_per_block(tf, a.rows, g), a.batch,
                                   lambda: tf.stats()["blocks_read"])
         res["gather"].append(dict(rows_s=rr, raw=raw, ratio=rr / raw if raw else 0.0, cpu_us_row=cpu))
@@ -334,6 +341,8 @@ def per_io(a) -> dict:
               f"{med([r['worker_cores'] for r in rs]):.2f} worker cores; raw 1 thread {raw:,.0f}: ratio "
               f"{med([r['ratio'] for r in rs]):.3f} (bar 0.8; spread {min(r['ratio'] for r in rs):.2f}-"
               f"{max(r['ratio'] for r in rs):.2f})")
+        print(f"    per core: engine {med([r['per_core'] for r in rs]):,.0f} IOPS per CPU-second (worker + caller), raw "
+              f"thread {med([r['raw_per_core'] for r in rs]):,.0f}: ratio {med([r['core_ratio'] for r in rs]):.3f}")
         print("    us/op: " + " ".join(f"{k}={v:.2f}" for k, v in us.items()) + f"; bound: {_bound(us)}")
     gr = res["gather"]
     print(f"  TensorFile.gather 4 KiB rows ({a.batch}/call): {med([r['rows_s'] for r in gr]):,.0f} rows/s, raw 1 "
