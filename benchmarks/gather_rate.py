@@ -12,6 +12,9 @@ for rows of 4096 B and 512 B. Prints rows/s, blocks/s, each one's ratio to the r
 it, and to the reference of the same repeat ("vs ref": the judged ratio).
 
     .venv/bin/python benchmarks/gather_rate.py --workdir /tmp/gr --file-mib 512 --repeats 5
+    .venv/bin/python benchmarks/gather_rate.py --per-io --workdir /mnt/loop --file-mib 512 --repeats 5
+      (the per-I/O ratios: engine workers=1 vs one raw io_uring thread on a sparse file, TensorFile.gather vs one
+      raw thread on the workdir's device, tf[i] vs pread O_DIRECT cold and np.memmap warm)
 Cache regime: O_DIRECT reads (the page cache is bypassed); the files are written once with real data.
 On this CPU box the absolute numbers are only for comparing steps; the judged figure comes from the
 GPU machine.
@@ -203,6 +206,163 @@ def report(runs: dict, ratios: dict, ref_ratios: dict, a) -> dict:
             "ratio_median": rmed, "ref_ratio_median": fmed, "storage": storage}
 
 
+# -- per-I/O cost (--per-io): the engine's CPU per request beside one raw io_uring thread, and one-row reads ----------
+STAGES = ("submit", "prepare", "io", "handle", "signal")
+
+
+def _engine_pass(engine, base: int, nblocks: int, seconds: float, batch: int = 4096, inflight: int = 4) -> dict:
+    """4 KiB random reads through engine.read_async, `inflight` batches of `batch` kept outstanding for `seconds`:
+    IOPS, the worker cores they took, and per-op microseconds of each stage the engine counts (EngineStats) plus
+    the caller's Python (its thread CPU less the engine's submit time)."""
+    from gpuio import aligned_empty
+    rng = np.random.default_rng(7)
+    pool = [rng.integers(0, nblocks, batch, dtype=np.int64) + base for _ in range(16)]
+    outs = [aligned_empty(batch * engine.block_size) for _ in range(inflight)]
+    for o in outs:
+        o.fill(0)
+    for k in range(inflight):
+        engine.read_async(pool[k], outs[k]).wait()
+    s0, c0, t0, n, k = engine.stats(), time.thread_time(), time.perf_counter(), 0, 0
+    hs = [engine.read_async(pool[i], outs[i]) for i in range(inflight)]
+    while time.perf_counter() - t0 < seconds:
+        i = k % inflight
+        hs[i].wait()
+        n, k = n + batch, k + 1
+        hs[i] = engine.read_async(pool[k % 16], outs[i])
+    for h in hs:
+        h.wait()
+    n += batch * inflight
+    wall, caller = time.perf_counter() - t0, time.thread_time() - c0
+    s1 = engine.stats()
+    ops = max(1, s1["ops"] - s0["ops"])
+    us = {st: (s1[f"{st}_seconds"] - s0[f"{st}_seconds"]) / ops * 1e6 for st in STAGES}
+    us["python"] = max(0.0, caller - (s1["submit_seconds"] - s0["submit_seconds"])) / ops * 1e6
+    worker_cpu = s1["worker_cpu_seconds"] - s0["worker_cpu_seconds"]
+    # per core: requests per CPU-second of the engine's threads (its worker and the caller), which other load on the
+    # machine does not move the way it moves a wall-clock rate
+    return dict(iops=n / wall, worker_cores=worker_cpu / wall, per_core=n / max(1e-9, worker_cpu + caller), us=us,
+                data_path=s1["data_path"])
+
+
+def _bound(us: dict) -> str:
+    """The stage that takes most of a request's CPU (worker stages and the caller's Python alike)."""
+    top = max(us, key=us.get)
+    return f"{top} ({us[top] / max(1e-9, sum(us.values())):.0%} of per-op CPU)"
+
+
+def _raw_one_thread(path: str, seconds: float) -> tuple[float, float]:
+    """(IOPS, IOPS per CPU-second) of one raw io_uring thread, QD128, 4 KiB random O_DIRECT reads."""
+    from gpuio_apps.bench import raw_bench
+    r = raw_bench(path, block_bytes=4096, queue_depth=128, threads=1, seconds=seconds, uring=True, sequential=False,
+                  write=False, direct=True)
+    return r["ops"] / r["seconds"], r["ops"] / max(1e-9, r["cpu_seconds"])
+
+
+def _one_row_us(fn, reads: int) -> float:
+    t0 = time.perf_counter()
+    for i in range(reads):
+        fn(i)
+    return (time.perf_counter() - t0) / reads * 1e6
+
+
+def one_row(tf, reads: int, g: torch.Generator) -> dict:
+    """tf[i] (a Dataset's __getitem__) against one O_DIRECT pread of the same block, cold (the file dropped from the
+    page cache first), and against a memory-mapped Dataset's row, torch.from_numpy(np.array(mm[i])), warm (the file
+    in the page cache, a fresh np.load(mmap_mode="r") per round, each row touched once as in an epoch), in
+    microseconds per row, median of 3 rounds of `reads` distinct random rows."""
+    import mmap
+    path, bs = tf.path, tf.block_size
+    buf = mmap.mmap(-1, bs)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    med = statistics.median
+    cold_pread, cold_tf, warm_mm, warm_tf = [], [], [], []
+    s0 = tf.stats()["engine"]
+    try:
+        for _ in range(3):
+            rows = one_row_per_block(tf, reads, g).tolist()
+            offs = [tf.data_offset + (r * tf.row_bytes) // bs * bs for r in rows]
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            cold_pread.append(_one_row_us(lambda i: os.preadv(fd, [buf], offs[i]), reads))
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            cold_tf.append(_one_row_us(lambda i: tf[rows[i]], reads))
+            with open(path, "rb") as f:  # the whole file into the page cache
+                while f.read(16 << 20):
+                    pass
+            mm = np.load(path, mmap_mode="r")
+            warm_mm.append(_one_row_us(lambda i: torch.from_numpy(np.array(mm[rows[i]])), reads))
+            del mm
+            warm_tf.append(_one_row_us(lambda i: tf[rows[i]], reads))
+    finally:
+        os.close(fd)
+        buf.close()
+    out = dict(cold_pread_us=med(cold_pread), cold_tf_us=med(cold_tf), warm_memmap_us=med(warm_mm),
+               warm_tf_us=med(warm_tf))
+    out["cold_ratio"] = out["cold_tf_us"] / out["cold_pread_us"]
+    out["warm_ratio"] = out["warm_tf_us"] / out["warm_memmap_us"]
+    s = tf.stats()["engine"]
+    out["inline_ops"] = s.get("inline_ops", 0) - s0.get("inline_ops", 0)
+    out["inline_cached_ops"] = s.get("inline_cached_ops", 0) - s0.get("inline_cached_ops", 0)
+    return out
+
+
+def per_io(a) -> dict:
+    """The judged per-I/O ratios (this 2-core box's bars: >= 0.8 engine vs raw, >= 0.9 gather vs raw; one row <= 1.5
+    x pread cold, <= 2 x memmap warm), each from --repeats interleaved pairs, median."""
+    from gpuio.engine import Engine
+    os.makedirs(a.workdir, exist_ok=True)
+    sparse = a.sparse or os.path.join(a.workdir, "per_io_sparse.img")
+    if not a.sparse:
+        with open(sparse, "wb") as f:
+            f.truncate(a.sparse_gib << 30)  # holes: a read costs the kernel's CPU, no device time
+    tf = make_table(os.path.join(a.workdir, "gather_rate_4096.npy"), 4096, a.file_mib, a.workers or None,
+                    a.queue_depth, a.host_read)
+    g = torch.Generator().manual_seed(a.seed)
+    res: dict = {"engine": [], "gather": []}
+    dmbs = [None] + ([0] if a.host_read != "direct" else [])
+    for _ in range(a.repeats):
+        for dmb in dmbs:
+            opts = {} if dmb is None else dict(direct_min_bytes=dmb)
+            with Engine(sparse, workers=1, writable=False, queue_depth=128, **opts) as e:
+                raw, raw_core = _raw_one_thread(sparse, a.ref_seconds)
+                r = _engine_pass(e, 0, e.total_blocks, a.ref_seconds)
+            res["engine"].append(dict(r, raw=raw, raw_per_core=raw_core, ratio=r["iops"] / raw if raw else 0.0,
+                                      core_ratio=r["per_core"] / raw_core,
+                                      direct_min_bytes="default" if dmb is None else dmb))
+        raw, _ = _raw_one_thread(tf.path, a.ref_seconds)
+        rr, b, cpu = batched_rate(tf.gather, one_row_per_block(tf, a.rows, g), a.batch,
+                                  lambda: tf.stats()["blocks_read"])
+        res["gather"].append(dict(rows_s=rr, raw=raw, ratio=rr / raw if raw else 0.0, cpu_us_row=cpu))
+    res["one_row"] = one_row(tf, a.one_row_reads, g)
+    tf.close()
+    med = statistics.median
+    print(f"per-I/O: 4 KiB random reads, engine workers=1 (one engine core) vs one raw io_uring thread (QD128, "
+          f"iobench's algorithm); sparse file {sparse}; table {tf.path}; repeats={a.repeats}")
+    for dmb in dmbs:
+        rs = [r for r in res["engine"] if r["direct_min_bytes"] == ("default" if dmb is None else dmb)]
+        us = {k: med([r["us"][k] for r in rs]) for k in rs[0]["us"]}
+        iops, raw = med([r["iops"] for r in rs]), med([r["raw"] for r in rs])
+        print(f"  engine (direct_min_bytes={rs[0]['direct_min_bytes']}, {rs[0]['data_path']}): {iops:,.0f} IOPS on "
+              f"{med([r['worker_cores'] for r in rs]):.2f} worker cores; raw 1 thread {raw:,.0f}: ratio "
+              f"{med([r['ratio'] for r in rs]):.3f} (bar 0.8; spread {min(r['ratio'] for r in rs):.2f}-"
+              f"{max(r['ratio'] for r in rs):.2f})")
+        print(f"    per core: engine {med([r['per_core'] for r in rs]):,.0f} IOPS per CPU-second (worker + caller), raw "
+              f"thread {med([r['raw_per_core'] for r in rs]):,.0f}: ratio {med([r['core_ratio'] for r in rs]):.3f}")
+        print("    us/op: " + " ".join(f"{k}={v:.2f}" for k, v in us.items()) + f"; bound: {_bound(us)}")
+    gr = res["gather"]
+    print(f"  TensorFile.gather 4 KiB rows ({a.batch}/call): {med([r['rows_s'] for r in gr]):,.0f} rows/s, raw 1 "
+          f"thread {med([r['raw'] for r in gr]):,.0f}: ratio {med([r['ratio'] for r in gr]):.3f} (bar 0.9; spread "
+          f"{min(r['ratio'] for r in gr):.2f}-{max(r['ratio'] for r in gr):.2f}); caller "
+          f"{med([r['cpu_us_row'] for r in gr]):.2f} CPU us/row")
+    o = res["one_row"]
+    print(f"  one row tf[i]: cold {o['cold_tf_us']:.1f} us vs pread O_DIRECT {o['cold_pread_us']:.1f} us: ratio "
+          f"{o['cold_ratio']:.2f} (bar 1.5); warm {o['warm_tf_us']:.1f} us vs np.memmap {o['warm_memmap_us']:.1f} us: "
+          f"ratio {o['warm_ratio']:.2f} (bar 2); inline reads {o['inline_ops']} ({o['inline_cached_ops']} from the "
+          f"page cache)")
+    if not a.sparse:
+        os.unlink(sparse)
+    return res
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", default=".")
@@ -224,7 +384,19 @@ def main(argv=None):
                    help="in-process raw reference (gpuio_apps.bench's) pass per repeat; 0: skip")
     p.add_argument("--device", default="cpu", help="where rows are delivered (cpu or cuda)")
     p.add_argument("--json", default=None)
+    p.add_argument("--per-io", action="store_true",
+                   help="instead: the per-I/O section (engine workers=1 vs one raw io_uring thread on a sparse file, "
+                        "TensorFile.gather vs one raw thread on --workdir, one-row reads vs pread and np.memmap)")
+    p.add_argument("--sparse", default=None, help="--per-io: the sparse file (default: one made in --workdir)")
+    p.add_argument("--sparse-gib", type=int, default=8, help="--per-io: size of the sparse file made")
+    p.add_argument("--one-row-reads", type=int, default=2000, help="--per-io: rows per one-row round")
     a = p.parse_args(argv)
+    if a.per_io:
+        out = per_io(a)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return
     out = report(*run(a), a)
     if a.json:
         with open(a.json, "w") as f:

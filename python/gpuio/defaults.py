@@ -190,7 +190,7 @@ _ARRAY_DOCS = {
 _TABLE_DOCS = {
     "workers": "engine workers of a TensorFile whose engine options name none (limits.hpp's table_workers of this "
                "machine's CPUs)",
-    "request_blocks_max": "the most blocks one engine request of a gather or scatter holds",
+    "batch_blocks_max": "the most blocks one engine batch of a gather or scatter holds",
 }
 _SECTIONS = {"sim": "the flash simulator's options (backend 'sim')",
              "fault": "injected faults (backend 'fault:<backend>')",

@@ -258,7 +258,9 @@ class Engine:
         return self._gpu is not None
 
     # -- I/O ------------------------------------------------------------------------------------------------
-    def _submit(self, op: int, blocks: Any, buf: Any) -> Future:
+    def _args(self, blocks: Any, buf: Any) -> tuple:
+        """(ids, data, dev): the ids and the buffer as the binding takes them, and the CUDA device either is on
+        (-1: host memory on both sides)."""
         if self._core.closed:
             raise ValueError("engine is closed")
         if self._gen != _fork_generation:
@@ -282,6 +284,10 @@ class Engine:
             dev = cuda_device(data)
         if dev < 0 and type(ids) is not np.ndarray:
             dev = cuda_device(ids)
+        return ids, data, dev
+
+    def _submit(self, op: int, blocks: Any, buf: Any) -> Future:
+        ids, data, dev = self._args(blocks, buf)
         if dev >= 0:  # CUDA memory on either side: the GPU path, on that GPU (the data's where both are)
             return self.gpu.submit(op, ids, data, buf, dev)
         h = Future(self._core.submit(op, ids, data), buf)
@@ -351,8 +357,15 @@ class Engine:
         return _core_module.wait_any(batches, -1 if timeout is None else int(timeout * 1000))
 
     def read(self, blocks: Any, out: Any):
-        """Read blocks into out and wait; returns out (read_async(...).wait())."""
-        return self.read_async(blocks, out).wait()
+        """Read blocks into out and wait; returns out. Into host memory one contiguous run of at most
+        limits.hpp's inline_bytes_max (128 KiB: a table row) is read by this thread, from the page cache where it
+        holds the run (stats: inline_ops, inline_cached_ops), with no hand-off to a worker; anything else is
+        read_async(...).wait()."""
+        ids, data, dev = self._args(blocks, out)
+        if dev >= 0:
+            return self.gpu.submit(READ, ids, data, out, dev).wait()
+        self._core.read(ids, data)
+        return out
 
     def write(self, blocks: Any, src: Any) -> None:
         """Write src to blocks and wait for the batch (write_async(...).wait())."""

@@ -36,6 +36,7 @@ import torch
 from gpuio import outputs
 from gpuio import engine as _engine_mod
 from gpuio._blocklocks import READ_TRIES, BlockLocks
+from gpuio._deprecated import renamed
 from gpuio._dtypes import element_type, moved_as
 from gpuio._forked import ForkAware, options_here
 from gpuio.defaults import defaults_of
@@ -50,7 +51,7 @@ DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of b
 @functools.cache
 def _table_policy() -> dict:
     """The engine's policy for a table on this machine, from C++ (limits.hpp; why these values: there):
-    `workers`, the engine workers unless engine_options name them; `request_blocks_max`, the most blocks
+    `workers`, the engine workers unless engine_options name them; `batch_blocks_max`, the most blocks
     one engine request of a gather or scatter holds (gpuio.defaults' table rows)."""
     return defaults_of("table")
 
@@ -96,7 +97,8 @@ def _release(target) -> None:
 
 def _unpickle(path, mode, block_size, options, settings) -> "TensorFile":
     tf = TensorFile.open(path, mode, block_size=block_size, **options)
-    tf.gpu_direct, tf.in_place_devices = settings["gpu_direct"], settings["in_place_devices"]
+    path_ = settings.get("engine_gpu_path", settings.get("gpu_direct"))  # a pickle of the release before: gpu_direct
+    tf.engine_gpu_path, tf.in_place_devices = path_, settings["in_place_devices"]
     return tf
 
 
@@ -143,7 +145,10 @@ class TensorFile(ForkAware):
         self.row_bytes = self.row_elems * self.dtype.itemsize
         self.nbytes = self.shape[0] * self.row_bytes
         self._base_block = data_offset // block_size
-        self.gpu_direct = None  # None: read CUDA destinations through the engine's GPU path if built
+        # CUDA destinations: True reads them through the engine's GPU path (its workers copy each block from their
+        # registered staging into GPU memory; no GPUDirect storage: the data crosses host memory), False into pinned
+        # host memory and then one copy to the GPU; None: the engine's GPU path where gpuio was built with CUDA.
+        self.engine_gpu_path = None
         # Distinct whole-block rows read in request order straight into the result ("in place", no cut)
         # for these destination device types; elsewhere blocks are read in ascending order and permuted
         # where the rows land. H200: to CUDA, sorted reads + a GPU permute ran ~1.5x in-place (see
@@ -218,6 +223,7 @@ class TensorFile(ForkAware):
         else (tmpfs refuses it) the page cache, and stats() says which."""
         self._locks = BlockLocks()  # scatter's read-modify-write of shared blocks; seqlock for gathers
         self._stats_lock = threading.Lock()
+        self._row_buffers = threading.local()  # tf[i]'s O_DIRECT target, one per thread, reused
         options = options_here(dict(self._engine_options))
         options.setdefault("writable", self.writable)
         target = _engine_mod.open_files(self.path, block_size=self.block_size, own_defaults=dict(
@@ -246,7 +252,7 @@ class TensorFile(ForkAware):
         receiving process opens the file again on its own engine (spawn/forkserver DataLoader workers, PyG loaders
         with workers, torch.multiprocessing ranks). engine= does not travel: the receiver's process engine serves."""
         options = {k: v for k, v in self._engine_options.items() if k != "engine"}
-        settings = dict(gpu_direct=self.gpu_direct, in_place_devices=self.in_place_devices)
+        settings = dict(engine_gpu_path=self.engine_gpu_path, in_place_devices=self.in_place_devices)
         return (_unpickle, (self.path, "r+" if self.writable else "r", self.block_size, options, settings))
 
     # -- properties ----------------------------------------------------------------------------------
@@ -397,6 +403,12 @@ class TensorFile(ForkAware):
                     not (r is None or r is Ellipsis or isinstance(r, (int, np.integer, slice))) for r in rest):
                 raise TypeError(f"TensorFile index {key!r}, {rest!r}: the first item must pick rows and the "
                                 f"others be ints, slices, None or ...; index the result for more")
+        if type(key) is int and self.row_bytes:  # tf[i], a Dataset's __getitem__: one synchronous read, no planning
+            n = self.num_rows
+            if not -n <= key < n:
+                raise IndexError(f"row {key} is out of range for {n} rows")
+            row = self._one_row(key % n)
+            return row[rest] if rest else row
         ids, lead = row_ids(key, self.num_rows)
         rows = self.gather(ids)
         rows = rows[0] if lead is None else rows.reshape(*lead, *self.shape[1:])
@@ -444,29 +456,76 @@ class TensorFile(ForkAware):
         after the last block); else 4 KiB-aligned host memory (pinned for a CUDA destination), which the
         engine fills by O_DIRECT in place for long runs and through its registered staging for short ones
         (Engine option direct_min_bytes: staging measured faster for 4 KiB reads on the GPU machine)."""
-        if device.type == "cuda" and self._gpu_direct():
+        if device.type == "cuda" and self._engine_gpu_path():
             return torch.empty(nbytes, dtype=torch.uint8, device=device)
         return _aligned_bytes(nbytes, pin=device.type == "cuda")
 
-    def _gpu_direct(self) -> bool:
-        if self.gpu_direct is None:
+    def _engine_gpu_path(self) -> bool:
+        if self.engine_gpu_path is None:
             try:
                 from gpuio import _core
-                self.gpu_direct = bool(_core.cuda_built)
+                self.engine_gpu_path = bool(_core.cuda_built)
             except ImportError:
-                self.gpu_direct = False
-        return self.gpu_direct
+                self.engine_gpu_path = False
+        return self.engine_gpu_path
+
+    @property
+    def gpu_direct(self):
+        """Deprecated name of engine_gpu_path (it never meant GPUDirect Storage)."""
+        return renamed("TensorFile.gpu_direct", "TensorFile.engine_gpu_path", self.engine_gpu_path,
+                       ": CUDA reads go through the engine's staging, not GPUDirect")
+
+    @gpu_direct.setter
+    def gpu_direct(self, value) -> None:
+        renamed("TensorFile.gpu_direct", "TensorFile.engine_gpu_path", None,
+                ": CUDA reads go through the engine's staging, not GPUDirect")
+        self.engine_gpu_path = value
 
     def _read_into(self, blocks: torch.Tensor, buf: torch.Tensor) -> list:
         """Start reading data-relative `blocks` (in this order) into consecutive block-sized slots of buf."""
         ids = (blocks + self._engine_base).numpy()
         handles = []
-        step = _table_policy()["request_blocks_max"]
+        step = _table_policy()["batch_blocks_max"]
         for lo in range(0, ids.size, step):
             hi = min(lo + step, ids.size)
             handles.append(self.engine.read_async(ids[lo:hi], buf[lo * self.block_size:hi * self.block_size]))
         self._count(blocks_read=ids.size)
         return handles
+
+    def _one_row(self, i: int) -> torch.Tensor:
+        """Row i (0 <= i < num_rows) in host memory, read by this thread: Engine.read of the blocks it spans, which for
+        a row of up to 128 KiB is one pread (from the page cache where it holds them) with no worker hand-off, into
+        this thread's reused aligned buffer, then copied out (as np.memmap's row copy does). On a writable file a read
+        a scatter overlapped is done again, as gathers do (seqlock)."""
+        self._this_process()
+        rb, bs = self.row_bytes, self.block_size
+        start = i * rb
+        first = start // bs
+        nblk = (start + rb - 1) // bs - first + 1
+        buf = getattr(self._row_buffers, "buf", None)
+        if buf is None or buf.size < nblk * bs:
+            from gpuio.engine import aligned_empty
+
+            buf = self._row_buffers.buf = aligned_empty(max(nblk, 4) * bs, DATA_ALIGN_BYTES)
+        view = buf[:nblk * bs]
+        ids = np.arange(first + self._engine_base, first + self._engine_base + nblk, dtype=np.int64)
+        if not self.writable:
+            self.engine.read(ids, view)
+        else:
+            stripes = self._locks.stripes_of(ids - self._engine_base)
+            for _ in range(READ_TRIES):
+                before = self._locks.snapshot(stripes)
+                self.engine.read(ids, view)
+                if self._locks.unchanged(stripes, before):
+                    break
+            else:  # writers keep overlapping: read once with them locked out
+                with self._locks.writing(stripes):
+                    self.engine.read(ids, view)
+        self._count(gathers=1, rows_gathered=1, blocks_read=nblk)
+        off = start - first * bs
+        if self._element.element is None:  # NumPy knows the dtype: one view, one copy
+            return torch.from_numpy(view[off:off + rb].view(self.dtype).reshape(self.shape[1:]).copy())
+        return torch.from_numpy(view[off:off + rb].copy()).view(self.torch_dtype).reshape(self.shape[1:])
 
     def prefetch(self, idx) -> Future:
         """Start reading rows `idx`; the future's wait() returns them on idx.device."""
@@ -553,6 +612,13 @@ class TensorFile(ForkAware):
 
     def gather(self, idx) -> torch.Tensor:
         """Rows `idx` (integer tensor/array; duplicates and empty allowed) as a tensor on idx.device."""
+        if self.row_bytes and not (isinstance(idx, torch.Tensor) and idx.device.type != "cpu"):
+            self._this_process()
+            ids = self._index(idx)  # checked once: the paths below take them as they are
+            if ids.numel() == 1:  # one row into host memory: tf[i]'s synchronous inline read, no worker hand-off
+                return self._one_row(int(ids[0])).reshape(1, *self.shape[1:])
+            self._count(gathers=1, rows_gathered=ids.numel())
+            return self._prefetch_rows(ids, torch.device("cpu")).wait()
         return self.prefetch(idx).wait()
 
     def scatter(self, idx, rows, exact: bool = False) -> None:
@@ -599,7 +665,7 @@ class TensorFile(ForkAware):
                     h.wait()
                 staging.view(-1, self.block_size)[partial] = old.view(-1, self.block_size)
             elems.index_copy_(0, flat, vals.flatten())
-            step = _table_policy()["request_blocks_max"]
+            step = _table_policy()["batch_blocks_max"]
             for lo in range(0, blocks.numel(), step):
                 hi = min(lo + step, blocks.numel())
                 self.engine.write(ids_np[lo:hi], staging[lo * self.block_size:hi * self.block_size])

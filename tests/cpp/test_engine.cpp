@@ -185,7 +185,7 @@ TEST(Limits, TableWorkersFollowTheMachinesCpus) {
   EXPECT_EQ(limits::table_workers(15), 2u);
   EXPECT_EQ(limits::table_workers(16), 4u);
   EXPECT_EQ(limits::table_workers(128), 4u);
-  EXPECT_EQ(limits::table_request_blocks_max, 65536u);  // 256 MiB of 4 KiB blocks per request
+  EXPECT_EQ(limits::table_batch_blocks_max, 65536u);  // 256 MiB of 4 KiB blocks per request
 }
 
 TEST(Engine, DynamicWorkersStartAtHalfTheDevices) {
@@ -330,4 +330,32 @@ TEST(EngineOptions, TheKnobTableIsTheCheck) {
   g.copy = "auto";
   g.stream_wait = "hostfn";
   EXPECT_THROW(validate(g), std::invalid_argument);
+}
+
+// Engine::read of one contiguous run is done on the calling thread (engine/inline_read.cpp): the bytes are the
+// file's, from the device and from the page cache alike, and a read of several runs still goes to the workers.
+TEST(Engine, ReadOfOneRunIsInlineAndMatchesTheFile) {
+  TempFile f("inline", 256 << 10, 4);
+  EngineOptions o;
+  o.paths = {f.path()};
+  o.workers = 1;
+  auto e = Engine::create(o);
+  HostBuffer out(4 * 4096);
+  int64_t run[4] = {10, 11, 12, 13};
+  for (int round = 0; round < 2; ++round) {  // the second: TempFile's buffered writes may have left it cached
+    e->read(run, 4, out.ptr);
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 4096; j += 257) ASSERT_EQ(out.ptr[k * 4096 + j], pattern(4, 10 + k, j)) << k << " " << j;
+  }
+  EngineStats s = e->stats();
+  EXPECT_EQ(s.inline_ops, 2u);
+  EXPECT_EQ(s.batches, 0u);
+  int64_t runs[3] = {1, 30, 2};
+  e->read(runs, 3, out.ptr);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(out.ptr[k * 4096 + 100], pattern(4, static_cast<uint64_t>(runs[k]), 100));
+  s = e->stats();
+  EXPECT_EQ(s.inline_ops, 2u);
+  EXPECT_EQ(s.batches, 1u);
+  int64_t bad = 64;  // one past the end: refused before any read, as submit() refuses it
+  EXPECT_THROW(e->read(&bad, 1, out.ptr), std::out_of_range);
 }

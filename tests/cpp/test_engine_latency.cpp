@@ -27,14 +27,14 @@ uint64_t sleeps_across_gaps(const std::string& path, const char* low_latency, in
   auto e = Engine::create(o);
   HostBuffer out(4096);
   int64_t b = 3;
-  e->read(&b, 1, out.ptr);  // the worker's first wake-up is not counted
+  e->submit(IoOp::read, &b, 1, out.ptr).wait();  // through a worker (read() would do it inline); the worker's first wake-up is not counted
   const uint64_t before = e->stats().worker_sleeps;
   for (int i = 0; i < reads; ++i) {
     auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(gap_us);
     while (std::chrono::steady_clock::now() < until) {
     }
     b = (i * 7) % 200;
-    e->read(&b, 1, out.ptr);
+    e->submit(IoOp::read, &b, 1, out.ptr).wait();
     for (int j = 0; j < 4096; j += 509) EXPECT_EQ(out.ptr[j], pattern(9, static_cast<uint64_t>(b), j)) << b;
   }
   return e->stats().worker_sleeps - before;

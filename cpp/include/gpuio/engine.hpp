@@ -85,6 +85,8 @@ struct EngineStats {
   uint64_t caller_queued_ops = 0;     // of those: waited for one of queue_depth x workers slots, then issued by
                                       // the completion that freed it
   uint64_t caller_inflight_max = 0;   // most caller-submitted requests with the library at once
+  uint64_t inline_ops = 0;           // of ops: synchronous small reads done by the calling thread (Engine::read)
+  uint64_t inline_cached_ops = 0;    // of those: copied from the page cache (a direct device's range it held whole)
   uint64_t worker_adjustments = 0;   // changes made by the core-count controller
   std::string controller;            // its state: "fixed 4", "searching at 2 of 8 (..)", "settled at 6 of 8 (..)"
   uint64_t bytes_direct = 0;         // moved straight between the device and the caller's memory
@@ -182,7 +184,10 @@ class Engine {
 
   // Submit a batch. blocks[i] goes to/from buf + i*block_bytes. buf must stay valid until done.
   BatchHandle submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind = MemKind::host);
-  void read(const int64_t* blocks, size_t n, void* buf) { submit(IoOp::read, blocks, n, buf).wait(); }
+  // Read and wait. One contiguous run of at most limits::inline_bytes_max bytes into host memory is read by the
+  // calling thread (from the page cache where it holds the run, else the device: no worker hand-off, EngineStats::
+  // inline_ops); anything else is submit() + wait().
+  void read(const int64_t* blocks, size_t n, void* buf);
   void write(const int64_t* blocks, size_t n, const void* buf) {
     submit(IoOp::write, blocks, n, const_cast<void*>(buf)).wait();
   }

@@ -176,6 +176,15 @@ class IoBackend {
   // not called). Only where direct_submission() is true.
   virtual int submit_direct(DirectRequest*) { return -EOPNOTSUPP; }
 
+  // One read on the calling thread, with no queue and no worker: the bytes read (short only at the device's end),
+  // or -errno; -EOPNOTSUPP where the backend has no such path (sim, fault, rbd: the engine then queues the read).
+  // *cached: the bytes came from the page cache (a direct device's range the cache held whole). buf must suit the
+  // device's O_DIRECT alignment. Thread-safe; the device must stay open until it returns (the engine counts it).
+  virtual int64_t read_now(uint32_t device, void* buf, uint32_t len, uint64_t offset, bool* cached) {
+    (void)device, (void)buf, (void)len, (void)offset, (void)cached;
+    return -EOPNOTSUPP;
+  }
+
   // Devices opened after creation (file-descriptor backends: uring, posix), while queues run: the engine's
   // targets (Engine::open_target). Returns their indices; queues made earlier serve them too. A closed device's
   // index may be given to a later device. Thread-safe against each other and against queues using other devices.

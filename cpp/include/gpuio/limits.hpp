@@ -23,6 +23,10 @@ constexpr uint32_t block_bytes_max = 1u << 20;
 // pinning a fresh user page per small O_DIRECT request cost more than copying 4 KiB out of a fixed buffer
 // (H200 VM: 4 KiB random reads at 0.67 of the raw reference zero-copy vs 0.93 staged).
 constexpr uint32_t direct_min_bytes_default = 16u << 10;
+// Engine::read of one contiguous run of at most this many bytes into host memory runs on the calling thread (one
+// pread, page cache first), not through a worker: the hand-offs cost more than such a read (engine/inline_read.cpp).
+// One request: a longer run, or several, goes to the workers, which overlap its requests.
+constexpr uint32_t inline_bytes_max = 128u << 10;
 constexpr uint32_t reap_budget_max = 256;         // completions handled per poller pass
 constexpr uint32_t posix_threads_default = 32;    // pread/pwrite threads per posix queue
 constexpr uint32_t io_timeout_ms_default = 60000; // a batch not done by then fails with ETIMEDOUT
@@ -88,18 +92,20 @@ constexpr uint32_t table_workers_cpus_min = 16;   // "many": at least this many 
 constexpr uint32_t table_workers(uint32_t cpus) {
   return cpus >= table_workers_cpus_min ? table_workers_many_cpus : table_workers_few_cpus;
 }
-// Blocks per engine request a table issues (256 MiB at 4 KiB): a larger gather or scatter is cut into requests
-// of at most this many blocks, which bounds the staging buffer one request pins.
-constexpr uint64_t table_request_blocks_max = 1ull << 16;
+// Blocks per engine batch a table submits (256 MiB at 4 KiB): a larger gather or scatter is cut into batches
+// of at most this many blocks, which bounds the staging buffer one batch pins. (Not gpu_limits::request_blocks_max,
+// the ids one GPU request carries.)
+constexpr uint64_t table_batch_blocks_max = 1ull << 16;
 
 static_assert(queue_depth_default <= queue_depth_max);
 static_assert(devices_max <= open_devices_max && open_devices_max <= 65536);
 static_assert(staging_slot_bytes_default <= io_bytes_max);
+static_assert(inline_bytes_max <= io_bytes_max);
 static_assert(staging_bytes_default % staging_slot_bytes_default == 0);
 static_assert(block_bytes_max <= io_bytes_max);
 static_assert(ordered_window_bytes % ordered_chunk_bytes == 0 && ordered_window_bytes % block_bytes_max == 0);
 static_assert(ordered_staging_bytes_default % ordered_chunk_bytes == 0 && ordered_staging_bytes_default <= staging_bytes_max);
-static_assert(table_request_blocks_max <= batch_blocks_max);
+static_assert(table_batch_blocks_max <= batch_blocks_max);
 static_assert(auto_workers_cap >= 1 && auto_workers_cap <= workers_max);
 static_assert(table_workers_few_cpus >= 1 && table_workers_many_cpus <= workers_max);
 static_assert((block_bytes_min & (block_bytes_min - 1)) == 0);

@@ -104,7 +104,7 @@ nb::dict table_defaults() {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   nb::dict d;
   d["workers"] = limits::table_workers(online < 1 ? 1u : static_cast<uint32_t>(online));
-  d["request_blocks_max"] = limits::table_request_blocks_max;
+  d["batch_blocks_max"] = limits::table_batch_blocks_max;
   return d;
 }
 
@@ -163,6 +163,8 @@ nb::dict stats_dict(const EngineStats& s) {
   d["caller_submitted_ops"] = s.caller_submitted_ops;
   d["caller_queued_ops"] = s.caller_queued_ops;
   d["caller_inflight_max"] = s.caller_inflight_max;
+  d["inline_ops"] = s.inline_ops;
+  d["inline_cached_ops"] = s.inline_cached_ops;
   d["worker_adjustments"] = s.worker_adjustments;
   d["controller"] = s.controller;
   d["bytes_direct"] = s.bytes_direct;
@@ -207,7 +209,7 @@ GPUIO_BIND(engine, 10) {
   m.def("engine_defaults", &engine_defaults, "Default of every gpuio.Engine keyword (from EngineOptions).");
   m.def("table_defaults", &table_defaults,
         "A table's engine policy on this machine (limits.hpp): workers (engine workers of a gpuio.TensorFile "
-        "whose options name none) and request_blocks_max (blocks per engine request it issues).");
+        "whose options name none) and batch_blocks_max (blocks per engine batch it submits).");
   m.def("auto_workers", &auto_workers, nb::arg("devices"),
         "workers=0: the worker threads an engine over `devices` devices starts here and its controller's first count.");
   m.def("knob_tables", &knob_tables,
@@ -278,6 +280,21 @@ GPUIO_BIND(engine, 10) {
            "Start op (0 read, 1 write) of blocks (int64, 1-D, contiguous, host memory) into/from data "
            "(contiguous, exactly len(blocks) * block_size bytes; read-only memory for writes); returns a "
            "BatchHandle. CUDA memory needs the engine's GPU runtime (its device mover).")
+      // Synchronous read into host memory: Engine::read (a small contiguous run on this thread, else a batch and a
+      // wait of the engine's io_timeout_ms), with the GIL released.
+      .def("read",
+           [](Holder& h, nb::handle blocks, nb::handle data) {
+             bindings::Ids ids = bindings::ids_arg(blocks, "blocks", bindings::Mem::host);
+             bindings::Data buf = bindings::data_arg(data, "out", true, bindings::Mem::host);
+             size_t n = ids.size();
+             bindings::check_nbytes(buf, "out", n * h->options().block_size, "len(blocks) * block_size");
+             nb::gil_scoped_release unlocked;
+             h->read(ids.data(), n, buf.ptr);
+           },
+           nb::arg("blocks"), nb::arg("out"),
+           "Read blocks (int64, 1-D, contiguous, host memory) into out (host memory, exactly len(blocks) * "
+           "block_size bytes) and wait. One contiguous run of at most inline_bytes_max bytes is read by the calling "
+           "thread (stats: inline_ops).")
       .def("stats", [](const Holder& h) { return stats_dict(h->stats()); })
       .def("sync", [](Holder& h) { h->sync(); }, nb::call_guard<nb::gil_scoped_release>())
       .def("close", [](Holder& h) { h->close(); }, nb::call_guard<nb::gil_scoped_release>())

@@ -118,6 +118,7 @@ void EngineImpl::close() {
   }
   for (auto& w : workers) w->stop();  // after the batches in flight ended
   wait_direct();
+  wait_inline();
   if (backend) {
     backend_description_ = backend->describe();
     backend.reset();  // closes the devices and drops their locks now, not when Python collects us
@@ -506,6 +507,10 @@ EngineStats EngineImpl::stats() const {
   s.bytes += direct_bytes.load(std::memory_order_relaxed);
   s.short_transfers += direct_short.load(std::memory_order_relaxed);
   s.caller_submitted_ops = direct_ops.load(std::memory_order_relaxed);
+  s.inline_ops = inline_ops.load(std::memory_order_relaxed);
+  s.inline_cached_ops = inline_cached_ops.load(std::memory_order_relaxed);
+  s.ops += s.inline_ops;
+  s.bytes += inline_bytes.load(std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> g(direct_mu_);
     s.caller_queued_ops = direct_queued_total_;
@@ -555,6 +560,10 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& opts) {
 
 BatchHandle Engine::submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind) {
   return impl_->submit(op, blocks, n, buf, kind);
+}
+
+void Engine::read(const int64_t* blocks, size_t n, void* buf) {
+  if (!impl_->read_inline(blocks, n, buf)) submit(IoOp::read, blocks, n, buf).wait();
 }
 
 EngineStats Engine::stats() const { return impl_->stats(); }

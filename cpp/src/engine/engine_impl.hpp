@@ -30,6 +30,12 @@ class EngineImpl {
   ~EngineImpl();
 
   BatchHandle submit(IoOp op, const int64_t* blocks, size_t n, void* buf, MemKind kind);
+  // A synchronous host read of one contiguous run of at most limits::inline_bytes_max bytes, done on the calling
+  // thread (engine/inline_read.cpp). false: not such a read (or not here): submit it. Throws IoError on failure.
+  bool read_inline(const int64_t* blocks, size_t n, void* buf);
+  void wait_inline() const;  // until no inline read runs (close(), before the backend goes)
+  std::atomic<bool> inline_ok{true};  // false once the backend said it has no read_now
+  std::atomic<uint64_t> inline_ops{0}, inline_bytes{0}, inline_cached_ops{0};  // stats
   void check_blocks(const int64_t* blocks, size_t n) const;  // out_of_range naming the first bad id
   TargetInfo open_target(const TargetOptions& t);
   void close_target(uint32_t id);
@@ -84,6 +90,7 @@ class EngineImpl {
 
   std::string backend_name_, backend_description_;
   std::atomic<uint64_t> next_seq_{1};
+  std::atomic<uint32_t> inline_readers_{0};  // inline reads between the submit lock and their end
   std::atomic<bool> closed_{false};
   std::mutex submit_mu_;  // serialises planning so per-worker vectors can be reused
   std::vector<std::vector<Extent>> outbox_;

@@ -33,6 +33,11 @@ class DeviceSet {
   size_t initial() const { return initial_; }  // opened at creation: indices [0, initial())
   std::vector<int> initial_fds() const;
   int fd(size_t i) const { return slot(i).fd; }
+  // One read of len bytes at offset into buf on the calling thread, whole or failed: bytes read (short only at the
+  // device's end), or -errno. A direct device's range that the page cache holds whole (cachestat, Linux 6.5+) is
+  // copied from the cache through a second, buffered descriptor (*cached set): an O_DIRECT read would go to the
+  // device for bytes already in memory. Else buf must suit O_DIRECT (the caller checks its alignment).
+  int64_t read_now(size_t i, void* buf, uint32_t len, uint64_t offset, bool* cached) const;
   const DeviceInfo& info(size_t i) const { return slot(i).info; }
   void sync() const;  // fdatasync every open device; throws IoError naming the device
   void sync(const std::vector<uint32_t>& indices) const;
@@ -40,6 +45,7 @@ class DeviceSet {
  private:
   struct Slot {
     int fd = -1;
+    int cached_fd = -1;  // direct devices: the same file without O_DIRECT (read_now's page-cache copies), or -1
     DeviceInfo info;
   };
   static constexpr size_t chunk_slots = 64;
@@ -51,6 +57,32 @@ class DeviceSet {
   size_t initial_ = 0;
   mutable std::mutex mu_;       // open/close/sync against each other
   std::vector<uint32_t> free_;  // closed indices, reused first
+};
+
+// What the file-descriptor backends (uring, posix) have alike: their devices are a DeviceSet, opened and closed
+// while queues run, synced and read on the calling thread the same way. They differ only in their queues.
+class FdBackend : public IoBackend {
+ public:
+  FdBackend(const std::vector<std::string>& paths, const BackendOptions& o) : devs_(paths, o) {}
+  size_t device_count() const override { return devs_.size(); }
+  const DeviceInfo& device(size_t i) const override { return devs_.info(i); }
+  void sync() override { devs_.sync(); }
+  bool opens_devices() const override { return true; }
+  std::vector<uint32_t> open_devices(const std::vector<std::string>& paths, const DeviceOpenOptions& o) override {
+    return devs_.open(paths, o);
+  }
+  void close_devices(const std::vector<uint32_t>& devices) override { devs_.close(devices); }
+  void sync_devices(const std::vector<uint32_t>& devices) override { devs_.sync(devices); }
+  int64_t read_now(uint32_t device, void* buf, uint32_t len, uint64_t offset, bool* cached) override {
+    return devs_.read_now(device, buf, len, offset, cached);
+  }
+
+ protected:
+  // describe()'s common start: "<name> direct=on|off|per-file"
+  std::string describe_devices() const {
+    return std::string(name()) + " direct=" + (devs_.initial() == 0 ? "per-file" : devs_.info(0).direct ? "on" : "off");
+  }
+  DeviceSet devs_;
 };
 
 }  // namespace gpuio::detail

@@ -107,32 +107,21 @@ class PosixQueue final : public IoQueue {
   std::vector<std::thread> threads_;
 };
 
-class PosixBackend final : public IoBackend {
+class PosixBackend final : public FdBackend {
  public:
   PosixBackend(const std::vector<std::string>& paths, const BackendOptions& o)
-      : devs_(paths, o), threads_(o.posix_threads) {
+      : FdBackend(paths, o), threads_(o.posix_threads) {
     GPUIO_EXPECT(threads_ >= 1, "posix_threads must be >= 1, got 0");
   }
   const char* name() const override { return "posix"; }
-  size_t device_count() const override { return devs_.size(); }
-  const DeviceInfo& device(size_t i) const override { return devs_.info(i); }
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>&) override {
     return std::make_unique<PosixQueue>(devs_, depth, std::min(threads_, depth));
   }
-  void sync() override { devs_.sync(); }
-  bool opens_devices() const override { return true; }
-  std::vector<uint32_t> open_devices(const std::vector<std::string>& paths, const DeviceOpenOptions& o) override {
-    return devs_.open(paths, o);
-  }
-  void close_devices(const std::vector<uint32_t>& devices) override { devs_.close(devices); }
-  void sync_devices(const std::vector<uint32_t>& devices) override { devs_.sync(devices); }
   std::string describe() const override {
-    return std::string("posix direct=") + (devs_.initial() == 0 ? "per-file" : devs_.info(0).direct ? "on" : "off") +
-           " threads-per-queue=" + std::to_string(threads_);
+    return describe_devices() + " threads-per-queue=" + std::to_string(threads_);
   }
 
  private:
-  DeviceSet devs_;
   uint32_t threads_;
 };
 

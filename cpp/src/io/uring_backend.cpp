@@ -181,31 +181,21 @@ bool iopoll_supported(const DeviceSet& devs) {
   return ok;
 }
 
-class UringBackend final : public IoBackend {
+class UringBackend final : public FdBackend {
  public:
   UringBackend(const std::vector<std::string>& paths, const BackendOptions& o)
-      : devs_(paths, o), sqpoll_(o.sqpoll), iopoll_requested_(o.iopoll) {
+      : FdBackend(paths, o), sqpoll_(o.sqpoll), iopoll_requested_(o.iopoll) {
     iopoll_ = iopoll_requested_ && iopoll_supported(devs_);
   }
   const char* name() const override { return "uring"; }
-  size_t device_count() const override { return devs_.size(); }
-  const DeviceInfo& device(size_t i) const override { return devs_.info(i); }
   std::unique_ptr<IoQueue> create_queue(uint32_t depth, const std::vector<FixedBuffer>& fixed) override {
     auto q = std::make_unique<UringQueue>(devs_, depth, fixed, sqpoll_, iopoll_);
     fixed_ok_ = q->fixed_buffers();
     defer_ = q->defer_taskrun();
     return q;
   }
-  void sync() override { devs_.sync(); }
-  bool opens_devices() const override { return true; }
-  std::vector<uint32_t> open_devices(const std::vector<std::string>& paths, const DeviceOpenOptions& o) override {
-    return devs_.open(paths, o);
-  }
-  void close_devices(const std::vector<uint32_t>& devices) override { devs_.close(devices); }
-  void sync_devices(const std::vector<uint32_t>& devices) override { devs_.sync(devices); }
   std::string describe() const override {
-    std::string s = "uring direct=";
-    s += devs_.initial() == 0 ? "per-file" : devs_.info(0).direct ? "on" : "off";
+    std::string s = describe_devices();
     s += devs_.initial() == 0 ? " registered-files=off" : " registered-files=on";
     s += " fixed-buffers=";
     s += fixed_ok_ ? "on" : "off";
@@ -218,7 +208,6 @@ class UringBackend final : public IoBackend {
   }
 
  private:
-  DeviceSet devs_;
   bool sqpoll_;
   bool iopoll_requested_;
   bool iopoll_ = false;

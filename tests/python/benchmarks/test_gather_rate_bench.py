@@ -27,3 +27,20 @@ def test_gather_rate_tiny(tmp_path):
     assert len(saved["runs"]["ref IOPS (2x QD128)"]) == 2  # the in-process raw reference, once per repeat
     # one row per distinct block: each pass reads exactly as many blocks as rows (cache too small to hit)
     assert saved["median"]["tf 512 B blocks/s"] == saved["median"]["tf 512 B rows/s"]
+
+
+def test_gather_rate_per_io_tiny(tmp_path):
+    """--per-io prints the judged ratios (engine vs one raw thread, gather vs one raw thread, one row vs pread and
+    memmap) with the per-stage breakdown naming the bound."""
+    out = tmp_path / "p.json"
+    r = subprocess.run([sys.executable, BENCH, "--per-io", "--workdir", str(tmp_path), "--file-mib", "2", "--rows",
+                        "96", "--batch", "40", "--repeats", "1", "--ref-seconds", "0.05", "--sparse-gib", "1",
+                        "--one-row-reads", "20", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"engine \(direct_min_bytes=default.*ratio [0-9.]+ \(bar 0.8", r.stdout), r.stdout
+    assert "bound: " in r.stdout and "python=" in r.stdout
+    assert re.search(r"TensorFile.gather .*ratio [0-9.]+ \(bar 0.9", r.stdout), r.stdout
+    assert re.search(r"cold .* ratio [0-9.]+ \(bar 1.5\); warm .* ratio [0-9.]+ \(bar 2\)", r.stdout), r.stdout
+    saved = json.loads(out.read_text())
+    assert saved["one_row"]["inline_ops"] == 6 * 20  # every tf[i] took the inline path (3 rounds, cold and warm)
+    assert not (tmp_path / "per_io_sparse.img").exists()  # the sparse file it made is gone

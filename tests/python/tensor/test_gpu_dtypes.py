@@ -24,9 +24,9 @@ HALF = [torch.bfloat16, torch.float16]
 # (shape, block size, page_rows that fill a block or None, why)
 SHAPES = [((3000, 64), 4096, 32, "packed rows"), ((500, 1500), 4096, None, "rows straddling blocks"),
           ((200, 2048), 4096, None, "whole-block rows")]
-PATHS = {"engine GPU path": dict(gpu_direct=None, in_place_devices=("cpu",)),
-         "pinned host staging": dict(gpu_direct=False, in_place_devices=("cpu",)),
-         "in request order": dict(gpu_direct=None, in_place_devices=("cpu", "cuda"))}
+PATHS = {"engine GPU path": dict(engine_gpu_path=None, in_place_devices=("cpu",)),
+         "pinned host staging": dict(engine_gpu_path=False, in_place_devices=("cpu",)),
+         "in request order": dict(engine_gpu_path=None, in_place_devices=("cpu", "cuda"))}
 
 
 def _words(shape, seed):
@@ -74,7 +74,7 @@ def test_half_types_on_the_host(tmp_path, dtype, shape, bs, page_rows):
 def test_half_types_into_cuda_bit_exact(tmp_path, dtype, shape, bs, page_rows, way):
     tf = _check_table(tmp_path / "h.npy", dtype, shape, bs, page_rows, "cuda", PATHS[way])
     if way != "pinned host staging":  # the engine says its GPU path carried the blocks
-        assert tf.gpu_direct and tf.stats()["engine"]["gpu_stream_requests"] > 0
+        assert tf.engine_gpu_path and tf.stats()["engine"]["gpu_stream_requests"] > 0
 
 
 def _check_device_array(path, dtype, device):

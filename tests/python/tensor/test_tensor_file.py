@@ -76,10 +76,10 @@ def test_reads_only_blocks_holding_rows(tmp_path):
 def test_table_policy_is_the_engines(tmp_path):
     """A table's engine workers and request size are the engine's policy (limits.hpp, _core.table_defaults()):
     its engine runs that many workers, and a gather or scatter of more blocks than one request holds is cut
-    into requests of at most request_blocks_max blocks (here one more: two requests)."""
+    into requests of at most batch_blocks_max blocks (here one more: two requests)."""
     from gpuio import _core
     policy = _core.table_defaults()
-    step = policy["request_blocks_max"]
+    step = policy["batch_blocks_max"]
     with TensorFile.create(tmp_path / "t.npy", (step + 1, 128), "float32", block_size=512) as tf:  # a row a block
         assert tf.engine.stats()["workers"] == policy["workers"]
         rows = torch.arange(step + 1, dtype=torch.float32)[:, None].expand(-1, 128)
