@@ -533,7 +533,7 @@ def _load(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, thre
              "huge_slots": huge_slots,  # asked for
              "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
              "residency": method, "seconds": seconds, "device": str(device), "zero_copy": zero_copy,
-             "pipeline": "python",
+             "pipeline": "python", "copy_streams": int(_defaults.get("safetensors.copy_streams")),
              "chunk_targets": sum(len(c.targets) for c in chunks),  # (chunk, destination) pairs: copies made
              # where the time went: planning, residency probe, buffers and engine start before the first read;
              # the reads (the first taken to the last filled); the copies still in flight after the last read
