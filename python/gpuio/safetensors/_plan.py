@@ -89,8 +89,12 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
                                                         "buffered_bytes", "disk_read_bytes", "pieces", "copies")}
     direct = any(st["direct"] for st in results)
     end = time.perf_counter()
-    stats = dict(total, pipeline="cpp", chunks=len(work), threads=n, threads_max=threads, chunk_bytes=group_bytes,
-                 direct_mib=0, ring_kib=ring_kib, piece_bytes=piece_bytes, huge_slots=True,
+    # the knobs as given (direct_mib and huge_slots do not apply here: the reads in flight are 2 x threads pieces,
+    # the ring always in 2 MiB pages), and what ran
+    stats = dict(total, pipeline="cpp", chunks=len(work), threads=n, threads_max=threads, chunk_bytes=chunk_bytes,
+                 group_bytes=group_bytes, direct_mib=int(_defaults.get("safetensors.direct_mib")),
+                 copy_streams=streams, ring_kib=int(_defaults.get("safetensors.ring_kib")), piece_bytes=piece_bytes,
+                 huge_slots=bool(_defaults.get("safetensors.huge_slots")),
                  slots="pool" if cuda else "none", residency=method, seconds=end - t0, device=str(device),
                  zero_copy=False, chunk_targets=total["copies"], setup_s=0.0, read_s=end - t0, tail_s=0.0)
     stats["io_paths"] = ["uring+direct"] if direct else []  # for the caller's data_path line

@@ -29,7 +29,7 @@ copies to the device on its stream (one per destination the chunk overlaps), rec
 other slot meanwhile; a slot is refilled only after its event. So up to `threads` reads are with the disk (or
 copying from the page cache) while earlier chunks cross PCIe.
 
-C++. safetensors.pipeline=cpp hands the owned destinations to the GPU layer's plan reader instead (_plan.py,
+C++. safetensors.pipeline=cpp (auto, the default: for CPU loads) hands the owned destinations to the GPU layer's plan reader instead (_plan.py,
 gpuio/plan_reader.hpp): the same plan (segments of file offset, length, destination, residency) read and copied in
 C++, the ring from the process's one pinned pool.
 
@@ -312,7 +312,8 @@ def read_tensors(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.devic
             dests[t.name] = d = owned_empty(t.nbytes, device)
             if t.nbytes:
                 spans.setdefault(f, []).append((t.begin, t.end, d))
-    if _defaults.get("safetensors.pipeline") == "cpp":
+    pipeline = _defaults.get("safetensors.pipeline")
+    if pipeline == "cpp" or (pipeline == "auto" and device.type == "cpu"):
         stats = load_plan(ckpt, spans, device, threads, chunk_bytes)
         stats["data_path"] = data_path_line(stats, stats.pop("io_paths"), device)
     else:
@@ -533,7 +534,7 @@ def _load(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, thre
              "huge_slots": huge_slots,  # asked for
              "slots": "+".join(sorted(slot_kinds)) or "none",  # had on CUDA: pool (2 MiB pages), torch (blocks)
              "residency": method, "seconds": seconds, "device": str(device), "zero_copy": zero_copy,
-             "pipeline": "python",
+             "pipeline": "python", "copy_streams": int(_defaults.get("safetensors.copy_streams")),
              "chunk_targets": sum(len(c.targets) for c in chunks),  # (chunk, destination) pairs: copies made
              # where the time went: planning, residency probe, buffers and engine start before the first read;
              # the reads (the first taken to the last filled); the copies still in flight after the last read

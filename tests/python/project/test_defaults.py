@@ -160,7 +160,8 @@ def _safetensors_load_stats(tmp_path) -> dict:
     got = gst.load_file(path, stats=stats)
     assert all(torch.equal(got[f"t{i}"], torch.full((1 << 18,), float(i))) for i in range(40))
     return dict(threads=stats["threads_max"], chunk_mib=stats["chunk_bytes"] >> 20, direct_mib=stats["direct_mib"],
-                huge_slots=stats["huge_slots"], ring_kib=stats["ring_kib"])
+                huge_slots=stats["huge_slots"], ring_kib=stats["ring_kib"], pipeline=stats["pipeline"],
+                copy_streams=stats["copy_streams"])
 
 
 def test_every_variable_is_honoured_by_what_it_configures(monkeypatch, tmp_path):

@@ -188,7 +188,8 @@ def test_page_cache_and_direct_paths_reported(tmp_path):
     assert gst.cached_fraction(p) < 0.1
     st = {}
     assert same(gst.load_file(p, stats=st), t)
-    assert st["pagecache_bytes"] == 0 and st["direct_bytes"] + st["buffered_bytes"] == st["bytes"]
+    # the header's block is resident again (read to plan the load): tensors in it may be copied from there
+    assert st["pagecache_bytes"] < 8192 and st["pagecache_bytes"] + st["direct_bytes"] + st["buffered_bytes"] == st["bytes"]
     assert st["buffered_bytes"] < 4096 and st["disk_read_bytes"] >= st["direct_bytes"]  # only the partial last block
     assert "uring+direct" in st["data_path"] or "posix" in st["data_path"], st["data_path"]
     assert gst.cached_fraction(p) < 0.1  # O_DIRECT reads leave nothing in the page cache
@@ -335,7 +336,7 @@ def test_direct_reads_in_flight_are_bounded(tmp_path, monkeypatch, direct_mib, m
     monkeypatch.setattr(_source, "_open_io", lambda *a, **k: (lambda io: io and Counted(io))(real(*a, **k)))
     st: dict = {}
     with gpuio.defaults.set(**{"safetensors.direct_mib": direct_mib, "safetensors.chunk_mib": 1,
-                               "safetensors.threads": 4}):
+                               "safetensors.threads": 4, "safetensors.pipeline": "python"}):  # its engine targets
         assert same(gst.load_file(p, stats=st), t)
     if st["direct_bytes"] == 0:
         pytest.skip("no O_DIRECT on this file system")
