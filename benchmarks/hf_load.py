@@ -65,11 +65,13 @@ def generate(d: str, params_b: float, device: torch.device) -> dict:
     sizes = {k: v for k, v in shape.items() if k != "params"}
     cfg = LlamaConfig(vocab_size=VOCAB, max_position_embeddings=4096, tie_word_embeddings=True, **sizes)
     torch.manual_seed(0)
-    with torch.device(device):
-        try:
-            model = LlamaForCausalLM._from_config(cfg, dtype=torch.bfloat16)
-        except TypeError:  # transformers 4.x
-            model = LlamaForCausalLM._from_config(cfg, torch_dtype=torch.bfloat16)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # the parameters made (and initialised) in bf16, on the device
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(default)
     nbytes = shape["params"] * 2
     model.save_pretrained(d, max_shard_size=max(64 << 10, nbytes // 4 + 1))
     del model
