@@ -2,7 +2,8 @@
 
 The model is generated here (no downloads): a Llama-shaped config for --params-b billion parameters (hidden size
 h a multiple of 128, h/128 layers and heads, MLP 8/3 h, vocabulary 32000, embeddings tied), random init in bf16,
-written by save_pretrained sharded (4+ shards and model.safetensors.index.json). Then each method in its own
+written by save_pretrained sharded (a quarter of it a shard, at most: about 4 shards and
+model.safetensors.index.json). Then each method in its own
 process (imports and CUDA start outside the clock), the clock running from the call to a model whose every
 parameter and buffer is on the device (`device_map=<device>`, synchronized):
   cold   the page cache dropped right before the load (`sync; echo 3 > /proc/sys/vm/drop_caches`: root; else
