@@ -29,7 +29,7 @@ copies to the device on its stream (one per destination the chunk overlaps), rec
 other slot meanwhile; a slot is refilled only after its event. So up to `threads` reads are with the disk (or
 copying from the page cache) while earlier chunks cross PCIe.
 
-C++. safetensors.pipeline=cpp (auto, the default: for CPU loads) hands the owned destinations to the GPU layer's plan reader instead (_plan.py,
+C++. safetensors.pipeline=cpp (auto, the default, on every device) hands the owned destinations to the GPU layer's plan reader instead (_plan.py,
 gpuio/plan_reader.hpp): the same plan (segments of file offset, length, destination, residency) read and copied in
 C++, the ring from the process's one pinned pool.
 
@@ -313,7 +313,7 @@ def read_tensors(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.devic
             if t.nbytes:
                 spans.setdefault(f, []).append((t.begin, t.end, d))
     pipeline = _defaults.get("safetensors.pipeline")
-    if pipeline == "cpp" or (pipeline == "auto" and device.type == "cpu"):
+    if pipeline in ("cpp", "auto"):
         stats = load_plan(ckpt, spans, device, threads, chunk_bytes)
         stats["data_path"] = data_path_line(stats, stats.pop("io_paths"), device)
     else:

@@ -41,6 +41,7 @@ def test_cuda_load_cold_and_warm(tmp_path, monkeypatch, huge_slots):
     from gpuio import _pinned
 
     monkeypatch.setenv("GPUIO_SAFETENSORS_HUGE_SLOTS", "1" if huge_slots else "0")
+    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", "python")  # the slots are the Python readers'
     t = _model()
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
@@ -85,6 +86,7 @@ def test_cuda_load_through_the_ring(tmp_path, monkeypatch, ring_kib):
     """safetensors.ring_kib: chunks on disk go piece by piece through each reader's ring (64 KiB: 32 KiB pieces,
     many per tensor), the file's partial last block by pread; bit for bit, warm (the page cache) and cold."""
     monkeypatch.setenv("GPUIO_SAFETENSORS_RING_KIB", str(ring_kib))
+    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", "python")  # the Python readers' ring
     t = _model(5)
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
@@ -103,6 +105,7 @@ def test_cuda_load_through_the_ring(tmp_path, monkeypatch, ring_kib):
 @pytest.mark.parametrize("ring_kib", [0, 1024])
 def test_load_in_a_thread_beside_cuda_work(tmp_path, monkeypatch, ring_kib):
     monkeypatch.setenv("GPUIO_SAFETENSORS_RING_KIB", str(ring_kib))
+    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", "python")  # the Python readers' ring
     t = _model(3)
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
