@@ -119,14 +119,7 @@ def child(spec: dict) -> dict:
     if method == "gpuio":
         out = gst.load_file(index, device=device, tensors=names, stats=stats)
     elif method == "gpuio-dist":
-        import inspect
-
-        if "process_group" in inspect.signature(gst.load_file).parameters:
-            out = gst.load_file(index, device=device, tensors=names, stats=stats, process_group=group)
-        else:  # before load_file took process_group=: the function it calls
-            from gpuio.safetensors._dist import load_distributed
-
-            out = load_distributed(index, device=device, process_group=group, tensors=names, stats=stats)
+        out = gst.load_file(index, device=device, tensors=names, stats=stats, process_group=group)
     elif method == "instanttensor-dist":
         import instanttensor
 
