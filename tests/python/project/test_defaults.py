@@ -331,7 +331,9 @@ def test_gpuio_defaults_lists_every_knob(capsys):
         main(["defaults", "--json"])
     assert e.value.code == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == [k.name for k in defaults.knobs()]
+    from gpuio_apps import knobs as app_knobs
+
+    assert [r["name"] for r in rows] == [k.name for k in defaults.knobs()] + [k.name for k in app_knobs.knobs()]
     with pytest.raises(SystemExit) as e:
         main(["defaults", "--owner", "engine"])
     out = capsys.readouterr().out
