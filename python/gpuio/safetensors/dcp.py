@@ -30,6 +30,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from ..outputs import fsync_path
 from ._open import load_file
 from ._save import write_file
 
@@ -56,14 +57,6 @@ def _done(value: Any) -> Future:
     fut: Future = Future()
     fut.set_result(value)
     return fut
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _Location:
@@ -142,7 +135,7 @@ class StorageWriter(_Location, _Writer):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, os.path.join(self.path, final))
-        _fsync_dir(self.path)
+        fsync_path(self.path, directory=True)
 
     def storage_meta(self) -> StorageMeta | None:
         return StorageMeta(checkpoint_id=self.path, save_id=self.save_id)
