@@ -32,9 +32,12 @@ def test_model_load_tiny(tmp_path):
     warm = [p for p in res["passes"] if p["kind"] == "warm" and p["method"] == "gpuio"][0]
     # (a shared machine may evict a few pages between the warm-up and the pass: "all but a few")
     assert cold["resident_at_start"] < 0.5 and warm["resident_at_start"] > 0.99, (cold, warm, r.stdout)
-    assert "direct" in res["gpuio_data_path"]["cold"] and "pagecache" not in res["gpuio_data_path"]["cold"]
+    assert "direct" in res["gpuio_data_path"]["cold"]
     assert res["gpuio_data_path"]["warm"].startswith("pagecache ")
-    assert res["bytes"] == cold["gpuio_stats"]["direct_bytes"] + cold["gpuio_stats"]["buffered_bytes"]
+    # cold, the header's block is resident again (read to plan the load): tensors in it may come from there
+    cst = cold["gpuio_stats"]
+    assert cst["pagecache_bytes"] < 8192, cst
+    assert res["bytes"] == cst["pagecache_bytes"] + cst["direct_bytes"] + cst["buffered_bytes"], cst
     assert warm["gpuio_stats"]["pagecache_bytes"] > 0.9 * res["bytes"]
     assert res["verify"]["safetensors"] == "ok" and set(res["verify"]) == {"safetensors", "fastsafetensors", "runai", "instanttensor"}
     assert res["verify"]["instanttensor"] == "skipped: instanttensor loads into CUDA memory only"
