@@ -25,14 +25,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_load import evict, make_resident, rotated, start_cuda, sync  # noqa: E402
+from model_load import child_result, evict, make_resident, rotated, start_cuda, sync  # noqa: E402
 
 METHODS = ("gpuio", "transformers")
 ALIGN = 256
@@ -135,16 +134,7 @@ def child_load(spec: dict) -> dict:
 
 
 def run_child(spec: dict, timeout: float) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"failed": f"timed out after {timeout:.0f} s"}
-    lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
-    if r.returncode != 0 or not lines:
-        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"failed": f"exit {r.returncode}: {tail[:300]}"}
-    return json.loads(lines[-1])
+    return child_result([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)], timeout)
 
 
 def table(res: dict) -> list[str]:

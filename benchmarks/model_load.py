@@ -294,7 +294,11 @@ def child_verify(spec: dict) -> dict:
 
 def run_child(kind: str, spec: dict, timeout: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, json.dumps(spec)]
-    env = dict(os.environ, **_variant_env(spec.get("method", "")))
+    return child_result(cmd, timeout, dict(os.environ, **_variant_env(spec.get("method", ""))))
+
+
+def child_result(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+    """Run one pass in a process of its own: the last JSON line it prints, or {"failed": why} in one line."""
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
