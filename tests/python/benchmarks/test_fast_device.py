@@ -1,6 +1,6 @@
-"""The fast device (gpuio_apps.bench.fastdev, issue 39): the engine reads O_DIRECT from a file on the RAM-backed
-loop device with the file's bytes; the device is made and removed without leaving a mount, a loop device or an
-image behind, also when its user fails; sizes that cannot be are refused in one line."""
+"""The fast device (gpuio_apps.bench.fastdev: where the engine, not the disk, is the bound): the engine reads O_DIRECT
+from a file on the RAM-backed loop device with the file's bytes; the device is made and removed without leaving a
+mount, a loop device or an image behind, also when its user fails; sizes that cannot be are refused in one line."""
 from __future__ import annotations
 
 import json
