@@ -106,8 +106,8 @@ def test_low_latency_mode_is_reported(tmp_path, mode):
     path.write_bytes(np.random.default_rng(1).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes())
     with gpuio.Engine(str(path), workers=1, backend="posix", direct=False, low_latency=mode) as e:
         out = np.empty((1, 4096), dtype=np.uint8)
-        for b in range(0, 256, 16):
-            e.read(np.array([b]), out)
+        for b in range(0, 256, 16):  # read_async: through the worker (read() of one run is done inline)
+            e.read_async(np.array([b]), out).wait()
             assert out.tobytes() == path.read_bytes()[b * 4096:(b + 1) * 4096]
         s = e.stats()
         assert s["low_latency"] == mode

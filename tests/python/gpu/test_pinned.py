@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuio import _pinned  # noqa: E402
+from gpuio import _core, _pinned  # noqa: E402
 
 from gpu_util import watchdog_fixture  # noqa: E402
 
@@ -26,6 +26,7 @@ def fake_pool(monkeypatch):
 
     monkeypatch.setattr(_pinned, "_pool", _pinned._Pool())
     monkeypatch.setattr(_pinned, "page_locked", fake)
+    _core.pinned_pool_release()  # release_slots also frees the plan reader pool's free blocks: none left by others
     return made
 
 
