@@ -265,17 +265,30 @@ def _one_row_us(fn, reads: int) -> float:
     return (time.perf_counter() - t0) / reads * 1e6
 
 
+BATCH_OF_ROWS = 64  # a DataLoader's batch_size in the one-row comparison
+
+
+def _batch_us(tf, rows: list) -> float:
+    """Microseconds a row when `rows` are fetched as a DataLoader with batch_size=BATCH_OF_ROWS fetches them from a
+    Dataset that has __getitems__: one TensorFile.__getitems__ a batch."""
+    t0 = time.perf_counter()
+    for j in range(0, len(rows), BATCH_OF_ROWS):
+        tf.__getitems__(rows[j:j + BATCH_OF_ROWS])
+    return (time.perf_counter() - t0) / len(rows) * 1e6
+
+
 def one_row(tf, reads: int, g: torch.Generator) -> dict:
     """tf[i] (a Dataset's __getitem__) against one O_DIRECT pread of the same block, cold (the file dropped from the
     page cache first), and against a memory-mapped Dataset's row, torch.from_numpy(np.array(mm[i])), warm (the file
     in the page cache, a fresh np.load(mmap_mode="r") per round, each row touched once as in an epoch), in
-    microseconds per row, median of 3 rounds of `reads` distinct random rows."""
+    microseconds per row, median of 3 rounds of `reads` distinct random rows. Beside them the same rows fetched in
+    batches of BATCH_OF_ROWS through TensorFile.__getitems__ (what a DataLoader with batch_size does), cold and warm."""
     import mmap
     path, bs = tf.path, tf.block_size
     buf = mmap.mmap(-1, bs)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     med = statistics.median
-    cold_pread, cold_tf, warm_mm, warm_tf = [], [], [], []
+    cold_pread, cold_tf, warm_mm, warm_tf, cold_batch, warm_batch = [], [], [], [], [], []
     s0 = tf.stats()["engine"]
     try:
         for _ in range(3):
@@ -285,6 +298,8 @@ def one_row(tf, reads: int, g: torch.Generator) -> dict:
             cold_pread.append(_one_row_us(lambda i: os.preadv(fd, [buf], offs[i]), reads))
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             cold_tf.append(_one_row_us(lambda i: tf[rows[i]], reads))
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            cold_batch.append(_batch_us(tf, rows))
             with open(path, "rb") as f:  # the whole file into the page cache
                 while f.read(16 << 20):
                     pass
@@ -292,11 +307,12 @@ def one_row(tf, reads: int, g: torch.Generator) -> dict:
             warm_mm.append(_one_row_us(lambda i: torch.from_numpy(np.array(mm[rows[i]])), reads))
             del mm
             warm_tf.append(_one_row_us(lambda i: tf[rows[i]], reads))
+            warm_batch.append(_batch_us(tf, rows))
     finally:
         os.close(fd)
         buf.close()
     out = dict(cold_pread_us=med(cold_pread), cold_tf_us=med(cold_tf), warm_memmap_us=med(warm_mm),
-               warm_tf_us=med(warm_tf))
+               warm_tf_us=med(warm_tf), cold_batch_us=med(cold_batch), warm_batch_us=med(warm_batch))
     out["cold_ratio"] = out["cold_tf_us"] / out["cold_pread_us"]
     out["warm_ratio"] = out["warm_tf_us"] / out["warm_memmap_us"]
     s = tf.stats()["engine"]
@@ -358,6 +374,9 @@ def per_io(a) -> dict:
           f"{o['cold_ratio']:.2f} (bar 1.5); warm {o['warm_tf_us']:.1f} us vs np.memmap {o['warm_memmap_us']:.1f} us: "
           f"ratio {o['warm_ratio']:.2f} (bar 2); inline reads {o['inline_ops']} ({o['inline_cached_ops']} from the "
           f"page cache)")
+    print(f"  batches of {BATCH_OF_ROWS} through __getitems__ (a DataLoader with batch_size): cold {o['cold_batch_us']:.1f} "
+          f"us a row, {o['cold_tf_us'] / o['cold_batch_us']:.1f} x faster than tf[i] a row; warm "
+          f"{o['warm_batch_us']:.1f} us a row, {o['warm_tf_us'] / o['warm_batch_us']:.1f} x")
     if not a.sparse:
         os.unlink(sparse)
     return res

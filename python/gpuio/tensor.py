@@ -414,6 +414,13 @@ class TensorFile(ForkAware):
         rows = rows[0] if lead is None else rows.reshape(*lead, *self.shape[1:])
         return rows[(slice(None),) * (0 if lead is None else len(lead)) + rest] if rest else rows
 
+    def __getitems__(self, ids) -> list[torch.Tensor]:
+        """A DataLoader batch of rows: torch's fetcher calls this with the batch's indices (when batch_size is set)
+        instead of one `tf[i]` a row, so the batch is one gather, its reads in flight together, and not
+        len(ids) one-row reads one after another. The rows come back as a list (views of the gathered batch)
+        for the loader's collate_fn."""
+        return list(self.gather(torch.as_tensor(ids, dtype=torch.int64).reshape(-1)).unbind(0))
+
     def __setitem__(self, key, value) -> None:
         """`tf[rows] = values`: values broadcast to the indexed shape, cast to the file's dtype as torch
         casts on assignment, then written through scatter() (`scatter(..., exact=True)` refuses lossy

@@ -41,6 +41,8 @@ def test_gather_rate_per_io_tiny(tmp_path):
     assert "bound: " in r.stdout and "python=" in r.stdout
     assert re.search(r"TensorFile.gather .*ratio [0-9.]+ \(bar 0.9", r.stdout), r.stdout
     assert re.search(r"cold .* ratio [0-9.]+ \(bar 1.5\); warm .* ratio [0-9.]+ \(bar 2\)", r.stdout), r.stdout
+    assert re.search(r"batches of 64 through __getitems__ .*cold [0-9.]+ us a row, [0-9.]+ x faster", r.stdout), r.stdout
     saved = json.loads(out.read_text())
+    assert saved["one_row"]["cold_batch_us"] > 0 and saved["one_row"]["warm_batch_us"] > 0
     assert saved["one_row"]["inline_ops"] == 6 * 20  # every tf[i] took the inline path (3 rounds, cold and warm)
     assert not (tmp_path / "per_io_sparse.img").exists()  # the sparse file it made is gone
