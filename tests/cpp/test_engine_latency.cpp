@@ -4,6 +4,7 @@
 // of paying a futex wake-up; without low-latency mode the short limits::worker_spin_us applies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -49,12 +50,13 @@ TEST(EngineLatency, LowLatencyWorkerStaysAwakeAcrossShortGaps) {
   const int reads = 40, gap_us = 60;
   // off: every gap outlasts the 50 us spin, so the worker sleeps before (nearly) every read. on: a gap of 60 us
   // plus the read's return stays well inside 200 us. Timing on a shared 2-core box: a preempted worker spins
-  // through its window unscheduled, so a loaded attempt is repeated (up to 10); with the rule broken every
-  // attempt sees on ~ reads (10 attempts: a box at load 4 on 2 cores failed 1 run in 3 with 3).
-  uint64_t on = 0, off = 0;
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    on = sleeps_across_gaps(f.path(), "on", reads, gap_us);
-    off = sleeps_across_gaps(f.path(), "off", reads, gap_us);
+  // through its window unscheduled, so a loaded attempt is repeated (up to 20) and each mode is judged by its
+  // best attempt (fewest sleeps on, most off); with the rule broken every attempt sees on ~ reads. (Judged on
+  // the same attempt, 10 attempts failed under a concurrent pytest run on 2 cores: on = 22 of 40.)
+  uint64_t on = ~uint64_t{0}, off = 0;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    on = std::min(on, sleeps_across_gaps(f.path(), "on", reads, gap_us));
+    off = std::max(off, sleeps_across_gaps(f.path(), "off", reads, gap_us));
     if (on <= static_cast<uint64_t>(reads / 4) && off >= static_cast<uint64_t>(reads * 3 / 4)) break;
   }
   EXPECT_GE(off, static_cast<uint64_t>(reads * 3 / 4)) << "on=" << on;
