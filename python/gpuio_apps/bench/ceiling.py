@@ -594,6 +594,9 @@ def run(kinds=("null", "sim", "paced", "paced-null", "shm-uring"), dests=("host"
 
 
 def write_json(res: dict, path: str, overwrite: bool = True) -> None:
-    """res as JSON at path, whole or not at all; an existing file is replaced only with overwrite (run() saves
-    after every row over its own file; `gpuio bench ceiling` passes its --force)."""
-    outputs.write_text(path, json.dumps(res, indent=1, default=str), overwrite=overwrite)
+    """res as JSON at path, whole or not at all; an existing file is replaced only when an earlier gpuio bench
+    wrote it, or with overwrite (run() saves after every row over its own file; `gpuio bench ceiling` passes its
+    --force)."""
+    from .report import WRITTEN_BY, is_ours
+    outputs.write_text(path, json.dumps({"written_by": WRITTEN_BY, **res}, indent=1, default=str),
+                       overwrite=overwrite, ours=is_ours)

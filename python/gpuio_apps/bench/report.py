@@ -61,7 +61,7 @@ def summarize(workloads: list[Workload], samples: dict, backends) -> list[dict]:
     return rows
 
 
-WRITTEN_BY = "gpuio bench"  # the JSON's first key: is_ours knows the file by it
+WRITTEN_BY = "gpuio bench"  # the JSON's first key (bench, bench apps, bench ceiling): is_ours knows the file by it
 _OURS_BYTES_MAX = 1 << 30  # a file larger than any result document is not one
 
 
@@ -70,8 +70,8 @@ def document(meta: dict, rows: list[dict], samples: dict) -> dict:
 
 
 def is_ours(path: str) -> bool:
-    """True when path holds a result document of `gpuio bench` (its "written_by" key), which a later run may
-    replace; anything else (other JSON, not JSON, unreadable) is not."""
+    """True when path holds a result document of `gpuio bench`, `bench apps` or `bench ceiling` (its "written_by"
+    key), which a later run may replace; anything else (other JSON, not JSON, unreadable) is not."""
     try:
         if os.path.getsize(path) > _OURS_BYTES_MAX:
             return False

@@ -54,7 +54,7 @@ def bench(
         _check.choice("[mode]", mode, ("apps", "ceiling"))
         if json_path == "gpuio-bench.json":
             json_path = f"gpuio-{'apps-bench' if mode == 'apps' else 'ceiling'}.json"
-        _check.output_file("--json", json_path, force)
+        _check.output_file("--json", json_path, force, ours=report.is_ours)
         if mode == "ceiling":
             return _ceiling(quick, json_path, verbose, force)
         from .bench_apps import SIZE_DEFAULT, bench_apps

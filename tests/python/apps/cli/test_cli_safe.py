@@ -227,8 +227,11 @@ def test_bench_ceiling_fits_100_columns_unless_verbose(cwd, capsys):
     assert rc == 0, err
     assert max(map(len, out.splitlines())) <= 100, out
     assert "JUDGED" in out and "M IOPS" in out and "| kind |" not in out
-    rc, out, err = _gpuio(["bench", "ceiling", "--quick", "--verbose", "--force"], capsys)
+    # the second run replaces the JSON the first one wrote, without --force; a file gpuio did not write is refused
+    rc, out, err = _gpuio(["bench", "ceiling", "--quick", "--verbose"], capsys)
     assert rc == 0 and "| kind |" in out and max(map(len, out.splitlines())) > 100, err
+    (cwd / "gpuio-ceiling.json").write_text('{"mine": 1}')
+    _refused(["bench", "ceiling", "--quick"], capsys, cwd, "--json", "not written by gpuio")
 
 
 def test_bench_apps_fits_100_columns_unless_verbose(cwd, capsys):
@@ -237,8 +240,10 @@ def test_bench_apps_fits_100_columns_unless_verbose(cwd, capsys):
     assert rc == 0, err
     assert max(map(len, out.splitlines())) <= 100, out
     assert "vecadd" in out and "io-diag" not in out and "--verbose" in out
-    rc, out, err = _gpuio(argv + ["--verbose", "--force"], capsys)
+    rc, out, err = _gpuio(argv + ["--verbose"], capsys)  # its own JSON from the first run is replaced
     assert rc == 0 and "io-diag" in out, err
+    (cwd / "gpuio-apps-bench.json").write_text('{"mine": 1}')
+    _refused(argv, capsys, cwd, "--json", "not written by gpuio")
 
 
 def test_feature_store_says_what_it_takes():
