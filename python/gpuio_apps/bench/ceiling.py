@@ -27,7 +27,6 @@ the device API (GPU-initiated) against the same pread.
 """
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import statistics
@@ -36,7 +35,6 @@ import time
 
 import numpy as np
 
-from gpuio import outputs
 from gpuio_apps.bench.ceiling_controller import (JUDGE_S, SETTLE_FACTOR, _search, controller_result,  # noqa: F401
                                             controller_table, judge_counts)
 from gpuio_apps.bench import ceiling_scaling as scaling
@@ -597,6 +595,5 @@ def write_json(res: dict, path: str, overwrite: bool = True) -> None:
     """res as JSON at path, whole or not at all; an existing file is replaced only when an earlier gpuio bench
     wrote it, or with overwrite (run() saves after every row over its own file; `gpuio bench ceiling` passes its
     --force)."""
-    from .report import WRITTEN_BY, is_ours
-    outputs.write_text(path, json.dumps({"written_by": WRITTEN_BY, **res}, indent=1, default=str),
-                       overwrite=overwrite, ours=is_ours)
+    from . import report
+    report.write_json(path, res, overwrite=overwrite, default=str)

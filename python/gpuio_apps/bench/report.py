@@ -66,7 +66,7 @@ _OURS_BYTES_MAX = 1 << 30  # a file larger than any result document is not one
 
 
 def document(meta: dict, rows: list[dict], samples: dict) -> dict:
-    return {"written_by": WRITTEN_BY, "meta": meta, "results": rows, "samples": samples}
+    return {"meta": meta, "results": rows, "samples": samples}
 
 
 def is_ours(path: str) -> bool:
@@ -82,10 +82,12 @@ def is_ours(path: str) -> bool:
     return isinstance(doc, dict) and doc.get("written_by") == WRITTEN_BY
 
 
-def write_json(path: str, doc: dict, overwrite: bool = False) -> None:
-    """doc as JSON at path, written whole or not at all; an existing file is replaced only when it is an earlier
-    result of gpuio bench (is_ours) or with overwrite."""
-    outputs.write_text(path, json.dumps(doc, indent=1, default=float) + "\n", overwrite=overwrite, ours=is_ours)
+def write_json(path: str, doc: dict, overwrite: bool = False, default=float) -> None:
+    """doc as JSON at path, marked as gpuio bench's (WRITTEN_BY its first key), written whole or not at all; an
+    existing file is replaced only when it is an earlier result of gpuio bench, apps or ceiling (is_ours) or with
+    overwrite. `default` turns what JSON cannot hold into what it can, as json.dumps's."""
+    outputs.write_text(path, json.dumps({"written_by": WRITTEN_BY, **doc}, indent=1, default=default) + "\n",
+                       overwrite=overwrite, ours=is_ours)
 
 
 def fmt_figure(unit: str, x: float) -> str:

@@ -3,12 +3,10 @@ module so that an app's `main` (e.g. `python -m gpuio_apps.papers.sort --json`) 
 registry in apps.bench, which imports every app."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
 
-from gpuio import outputs
 
 WIDTH = 100  # columns of the compact output (`gpuio bench apps` without --verbose)
 
@@ -93,17 +91,16 @@ def compact_table(rows: list[dict], width: int = WIDTH) -> str:
 def report(rows: list[dict], json_path: str | None, wide: bool = True, overwrite: bool = True) -> int:
     """Prints the table and the judged ratios (wide: every column and whole lines; else compact_table and the
     ratios wrapped to WIDTH columns), writes the JSON (whole or not at all; an existing file is replaced only
-    when an earlier gpuio bench wrote it, or with overwrite: `gpuio bench apps` passes its --force), returns 1 when an app's check failed."""
+    when an earlier gpuio bench wrote it, or with overwrite: `gpuio bench apps` passes its --force), returns 1
+    when an app's check failed."""
     print(table(rows) if wide else compact_table(rows))
     for line in acceptance(rows):
         print(line if wide else textwrap.fill(line, WIDTH, subsequent_indent="    "))
     if json_path:
-        from ..bench import meta
-        from ..bench.report import WRITTEN_BY, is_ours
+        from ..bench import meta, report as bench_report
 
-        doc = {"written_by": WRITTEN_BY, "meta": meta.collect(os.path.dirname(os.path.abspath(json_path))),
-               "rows": rows}
-        outputs.write_text(json_path, json.dumps(doc, indent=1, default=str), overwrite=overwrite, ours=is_ours)
+        bench_report.write_json(json_path, {"meta": meta.collect(os.path.dirname(os.path.abspath(json_path))),
+                                            "rows": rows}, overwrite=overwrite, default=str)
         print(f"JSON: {json_path}")
     failed = [r["app"] for r in rows if r["check"].startswith("FAILED")]
     for r in rows:
