@@ -5,8 +5,8 @@
 // A plan is a list of segments sorted by file offset: [file_offset, file_offset + len) lands at dst (host memory,
 // or device memory of PlanOptions::device), and whether the bytes were resident in the page cache when planned.
 // Segments need no alignment of any kind: the bytes go through a ring of `pieces` page-locked pieces of
-// `piece_bytes` (from the process's one pinned pool, pinned_pool_stats()), so a destination's address need not be
-// congruent to its file offset.
+// `piece_bytes` (a pooled block of the process's one pinned pool, gpuio/pinned_pool.hpp), so a destination's address
+// need not be congruent to its file offset.
 //   - bytes not resident: O_DIRECT reads of whole blocks, one piece each, `pieces` in flight on one io_uring queue
 //     (the engine's uring backend, the ring registered as its fixed buffer), each piece copied to every segment it
 //     overlaps as it lands; the file's partial last block by pread;
@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "gpuio/pinned_pool.hpp"  // the pool the rings come from
 
 namespace gpuio {
 
@@ -55,15 +57,5 @@ struct PlanStats {
 // std::invalid_argument for a bad plan or options (named); IoError for a failed read.
 PlanStats read_plan(const std::string& path, uint64_t file_size, const PlanSegment* segments, size_t n,
                     const PlanOptions& opts);
-
-// The process's one pinned pool, which the plan reader's rings come from: bytes made (mapped, in 2 MiB pages where
-// the kernel gives them), of those registered with CUDA (page-locked), and free (not in use now).
-struct PinnedPoolStats {
-  uint64_t made_bytes = 0;
-  uint64_t registered_bytes = 0;
-  uint64_t free_bytes = 0;
-};
-PinnedPoolStats pinned_pool_stats();
-uint64_t pinned_pool_release();  // unmaps (unregisters) the free blocks; returns their bytes
 
 }  // namespace gpuio

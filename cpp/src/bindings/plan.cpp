@@ -1,5 +1,5 @@
 // gpuio._core plan reader bindings (gpuio/plan_reader.hpp): read_plan executes a plan of segments with the GIL
-// released; pinned_pool_stats / pinned_pool_release report and free the process's one pinned pool.
+// released (its ring's pool: bindings/pinned.cpp).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -54,13 +54,4 @@ GPUIO_BIND(plan, 21) {
       nb::arg("piece_bytes") = 1u << 20, nb::arg("pieces") = 16, nb::arg("streams") = 4, nb::arg("direct") = true,
       "Read the plan (rows of file offset, length, destination address, resident) of the file at path into host "
       "memory (device=-1) or CUDA device memory; stats of what went where.");
-  m.def("pinned_pool_stats", [] {
-    gpuio::PinnedPoolStats s = gpuio::pinned_pool_stats();
-    nb::dict d;
-    d["made_bytes"] = s.made_bytes;
-    d["registered_bytes"] = s.registered_bytes;
-    d["free_bytes"] = s.free_bytes;
-    return d;
-  });
-  m.def("pinned_pool_release", [] { return gpuio::pinned_pool_release(); });
 }

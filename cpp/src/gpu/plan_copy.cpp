@@ -121,14 +121,4 @@ std::unique_ptr<CopyStage> make_cuda_copy_stage(int device, uint32_t streams, ui
   return std::make_unique<CudaStage>(device, streams, pieces);
 }
 
-bool cuda_register_host(void* p, size_t bytes) {
-  if (cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped) == cudaSuccess) return true;
-  cudaGetLastError();
-  return false;
-}
-
-void cuda_unregister_host(void* p) {
-  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
-}
-
 }  // namespace gpuio::detail

@@ -124,7 +124,7 @@ class Reader {
 
   void ensure_ring() {
     if (ring_) return;
-    ring_ = PinnedBlock::take(uint64_t{o_.piece_bytes} * o_.pieces, device());
+    ring_ = PinnedBlock::take(uint64_t{o_.piece_bytes} * o_.pieces, device(), PinnedReuse::pooled, "plan_reader");
 #ifdef GPUIO_HAVE_CUDA
     stage_ = device() ? make_cuda_copy_stage(o_.device, o_.streams, o_.pieces) : make_host_copy_stage();
 #else
