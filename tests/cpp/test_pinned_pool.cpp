@@ -1,6 +1,6 @@
 // The process's one pinned pool (engine/pinned_pool.hpp): pooled blocks made once and reused by size, owned blocks
 // counted apart and unmapped when let go, fixed allocations counted, counters consistent under threads taking and
-// giving at once, and a forked child starting a pool of its own.
+// giving at once, the engine's staging one of its blocks, and a forked child starting a pool of its own.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/pinned_pool.hpp"
+#include "engine/staging.hpp"
 #include "gpuio/pinned_pool.hpp"
 
 namespace gpuio {
@@ -115,6 +116,17 @@ TEST(PinnedPool, CountersStayConsistentUnderThreadsTakingAndGiving) {
   EXPECT_EQ(made, free);
   pinned_pool_release();
   EXPECT_EQ(pinned_pool_stats().uses.count("t_threads_a"), 0u);
+}
+
+TEST(PinnedPool, EngineStagingIsAnOwnedBlockOfThePool) {
+  PinnedUseStats before = use("engine_staging");
+  {
+    detail::StagingPool staging(8 * MiB, 128u << 10, 2, 4 * MiB);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(staging.base()) % (2 * MiB), 0u);
+    EXPECT_EQ(use("engine_staging").made_bytes, before.made_bytes + 12 * MiB);
+    EXPECT_EQ(use("engine_staging").free_bytes, before.free_bytes);
+  }
+  EXPECT_EQ(use("engine_staging").made_bytes, before.made_bytes);
 }
 
 TEST(PinnedPool, AForkedChildStartsItsOwnPool) {

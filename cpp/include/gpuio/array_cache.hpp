@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -314,8 +315,11 @@ class HostArrayCache {
 };
 
 #if defined(GPUIO_HAVE_CUDA) || defined(__CUDACC__)
+namespace detail {
+class PinnedBlock;
+}
 // The GPU implementation's host-side owner (cpp/src/gpu/array.cu): allocates the cache in GPU memory and the
-// staging in host-mapped pinned memory, launches the gather/scatter kernels, flushes. The engine and runtime
+// staging in host-mapped pinned memory (an owned block of the process's one pinned pool), launches the gather/scatter kernels, flushes. The engine and runtime
 // must outlive it. Kernels written by users take ref() by value and use gpuio::DeviceArray<T> (array.cuh).
 class GpuArrayCache {
  public:
@@ -342,7 +346,7 @@ class GpuArrayCache {
   void release();
   Engine& eng_;
   ArrayRef ref_{};
-  void* staging_ = nullptr;
+  std::unique_ptr<detail::PinnedBlock> staging_;
 };
 #endif
 

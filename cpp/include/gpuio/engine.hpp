@@ -214,6 +214,10 @@ class Engine {
   void set_device_mover(DeviceMover* mover);
   // The staging pool's memory (registered with io_uring; the CUDA layer also registers it with CUDA).
   FixedBuffer staging_region() const;
+  // Page-locks the staging region for CUDA in place (registered = true; the CUDA layer while attached), or undoes
+  // it: a block of the process's one pinned pool (gpuio/pinned_pool.hpp counts it). false where CUDA refuses (why:
+  // CUDA's words) or the CUDA layer is not built.
+  bool set_staging_registered(bool registered, std::string* why = nullptr);
 
   // Creates (or extends) a file of nbytes for use as a device; fills it with zeros lazily (sparse).
   static void create_file(const std::string& path, uint64_t nbytes);

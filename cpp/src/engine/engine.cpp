@@ -580,6 +580,9 @@ const DeviceInfo& Engine::device(size_t i) const { return impl_->devices.at(i); 
 void Engine::close() { impl_->close(); }
 void Engine::set_device_mover(DeviceMover* m) { impl_->mover.store(m, std::memory_order_release); }
 FixedBuffer Engine::staging_region() const { return {impl_->staging->base(), impl_->staging->bytes()}; }
+bool Engine::set_staging_registered(bool registered, std::string* why) {
+  return impl_->staging->set_registered(registered, why);
+}
 bool Engine::closed() const { return impl_->closed(); }
 bool Engine::low_latency_on() const { return impl_->poll_depth > 0; }
 void Engine::sync() { impl_->sync(); }

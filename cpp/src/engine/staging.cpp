@@ -1,9 +1,7 @@
 #include "engine/staging.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cerrno>
+#include <new>
 #include <string>
 
 #include "gpuio/limits.hpp"
@@ -34,18 +32,20 @@ StagingPool::StagingPool(uint64_t bytes, uint32_t slot_bytes, uint32_t slices, u
   used_.assign(units, 0);
   // The slices are touched now (no page fault on the hot path); the ordered area only when CUDA registers it (a
   // GPU path attached) or on first use: an engine that never reads into GPU memory keeps it virtual.
-  void* p = mmap(nullptr, bytes_ + ordered_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    throw IoError(errno, "cannot allocate the staging pool of " + std::to_string(bytes_ + ordered_bytes_) + " bytes");
+  try {
+    block_ = PinnedBlock::take(bytes_ + ordered_bytes_, false, PinnedReuse::owned, "engine_staging", bytes_);
+  } catch (const std::bad_alloc&) {
+    throw IoError(ENOMEM, "cannot allocate the staging pool of " + std::to_string(bytes_ + ordered_bytes_) + " bytes");
   }
-  madvise(p, bytes_ + ordered_bytes_, MADV_HUGEPAGE);
-  base_ = static_cast<uint8_t*>(p);
-  const long page = sysconf(_SC_PAGESIZE);
-  for (uint64_t off = 0; off < bytes_; off += static_cast<uint64_t>(page > 0 ? page : 4096)) base_[off] = 0;
+  base_ = block_->data();
 }
 
-StagingPool::~StagingPool() {
-  if (base_) munmap(base_, bytes_ + ordered_bytes_);
+bool StagingPool::set_registered(bool on, std::string* why) {
+  if (!on) {
+    block_->unregister_now();
+    return true;
+  }
+  return block_->register_now(why);
 }
 
 uint8_t* StagingPool::acquire(uint32_t units) {

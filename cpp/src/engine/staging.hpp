@@ -2,15 +2,19 @@
 // followed by the ordered area (batch-ordered staging of device-memory reads, limits::ordered_*): units of
 // `unit` bytes handed out first-fit as contiguous regions under a mutex (a few calls per batch, none per block).
 // A worker owns its slice (no locks). Each worker ring registers its slice as fixed buffer 0; reads into the
-// ordered area are plain ones (registering it would pin it in every engine); the CUDA layer registers the whole
-// mapping as mapped pinned memory.
+// ordered area are plain ones (registering it would pin it in every engine). The allocation is an owned block of the
+// process's one pinned pool (engine/pinned_pool.hpp), unmapped with the pool; the CUDA layer registers it in place
+// (set_registered) while it is attached.
 #pragma once
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "engine/pinned_pool.hpp"
 #include "gpuio/io.hpp"
 
 namespace gpuio::detail {
@@ -21,7 +25,6 @@ class StagingPool {
   // ordered_bytes is rounded down to whole units (0: no ordered area).
   StagingPool(uint64_t bytes, uint32_t slot_bytes, uint32_t slices, uint64_t ordered_bytes = 0,
               uint32_t unit = 1u << 18);
-  ~StagingPool();
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
@@ -36,6 +39,9 @@ class StagingPool {
     return {slot(slice, 0), static_cast<size_t>(slots_per_slice_) * slot_bytes_};
   }
 
+  // Page-locks the whole mapping for CUDA in place (on), or undoes it; false (why: CUDA's words) where refused.
+  bool set_registered(bool on, std::string* why = nullptr);
+
   // The ordered area.
   uint64_t ordered_bytes() const { return ordered_bytes_; }
   uint32_t unit_bytes() const { return unit_; }
@@ -45,6 +51,7 @@ class StagingPool {
   uint32_t units_in_use() const;
 
  private:
+  std::unique_ptr<PinnedBlock> block_;  // the mapping: slices, then the ordered area
   uint8_t* base_ = nullptr;
   uint64_t bytes_ = 0;  // slices
   uint32_t slot_bytes_;

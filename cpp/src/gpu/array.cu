@@ -4,8 +4,10 @@
 
 #include <cerrno>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "engine/pinned_pool.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpuio/array.cuh"
 
@@ -91,10 +93,13 @@ GpuArrayCache::GpuArrayCache(Engine& engine, const std::vector<QueueRef>& queues
     device_alloc(ref_.counters, uint64_t{array_limits::counter_shards} * array_limits::counter_words);
     device_alloc(ref_.error, 1);
     device_alloc(ref_.queues, queues.size());
-    GPUIO_CUDA(cudaHostAlloc(&staging_, uint64_t{staging_groups} * lanes * g.page_bytes, cudaHostAllocMapped));
-    ref_.staging_host = static_cast<uint8_t*>(staging_);
+    staging_ = detail::PinnedBlock::take(uint64_t{staging_groups} * lanes * g.page_bytes, false,
+                                         detail::PinnedReuse::owned, "array_staging");
+    std::string why;
+    if (!staging_->register_now(&why)) throw std::runtime_error("cannot page-lock the device array's staging: " + why);
+    ref_.staging_host = staging_->data();
     void* dev = nullptr;
-    GPUIO_CUDA(cudaHostGetDevicePointer(&dev, staging_, 0));
+    GPUIO_CUDA(cudaHostGetDevicePointer(&dev, staging_->data(), 0));
     ref_.staging_dev = static_cast<uint8_t*>(dev);
     ref_.groups = staging_groups;
     GPUIO_CUDA(cudaMemcpy(ref_.queues, queues.data(), queues.size() * sizeof(QueueRef), cudaMemcpyHostToDevice));
@@ -125,9 +130,8 @@ void GpuArrayCache::release() {
                   ref_.group_locks, ref_.counters, ref_.error, ref_.queues};
   for (void* p : ptrs)
     if (p) cudaFree(p);
-  if (staging_) cudaFreeHost(staging_);
+  staging_.reset();
   ref_ = ArrayRef{};
-  staging_ = nullptr;
 }
 
 void GpuArrayCache::gather(const int64_t* idx, uint64_t n, void* out, void* stream) {

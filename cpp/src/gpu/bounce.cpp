@@ -3,18 +3,20 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "gpu/cuda_check.hpp"
+#include "gpu/host_alloc.hpp"
 #include "gpuio/gpu.hpp"
 #include "gpuio/status.hpp"
 
 namespace gpuio::detail {
 
 namespace {
-// cudaHostAlloc is not allowed under global stream capture in this thread; relaxed mode lets it through
-// (the allocation is not part of any graph).
+// cudaHostAlloc and cudaHostRegister are not allowed under global stream capture in this thread; relaxed mode lets
+// them through (the allocation is not part of any graph).
 struct RelaxedCapture {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
@@ -23,7 +25,7 @@ struct RelaxedCapture {
 
 void alloc_mapped(size_t bytes, void** host, void** dev) {
   RelaxedCapture relaxed;
-  GPUIO_CUDA(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  GPUIO_CUDA(host_alloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable, "stream_bounce_graph"));
   GPUIO_CUDA(cudaHostGetDevicePointer(dev, *host, 0));
 }
 }  // namespace
@@ -35,10 +37,25 @@ void BouncePool::init(uint64_t bytes, uint32_t block_bytes) {
   slots_ = gpu_limits::bounce_slots;
   slot_blocks_ = static_cast<uint32_t>(std::max<uint64_t>(1, bytes / slots_ / block_bytes));
   slot_blocks_ = std::min(slot_blocks_, gpu_limits::request_blocks_max);
+  const uint64_t ids_at = (this->bytes() + 4095) / 4096 * 4096;
+  block_ = PinnedBlock::take(ids_at + sizeof(int64_t) * slot_blocks_ * slots_, false, PinnedReuse::owned,
+                             "stream_bounce");
+  std::string why;
+  bool registered;
+  {
+    RelaxedCapture relaxed;
+    registered = block_->register_now(&why);
+  }
+  if (!registered) {
+    block_.reset();
+    throw std::runtime_error("cannot page-lock the stream bounce pool (bounce_bytes=" + std::to_string(bytes) +
+                             ") for CUDA: " + why);
+  }
   void* dev = nullptr;
-  alloc_mapped(this->bytes(), reinterpret_cast<void**>(&data_), &dev);
-  alloc_mapped(sizeof(int64_t) * slot_blocks_ * slots_, reinterpret_cast<void**>(&ids_), &dev);
-  ids_dev_ = static_cast<int64_t*>(dev);
+  GPUIO_CUDA(cudaHostGetDevicePointer(&dev, block_->data(), 0));
+  data_ = block_->data();
+  ids_ = reinterpret_cast<int64_t*>(data_ + ids_at);
+  ids_dev_ = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(dev) + ids_at);
   events_.resize(slots_);
   for (uint32_t i = 0; i < slots_; ++i) {
     GPUIO_CUDA(cudaEventCreateWithFlags(&events_[i], cudaEventDisableTiming));
@@ -52,13 +69,13 @@ void BouncePool::destroy() {
   events_.clear();
   in_use_.clear();
   free_.clear();
-  if (data_) cudaFreeHost(data_);
-  if (ids_) cudaFreeHost(ids_);
+  block_.reset();
   data_ = nullptr;
   ids_ = nullptr;
+  ids_dev_ = nullptr;
   for (Dedicated& d : dedicated_) {
-    cudaFreeHost(d.data);
-    cudaFreeHost(d.ids);
+    host_free(d.data);
+    host_free(d.ids);
   }
   dedicated_.clear();
 }

@@ -1,8 +1,11 @@
 // The stream-ordered path's bounce pool (gpu.hpp says why it exists): pinned, host-mapped memory cut into
 // gpu_limits::bounce_slots equal slots, each with room for its data and its block ids. A stream request
 // takes one slot per chunk; the slot comes back once an event recorded on the caller's stream after the
-// chunk's last use (the bounce->GPU copy) has passed. Requests captured into a CUDA graph get dedicated
-// regions instead, kept until close: a graph replays them any number of times.
+// chunk's last use (the bounce->GPU copy) has passed. The slots' memory (data, then ids) is one owned block of
+// the process's one pinned pool (engine/pinned_pool.hpp). Requests captured into a CUDA graph get dedicated
+// regions instead, kept until close: a graph replays them any number of times. Those stay cudaHostAlloc's
+// (gpu/host_alloc.hpp counts them): they are made while a capture is under way, sized per request, often a few
+// KiB, and the pool's 2 MiB granules would make each of them (data and ids) 2 MiB.
 // Thread contract: reserve/release/unreserve/dedicated from any thread (one mutex); the poller calls
 // host_ids() only.
 #pragma once
@@ -10,8 +13,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <vector>
+
+#include "engine/pinned_pool.hpp"
 
 namespace gpuio::detail {
 
@@ -57,6 +63,7 @@ class BouncePool {
   uint32_t block_bytes_ = 0;
   uint32_t slot_blocks_ = 0;
   uint32_t slots_ = 0;
+  std::unique_ptr<PinnedBlock> block_;  // data_ then ids_
   uint8_t* data_ = nullptr;
   int64_t* ids_ = nullptr;
   int64_t* ids_dev_ = nullptr;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "gpu/cuda_check.hpp"
+#include "gpu/host_alloc.hpp"
 #include "gpuio/limits.hpp"
 
 namespace gpuio::detail {
@@ -82,7 +83,7 @@ CudaMover::~CudaMover() {
     cudaStreamSynchronize(w->stream);
     for (cudaEvent_t e : w->events) cudaEventDestroy(e);
     cudaStreamDestroy(w->stream);
-    if (w->descriptors) cudaFreeHost(w->descriptors);
+    host_free(w->descriptors);
   }
 }
 
@@ -95,8 +96,9 @@ CudaMover::PerWorker& CudaMover::state(uint32_t worker) {
     GPUIO_CUDA(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
     w.events.resize(gpu_limits::copy_events_max);
     for (auto& e : w.events) GPUIO_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&w.descriptors),
-                             sizeof(CopyRun) * kernel_runs_max * gpu_limits::copy_events_max, cudaHostAllocMapped));
+    GPUIO_CUDA(host_alloc(reinterpret_cast<void**>(&w.descriptors),
+                          sizeof(CopyRun) * kernel_runs_max * gpu_limits::copy_events_max, cudaHostAllocMapped,
+                          "copy_descriptors"));
     w.ready = true;
   }
   return w;

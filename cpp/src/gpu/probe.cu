@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "gpu/cuda_check.hpp"
+#include "gpu/host_alloc.hpp"
 #include "gpuio/device.cuh"
 #include "gpuio/status.hpp"
 
@@ -56,7 +57,9 @@ __global__ void latency_kernel(QueueRef q, const int64_t* ids, uint32_t iters, u
 void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* dst_device, std::vector<int64_t>& ns,
                    std::vector<int64_t>* publish_ns, bool landed, std::vector<int64_t>* wait_ns) {
   uint8_t* landing = nullptr;  // host-mapped: under UVA the same address on both sides
-  if (landed) GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&landing), 64 * 4096, cudaHostAllocMapped));
+  if (landed) {
+    GPUIO_CUDA(detail::host_alloc(reinterpret_cast<void**>(&landing), 64 * 4096, cudaHostAllocMapped, "probe"));
+  }
   int64_t* ids = nullptr;
   int64_t* out = nullptr;
   int* err = nullptr;
@@ -82,7 +85,7 @@ void latency_probe(QueueRef q, const int64_t* ids_host, uint32_t iters, void* ds
   cudaFree(ids);
   cudaFree(out);
   cudaFree(err);
-  if (landing) cudaFreeHost(landing);
+  detail::host_free(landing);
   if (e) throw IoError(e, "latency probe: a GPU-initiated read failed: " + detail::errno_name(e));
 }
 
@@ -100,7 +103,7 @@ double pread_memcpy_baseline(const std::string& path, const int64_t* ids, size_t
       cudaSetDevice(dev);
       int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
       void* bounce = nullptr;
-      if (fd < 0 || cudaMallocHost(&bounce, block_bytes) != cudaSuccess) {
+      if (fd < 0 || detail::host_alloc(&bounce, block_bytes, cudaHostAllocDefault, "probe") != cudaSuccess) {
         failed.store(fd < 0 ? errno : ENOMEM);
         if (fd >= 0) ::close(fd);
         return;
@@ -113,7 +116,7 @@ double pread_memcpy_baseline(const std::string& path, const int64_t* ids, size_t
           failed.store(r < 0 ? errno : EIO);
         }
       }
-      cudaFreeHost(bounce);
+      detail::host_free(bounce);
       ::close(fd);
     });
   }

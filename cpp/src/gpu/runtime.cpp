@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "gpu/cuda_check.hpp"
+#include "gpu/host_alloc.hpp"
 #include "gpu/runtime_impl.hpp"
 #include "gpuio/limits.hpp"
 #include "gpuio/status.hpp"
@@ -37,7 +38,11 @@ void GpuRuntime::Impl::start() {
 
   GPUIO_CUDA(detail::preload_stream_kernels());
   staging = engine.staging_region();
-  GPUIO_CUDA(cudaHostRegister(staging.base, staging.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  std::string why;
+  if (!engine.set_staging_registered(true, &why)) {
+    throw std::runtime_error("cannot page-lock the engine's staging (" + std::to_string(staging.bytes) +
+                             " bytes) for CUDA: " + why);
+  }
   staging_registered = true;
   mover = std::make_unique<detail::CudaMover>(device, staging,
                                               opts.copy == "auto" ? detail::CopyMode::batch
@@ -68,7 +73,8 @@ void GpuRuntime::Impl::start() {
   }
 
   const uint32_t nq = total_queues();
-  GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&shared_host), sizeof(GpuQueueShared) * nq, cudaHostAllocMapped));
+  GPUIO_CUDA(detail::host_alloc(reinterpret_cast<void**>(&shared_host), sizeof(GpuQueueShared) * nq,
+                                cudaHostAllocMapped, "gpu_queues"));
   std::memset(static_cast<void*>(shared_host), 0, sizeof(GpuQueueShared) * nq);
   GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&shared_dev), shared_host, 0));
   GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&tails), sizeof(uint32_t) * nq));
@@ -77,18 +83,18 @@ void GpuRuntime::Impl::start() {
   GPUIO_CUDA(cudaMemset(done_cache, 0, sizeof(uint32_t) * nq));
   if (opts.device_read == "auto") {
     const size_t slots = size_t{opts.queues} * gpu_limits::landing_slots;
-    GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&landing_host), slots * gpu_limits::landing_slot_bytes,
-                             cudaHostAllocMapped));
+    GPUIO_CUDA(detail::host_alloc(reinterpret_cast<void**>(&landing_host), slots * gpu_limits::landing_slot_bytes,
+                                  cudaHostAllocMapped, "gpu_landing"));
     GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&landing_dev), landing_host, 0));
     GPUIO_CUDA(cudaMalloc(reinterpret_cast<void**>(&landing_busy), sizeof(uint32_t) * slots));
     GPUIO_CUDA(cudaMemset(landing_busy, 0, sizeof(uint32_t) * slots));
   }
-  GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&cells_host), sizeof(uint32_t) * gpu_limits::stream_cells_max,
-                           cudaHostAllocMapped));
+  GPUIO_CUDA(detail::host_alloc(reinterpret_cast<void**>(&cells_host), sizeof(uint32_t) * gpu_limits::stream_cells_max,
+                                cudaHostAllocMapped, "stream_cells"));
   std::memset(cells_host, 0, sizeof(uint32_t) * gpu_limits::stream_cells_max);
   GPUIO_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&cells_dev), cells_host, 0));
-  GPUIO_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&ids_pinned), sizeof(int64_t) * gpu_limits::request_blocks_max,
-                           cudaHostAllocDefault));
+  GPUIO_CUDA(detail::host_alloc(reinterpret_cast<void**>(&ids_pinned), sizeof(int64_t) * gpu_limits::request_blocks_max,
+                                cudaHostAllocDefault, "gpu_request_ids"));
   GPUIO_CUDA(cudaStreamCreateWithFlags(&control_stream, cudaStreamNonBlocking));
   bounce.init(opts.bounce_bytes, engine.options().block_size);
   done_pool = std::make_shared<StreamDone::Pool>(device);
@@ -109,17 +115,17 @@ void GpuRuntime::Impl::shutdown() {
   mover.reset();
   bounce.destroy();
   if (control_stream) cudaStreamDestroy(control_stream);
-  if (ids_pinned) cudaFreeHost(ids_pinned);
-  if (cells_host) cudaFreeHost(cells_host);
+  detail::host_free(ids_pinned);
+  detail::host_free(cells_host);
   if (tails) cudaFree(tails);
   if (done_cache) cudaFree(done_cache);
   done_cache = nullptr;
   if (landing_busy) cudaFree(landing_busy);
-  if (landing_host) cudaFreeHost(landing_host);
+  detail::host_free(landing_host);
   landing_busy = nullptr;
   landing_host = landing_dev = nullptr;
-  if (shared_host) cudaFreeHost(shared_host);
-  if (staging_registered) cudaHostUnregister(staging.base);
+  detail::host_free(shared_host);
+  if (staging_registered) engine.set_staging_registered(false);
   control_stream = nullptr;
   ids_pinned = nullptr;
   cells_host = nullptr;

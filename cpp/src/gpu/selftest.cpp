@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "gpu/cuda_check.hpp"
+#include "gpu/host_alloc.hpp"
 #include "gpuio/gpu.hpp"
 
 namespace gpuio::gpu {
@@ -17,7 +18,7 @@ std::string stream_wait_selftest(int timeout_ms) {
   uint32_t* word = nullptr;
   void* dev = nullptr;
   cudaStream_t s = nullptr;
-  if (cudaHostAlloc(reinterpret_cast<void**>(&word), 4, cudaHostAllocMapped) != cudaSuccess ||
+  if (detail::host_alloc(reinterpret_cast<void**>(&word), 4, cudaHostAllocMapped, "selftest") != cudaSuccess ||
       cudaHostGetDevicePointer(&dev, word, 0) != cudaSuccess ||
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
     return "error: " + detail::cuda_error_text(cudaGetLastError());
@@ -33,7 +34,7 @@ std::string stream_wait_selftest(int timeout_ms) {
     cudaError_t q = cudaStreamQuery(s);
     if (q == cudaSuccess) {
       cudaStreamDestroy(s);
-      cudaFreeHost(word);
+      detail::host_free(word);
       return "works";
     }
     if (q != cudaErrorNotReady) return "error: " + detail::cuda_error_text(q);
