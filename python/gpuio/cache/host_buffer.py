@@ -26,8 +26,9 @@ def pinned_empty(shape, dtype: torch.dtype) -> torch.Tensor:
     """A page-locked host tensor of exactly its size (pageable where there is no CUDA, torch's pinned memory where
     CUDA refuses gpuio's). torch's pin_memory=True rounds every block up to a power of two: a 3.2 GB host buffer
     pinned 4 GiB, which put the IGBH job (2 M papers, 20 % host buffer, 12 GiB cgroup) over its memory limit on
-    the H100. Here the memory is gpuio._pinned.page_locked's (2 MiB pages where the kernel gives them, registered
-    portable and mapped, so mapped_view works on it; unregistered when the last view of it is gone)."""
+    the H100. Here the memory is gpuio._pinned.page_locked's, an owned block of the process's one pinned pool (2 MiB
+    pages where the kernel gives them, registered portable and mapped, so mapped_view works on it; unregistered and
+    unmapped when the last view of it is gone; gpuio.safetensors.staging() counts it as host_buffer)."""
     size = torch.Size(shape)
     nbytes = size.numel() * torch.empty((), dtype=dtype).element_size()
     if nbytes == 0 or not torch.cuda.is_available() or in_bad_fork():

@@ -41,20 +41,23 @@ __all__ = ["load_file", "save_file", "safe_open", "load", "save", "load_model", 
 
 
 def staging(huge_pages: bool = False) -> dict:
-    """Page-locked staging this process holds for CUDA loads and saves: made_bytes (all slots made) and free_bytes
-    (those not in use now); plan_reader (safetensors.pipeline=cpp's pool) and page_locked_bytes (both together);
-    with huge_pages=True also huge_page_bytes, the part the kernel gave in 2 MiB pages (read from /proc/self/smaps:
+    """Page-locked host memory this process holds, all of it in or counted by gpuio's one pinned pool (pools: 1):
+    made_bytes and free_bytes, the staging slots of CUDA loads and saves (those not in use now: free); plan_reader,
+    the C++ plan reader's rings (safetensors.pipeline=cpp); page_locked_bytes, every page-locked byte gpuio holds
+    (slots, rings, the engine's staging, the stream path's bounce pool, host buffers, the GPU layer's fixed
+    allocations); pool, the pool's whole report by use (_core.pinned_pool_stats). With huge_pages=True also
+    huge_page_bytes, the part of the pool's free blocks the kernel gave in 2 MiB pages (read from /proc/self/smaps:
     a diagnostic, not for a load's path)."""
     out = _pinned.pool_stats()
-    out.update(_pinned.page_locked_stats())  # plan_reader (the C++ plan reader's pool), page_locked_bytes: both
+    out.update(_pinned.page_locked_stats())  # pools, page_locked_bytes, pool, plan_reader
     if huge_pages:
         out["huge_page_bytes"] = _pinned.huge_page_bytes()
     return out
 
 
 def release_staging() -> int:
-    """Let go of the staging slots not in use now (unregistered from CUDA and unmapped); returns their bytes. The
-    next CUDA load or save makes new ones."""
+    """Let go of the pool's staging slots and plan reader rings not in use now (unregistered from CUDA and unmapped);
+    returns their bytes. The next CUDA load or save makes new ones."""
     return _pinned.release_slots()
 
 

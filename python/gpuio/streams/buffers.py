@@ -1,18 +1,21 @@
 """The shared stream-buffer pool: one aligned host allocation cut into sblock-sized slots.
 
 Every open stream takes its circular FIFO of slots from here when it opens and returns them when it
-closes, so the store's buffer memory is ``buffer_pool_bytes`` whatever the number of streams. Slots are
-4096-byte aligned so the engine's O_DIRECT path reads and writes them without staging.
+closes, so the store's buffer memory is ``buffer_pool_bytes`` whatever the number of streams. The allocation
+is an owned block of the process's one pinned pool (gpuio._pinned: 2 MiB aligned, 2 MiB pages where the kernel
+gives them), so slots are 4096-byte aligned and the engine's O_DIRECT path reads and writes them without staging.
 
-The first read into a CUDA device page-locks the pool for CUDA (cudaHostRegister, in place): the stream
-buffer then plays the role of the engine's GPU staging, and CUDA-bound bytes leave it by DMA on a copy
-engine (SSD -> O_DIRECT into the pinned slot -> GPU), not through CUDA's pageable bounce buffer.
+The first read into a CUDA device page-locks the block for CUDA (cudaHostRegister, in place, counted in the pool's
+stats as stream_buffers): the stream buffer then plays the role of the engine's GPU staging, and CUDA-bound bytes
+leave it by DMA on a copy engine (SSD -> O_DIRECT into the pinned slot -> GPU), not through CUDA's pageable bounce
+buffer.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..engine import ALIGN_BYTES, aligned_empty
+from .. import _core
+from ..engine import ALIGN_BYTES
 
 
 class BufferPool:
@@ -23,7 +26,10 @@ class BufferPool:
             raise ValueError(f"buffer_pool_bytes {pool_bytes} is smaller than one sblock ({slot_bytes} B)")
         self.slot_bytes = slot_bytes
         self.slots_max = pool_bytes // slot_bytes
-        self._memory = aligned_empty(self.slots_max * slot_bytes)
+        # faulted in as slots are used (an engine read or a copy), not now
+        self._block = _core.pinned_take(self.slots_max * slot_bytes, registered=False, pooled=False,
+                                        use="stream_buffers", touch=False)
+        self._memory = self._block.array()
         self._free = list(range(self.slots_max - 1, -1, -1))
         self._pinned: bool | None = None  # None: never asked; False: CUDA refused (pageable copies)
 
@@ -32,21 +38,18 @@ class BufferPool:
         return bool(self._pinned)
 
     def pin_for_cuda(self) -> bool:
-        """Registers the pool with CUDA once (page-locked, DMA-able); False where CUDA refuses."""
+        """Registers the pool with CUDA once (page-locked, DMA-able); False where CUDA refuses (or cannot be used:
+        a forked child of a CUDA process)."""
         if self._pinned is None:
-            import torch
-            try:
-                err = torch.cuda.cudart().cudaHostRegister(self._memory.ctypes.data, self._memory.nbytes, 0)
-                self._pinned = int(err) == 0
-            except (RuntimeError, AttributeError):
-                self._pinned = False
+            from ..gpu import in_bad_fork
+
+            self._pinned = not in_bad_fork() and self._block.register()
         return self._pinned
 
     def unpin(self) -> None:
-        """Undoes pin_for_cuda (before the memory goes away: the store's close)."""
+        """Undoes pin_for_cuda (the store's close; the block's end would undo it too)."""
         if self._pinned:
-            import torch
-            torch.cuda.cudart().cudaHostUnregister(self._memory.ctypes.data)
+            self._block.unregister()
         self._pinned = None
 
     @property
