@@ -133,36 +133,25 @@ _PYTHON_KNOBS: list[tuple[str, str, Any, str, dict]] = [
      dict(choices=("clock", "lru", "fifo", "random"))),
     ("cache", "inflight_pages_min", 256, "missing pages an accumulated group reads together (about 2 engine workers "
      "x QD128: the depth where 4 KiB random reads saturate)", dict(min=1)),
-    ("safetensors", "chunk_mib", 16, "MiB of one read and one host->device copy of gpuio.safetensors' loader (16 "
-     "x 1 MiB engine requests)", dict(min=1, max=1024)),
-    ("safetensors", "direct_mib", 0, "MiB of O_DIRECT reads the loader keeps in flight (whole chunks, at least one; "
-     "copies out of the page cache are not bounded by it); 0: one chunk per reader thread. H200, one virtio disk, "
-     "8.24 GiB cold: 32 MiB with 8 MiB chunks ran 0.96 x the unbounded 16 MiB chunks (one round each, same run); "
-     "4 readers x 8 MiB 1.03 x Run:ai where the unbounded ran 0.98 x (another run)", dict(min=0, max=1 << 16)),
-    ("safetensors", "threads", 8, "reader threads of gpuio.safetensors' loader: reads in flight at once, each with "
-     "two chunk-sized page-locked slots on CUDA", dict(min=1, max=64)),
-    ("safetensors", "huge_slots", True, "page-locked slots of CUDA loads and saves: True: gpuio's pool of slots in 2 MiB "
+    ("safetensors", "chunk_mib", 16, "MiB of the file one plan reader call of a load reads (its destinations cut at "
+     "multiples of it, rounded up to whole ring pieces)", dict(min=1, max=1024)),
+    ("safetensors", "threads", 8, "plan reader calls of a load at once (each with its own io_uring queue and ring)",
+     dict(min=1, max=64)),
+    ("safetensors", "huge_slots", True, "page-locked slots of CUDA saves: True: gpuio's pool of slots in 2 MiB "
      "pages (gpuio._pinned: private anonymous mappings advised MADV_HUGEPAGE, registered with CUDA once per process "
      "and kept), so a 1 MiB O_DIRECT request is one segment; False: torch's pinned blocks in 4 KiB pages (256 "
-     "segments, split where the disk takes fewer: 254 on virtio-blk). 2-core VM, 4 GiB in 16 MiB engine reads: 3.4-3.8 "
-     "GB/s into 2 MiB pages, 1.4-1.7 into 4 KiB ones; H200, 8.24 GiB, same run (2d33431): cold 1.83 vs 1.57 GB/s "
-     "(1.17 x), warm 24.9 vs 17.7 GB/s (1.40 x)", {}),
-    ("safetensors", "ring_kib", 2048, "CUDA loads, chunks not in the page cache: KiB of each reader's ring of two "
-     "page-locked pieces; the chunk is read piece by piece, each copied to the device as it lands, so the disk's "
-     "transfers go to threads x ring_kib of memory used over and over (H200 virtio disk: raw 128 KiB reads into a "
-     "4-8 MiB buffer ran 1.2 x the same into 16 MiB or more); 0: whole chunks into chunk-sized slots. H200, 8.24 "
-     "GiB cold, same run (call 26): 2048 2.03 GB/s vs 0 1.91; smaller pieces lose to their round trips (512 KiB "
-     "pieces x 16 readers 0.95 GB/s, call 25); warm loads do not use it", dict(min=0, max=1 << 20)),
-    ("safetensors", "pipeline", "auto", "data path of loads: python (reader threads, torch streams, gpuio._pinned "
-     "slots) | cpp (the GPU layer's plan reader, gpuio/plan_reader.hpp: `threads` calls at once, each a chunk_mib "
-     "plan of the file with two O_DIRECT pieces of ring_kib / 2 in flight on its io_uring queue, RWF_NOWAIT "
-     "page-cache copies, copies to CUDA on copy_streams streams, its ring from the process's one pinned pool) | "
-     "auto: cpp, onto the CPU and CUDA. Measured: 2-core VM, 506 MiB file on a RAM-backed loop device, cold, 3 "
-     "rounds: cpp 0.51-0.77 x the raw O_DIRECT read, python 0.21-0.41 x; H200, 8.24 GiB on the fast device (loop "
-     "over tmpfs, ext4), 2 runs: cold cpp 1.95 / 1.68 s vs python 2.39 / 2.79 s, warm cpp 0.27 / 0.41 s vs python "
-     "0.43 / 0.35 s", dict(choices=("auto", "python", "cpp"))),
-    ("safetensors", "copy_streams", 1, "pipeline=cpp: CUDA streams of each plan reader call (one per reader, as "
-     "the python path's)", dict(min=1, max=64)),
+     "segments, split where the disk takes fewer: 254 on virtio-blk); loads' rings always come from the plan "
+     "reader's one pinned pool. 2-core VM, 4 GiB in 16 MiB engine reads: 3.4-3.8 GB/s into 2 MiB pages, 1.4-1.7 "
+     "into 4 KiB ones", {}),
+    ("safetensors", "ring_kib", 2048, "KiB of each plan reader call's ring of two page-locked pieces (whole 4 KiB "
+     "blocks): bytes not in the page cache are read piece by piece, each copied to its destinations as it lands, "
+     "so the disk's transfers go to threads x ring_kib of memory used over and over (H200 virtio disk: raw 128 KiB "
+     "reads into a 4-8 MiB buffer ran 1.2 x the same into 16 MiB or more)", dict(min=8, max=1 << 20)),
+    ("safetensors", "pipeline", "cpp", "the data path of loads, reported as stats['pipeline']: cpp, the GPU layer's "
+     "plan reader (gpuio/plan_reader.hpp), the only one; a setting of another (python, the Python reader threads "
+     "that are gone; auto) fails naming the value", dict(choices=("cpp",))),
+    ("safetensors", "copy_streams", 1, "CUDA streams of each plan reader call's copies to the device (piece k on "
+     "stream k % copy_streams)", dict(min=1, max=64)),
     ("volumes", "pool", "rbd", "the Ceph pool volumes go to", {}),
     ("volumes", "namespace", "", "the pool namespace ('': the default one)", {}),
     ("volumes", "object_size", 4 * _MiB, "bytes per RADOS object (RBD's default order 22)", {}),

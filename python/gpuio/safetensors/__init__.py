@@ -7,13 +7,14 @@
         part = f.get_slice("w")[0:128]                                      # reads only those rows
 
 Any standard safetensors file loads (written by `safetensors`, unaligned offsets and all); files saved here
-load in `safetensors`, fastsafetensors and Run:ai's model streamer. Reads are page-cache aware (resident
-bytes copied from the page cache, the rest read with O_DIRECT) and overlapped with the copies to the GPU;
-`stats=` (or safe_open's stats()) reports the data path, e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB ->
-pinned -> cuda:0'; cached_fraction(filename) says beforehand how much is in the page cache,
-evict(filename) drops it (cold loads without root). CUDA loads and saves stage through page-locked slots in
-2 MiB pages that stay registered for the next one (safetensors.huge_slots): staging() says how much, and
-release_staging() lets go of them. `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
+load in `safetensors`, fastsafetensors and Run:ai's model streamer. Every load reads through the GPU layer's plan
+reader (gpuio/plan_reader.hpp; _read says how): page-cache aware (resident bytes copied from the page cache, the
+rest read with O_DIRECT) and overlapped with the copies to the GPU; `stats=` (or safe_open's stats()) reports the
+data path, e.g. 'pagecache 6.1 GiB + uring+direct 2.1 GiB -> pinned -> cuda:0'; cached_fraction(filename) says
+beforehand how much is in the page cache, evict(filename) drops it (cold loads without root). Loads stage through
+the plan reader's rings from the process's one pinned pool, CUDA saves through page-locked slots in 2 MiB pages
+(safetensors.huge_slots); both stay registered for the next one: staging() says how much, and release_staging()
+lets go of them. `StorageWriter`/`StorageReader` let `torch.distributed.checkpoint.save/load` write and read
 through this module (gpuio.safetensors.dcp). `load(bytes)` reads a file held in memory (or a uint8 tensor of
 its bytes, as views); `layout(tensors)` gives the header and byte order save_file writes, for writers of their
 own (gpuio_apps.papers.checkpoint writes it to volumes). Bad files raise SafetensorError (a ValueError) in one line.
@@ -42,8 +43,8 @@ __all__ = ["load_file", "save_file", "safe_open", "load", "save", "load_model", 
 
 def staging(huge_pages: bool = False) -> dict:
     """Page-locked host memory this process holds, all of it in or counted by gpuio's one pinned pool (pools: 1):
-    made_bytes and free_bytes, the staging slots of CUDA loads and saves (those not in use now: free); plan_reader,
-    the C++ plan reader's rings (safetensors.pipeline=cpp); page_locked_bytes, every page-locked byte gpuio holds
+    made_bytes and free_bytes, the staging slots of CUDA saves (those not in use now: free); plan_reader, the C++
+    plan reader's rings (every load's); page_locked_bytes, every page-locked byte gpuio holds
     (slots, rings, the engine's staging, the stream path's bounce pool, host buffers, the GPU layer's fixed
     allocations); pool, the pool's whole report by use (_core.pinned_pool_stats). With huge_pages=True also
     huge_page_bytes, the part of the pool's free blocks the kernel gave in 2 MiB pages (read from /proc/self/smaps:

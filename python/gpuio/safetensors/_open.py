@@ -62,10 +62,10 @@ def load_file(filename: Filename, device: Any = "cpu", *, tensors: Selection = N
     checkpoint together (gpuio.safetensors._dist.load_distributed; shard= says how it is split among them).
 
     Each tensor owns its memory (deleting it frees its bytes) and starts on a 256-byte boundary, whatever its
-    offset in the file: the bytes are read through staging and copied to each tensor at its shift.
-    zero_copy=True: the tensors of one file are views of one buffer instead (no copy on the CPU, where O_DIRECT
-    reads land in place; aligned only as in the file, which for files written by `safetensors` is not 256
-    bytes, so cuBLAS may pick other kernels; the buffer is freed when the last of its views is). Bad files
+    offset in the file: the bytes are read through the plan reader's staging and copied to each tensor at its
+    shift. zero_copy=True: the tensors of one file are views of one buffer instead, read the same way (aligned
+    only as in the file, which for files written by `safetensors` is not 256 bytes, so cuBLAS may pick other
+    kernels; the buffer is freed when the last of its views is). Bad files
     raise SafetensorError (a ValueError) naming the file and what is wrong."""
     if process_group is not None:
         from ._dist import load_distributed

@@ -1,7 +1,8 @@
-"""safetensors.pipeline=cpp: a load's plan executed by the GPU layer's plan reader (gpuio/plan_reader.hpp,
-_core.read_plan): Python plans which bytes go where (per file, the destinations sorted by file offset, with their
-page-cache residency), C++ reads and copies them with the GIL released, on its own io_uring queue and CUDA
-streams, its ring of pieces from the process's one pinned pool (_core.pinned_pool_stats)."""
+"""Every load's reads: a plan executed by the GPU layer's plan reader (gpuio/plan_reader.hpp, _core.read_plan), the
+one data path of gpuio.safetensors (safetensors.pipeline names it: cpp). Python plans which bytes go where (per
+file, the destinations sorted by file offset, with their page-cache residency); C++ reads and copies them with the
+GIL released, on its own io_uring queue and CUDA streams, its ring of pieces from the process's one pinned pool
+(_core.pinned_pool_stats)."""
 from __future__ import annotations
 
 import threading
@@ -28,14 +29,17 @@ def groups(spans: list[tuple[int, int, int]], group_bytes: int) -> list[list[tup
 
 def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], device: torch.device,
               threads: int | None, chunk_bytes: int | None = None) -> dict:
-    """safetensors.pipeline=cpp: each file's destinations cut into plans of chunk_mib of the file, with their
-    page-cache residency, executed in file order by `threads` calls of the GPU layer's plan reader at once
-    (_core.read_plan, GIL released; each call two O_DIRECT pieces of ring_kib / 2 in flight on its io_uring queue, a
-    ring from the process's one pinned pool, copy_streams CUDA streams), as the Python path's readers each do."""
+    """Each file's destinations (spans[f]: (file lo, file hi, uint8 tensor of hi - lo bytes), not overlapping) cut
+    into plans of chunk_mib of the file, with their page-cache residency, executed in file order by `threads` calls
+    of the GPU layer's plan reader at once (_core.read_plan, GIL released; each call two O_DIRECT pieces of
+    ring_kib / 2 in flight on its io_uring queue, a ring from the process's one pinned pool, copy_streams CUDA
+    streams). Every destination is written when it returns; the first failed read is raised (OSError naming the
+    file and the offset) once every call has ended. Returns the load's stats (see _read's doc) and io_paths."""
     t0 = time.perf_counter()
+    pipeline = _defaults.get("safetensors.pipeline")  # the one choice: a stale setting of another fails here
     threads = threads or int(_defaults.get("safetensors.threads"))
     chunk_bytes = chunk_bytes or int(_defaults.get("safetensors.chunk_mib")) << 20
-    ring_kib = int(_defaults.get("safetensors.ring_kib")) or 2048
+    ring_kib = int(_defaults.get("safetensors.ring_kib"))
     piece_bytes = -(-(ring_kib << 10) // 2 // 4096) * 4096  # whole blocks
     group_bytes = -(-chunk_bytes // piece_bytes) * piece_bytes
     streams = int(_defaults.get("safetensors.copy_streams"))
@@ -77,6 +81,7 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
                 method = m
 
     n = max(1, min(threads, len(work)))
+    t_reads = time.perf_counter()  # planned, the destinations' allocation ordered before the copies
     workers = [threading.Thread(target=reader, name=f"gpuio-plan-{k}", daemon=True) for k in range(n - 1)]
     for w in workers:
         w.start()
@@ -89,13 +94,14 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
                                                         "buffered_bytes", "disk_read_bytes", "pieces", "copies")}
     direct = any(st["direct"] for st in results)
     end = time.perf_counter()
-    # the knobs as given (direct_mib and huge_slots do not apply here: the reads in flight are 2 x threads pieces,
-    # the ring always in 2 MiB pages), and what ran
-    stats = dict(total, pipeline="cpp", chunks=len(work), threads=n, threads_max=threads, chunk_bytes=chunk_bytes,
-                 group_bytes=group_bytes, direct_mib=int(_defaults.get("safetensors.direct_mib")),
-                 copy_streams=streams, ring_kib=int(_defaults.get("safetensors.ring_kib")), piece_bytes=piece_bytes,
-                 huge_slots=bool(_defaults.get("safetensors.huge_slots")),
-                 slots="pool" if cuda else "none", residency=method, seconds=end - t0, device=str(device),
-                 zero_copy=False, chunk_targets=total["copies"], setup_s=0.0, read_s=end - t0, tail_s=0.0)
+    # the knobs the load ran with and what ran: each call's ring from the one pinned pool ("slots"), its O_DIRECT
+    # reads in flight at most (inflight_max: of one call; `threads` calls at once); where the time went: planning
+    # (setup_s), the calls (read_s: residency probes, reads and copies), nothing after them (tail_s: a call returns
+    # once its copies have ended)
+    stats = dict(total, pipeline=pipeline, chunks=len(work), threads=n, threads_max=threads, chunk_bytes=chunk_bytes,
+                 group_bytes=group_bytes, copy_streams=streams, ring_kib=ring_kib, piece_bytes=piece_bytes,
+                 inflight_max=max((st["inflight_max"] for st in results), default=0),
+                 slots="pool", residency=method, seconds=end - t0, device=str(device),
+                 chunk_targets=total["copies"], setup_s=t_reads - t0, read_s=end - t_reads, tail_s=0.0)
     stats["io_paths"] = ["uring+direct"] if direct else []  # for the caller's data_path line
     return stats

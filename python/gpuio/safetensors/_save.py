@@ -134,15 +134,40 @@ def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
     return _as_bytes(t)
 
 
-def _pieces(n: int, nbytes: int, pinned: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """(n slots of nbytes, those of them taken from gpuio's pool): page-locked where pinned (from the pool where
-    safetensors.huge_slots, as the loader's), else plain 4 KiB-aligned host memory."""
-    from ._read import _host_buffer, staging_slot
+def _host_buffer(nbytes: int) -> torch.Tensor:
+    from ..engine import aligned_empty
 
+    return torch.from_numpy(aligned_empty(max(nbytes, 1)))[:nbytes]
+
+
+def _pinned_block(nbytes: int) -> torch.Tensor:
+    """A page-locked uint8 buffer whose address is 4 KiB aligned (torch's pinned blocks are page aligned and
+    cached by torch for the next save; nbytes a power of two, so nothing is rounded up)."""
+    t = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    if t.data_ptr() % ALIGN == 0:
+        return t
+    t = torch.empty(nbytes + ALIGN, dtype=torch.uint8, pin_memory=True)
+    skip = (-t.data_ptr()) % ALIGN
+    return t[skip:skip + nbytes]
+
+
+def staging_slot(nbytes: int, pooled: bool) -> tuple[torch.Tensor, str]:
+    """A page-locked slot of nbytes and its kind: "pool" (gpuio._pinned's 2 MiB pages; hand it back with
+    _pinned.give_slot once no copy or write uses it) where pooled and the pool gives one, else "torch" (a pinned
+    block of torch's caching allocator)."""
+    slot = _pinned.take_slot(nbytes) if pooled else None
+    return (slot, "pool") if slot is not None else (_pinned_block(nbytes), "torch")
+
+
+def _pieces(n: int, nbytes: int, pinned: bool) -> tuple[list[torch.Tensor], list[torch.Tensor], str]:
+    """(n slots of nbytes, those of them taken from gpuio's pool, their kinds: "pool", "torch", both joined by +,
+    or "host"): page-locked where pinned (from the pool where safetensors.huge_slots), else plain 4 KiB-aligned
+    host memory."""
     if not pinned:
-        return [_host_buffer(nbytes) for _ in range(n)], []
+        return [_host_buffer(nbytes) for _ in range(n)], [], "host"
     slots = [staging_slot(nbytes, bool(_defaults.get("safetensors.huge_slots"))) for _ in range(n)]
-    return [s for s, _ in slots], [s for s, kind in slots if kind == "pool"]
+    return ([s for s, _ in slots], [s for s, kind in slots if kind == "pool"],
+            "+".join(sorted({kind for _, kind in slots})))
 
 
 def _write_stream(fd: int, io: Any, header: bytes, entries: list, cudas: set, total: int, st: dict) -> None:
@@ -151,7 +176,8 @@ def _write_stream(fd: int, io: Any, header: bytes, entries: list, cudas: set, to
     piece = max(ALIGN, min(PIECE_BYTES, -(-total // ALIGN) * ALIGN))
     nslots = max(1, min(PIECE_SLOTS, -(-total // piece)))
     t0 = time.perf_counter()
-    slots, pooled = _pieces(nslots, piece, pinned=bool(cudas))
+    slots, pooled, st["slots"] = _pieces(nslots, piece, pinned=bool(cudas))
+    st["huge_slots"] = bool(_defaults.get("safetensors.huge_slots"))  # asked for; "slots" says what came
     st["alloc_s"] = time.perf_counter() - t0
     inflight: list[Any] = [None] * nslots
     cur, fill, written = 0, 0, 0
@@ -224,7 +250,8 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str | os.PathLike, met
     metadata: str -> str, stored as the header's __metadata__ ({} is stored as {}). Tensors that share memory
     (tied weights) are refused with a RuntimeError, as safetensors.torch.save_file refuses them: save_model
     keeps one name of each. stats (optional dict): filled with bytes, seconds, pieces (staging pieces written),
-    where the time went (alloc_s, copy_wait_s, write_wait_s, sync_s) and the data path."""
+    slots (what they were: pool, torch or host; huge_slots: the setting asked for), where the time went (alloc_s,
+    copy_wait_s, write_wait_s, sync_s) and the data path."""
     refuse_shared(tensors)
     write_file(tensors, filename, metadata, stats=stats)
 

@@ -136,11 +136,12 @@ def test_signatures_take_their_defaults_from_the_table():
 
 
 def _other_value(k):
-    """A valid value of knob k that differs from its default."""
+    """A valid value of knob k that differs from its default (a knob of one choice: that one, still set through
+    its variable)."""
     if k.type == "bool":
         return not k.default
     if k.choices:
-        return next(c for c in k.choices if c != k.default)
+        return next((c for c in k.choices if c != k.default), k.default)
     if k.type == "str":
         return "posix" if k.name == "backend" else k.default + "x"
     if k.type == "float":
@@ -150,18 +151,19 @@ def _other_value(k):
     return next(v for v in (k.default * 2, k.default + 1, lo, 1) if v != k.default and lo <= v <= hi)
 
 
-def _safetensors_load_stats(tmp_path) -> dict:
-    """The reader threads, chunk size (MiB), direct bound and kind of slots a load was given."""
+def _safetensors_stats(tmp_path) -> dict:
+    """The plan reader calls, plan size (MiB), ring, copy streams and data path (pipeline) a load was given, and
+    the huge_slots setting a save was given (the saves' knob)."""
     import gpuio.safetensors as gst
 
     path = tmp_path / "m.safetensors"
-    gst.save_file({f"t{i}": torch.full((1 << 18,), float(i)) for i in range(40)}, path)
+    saved: dict = {}
+    gst.save_file({f"t{i}": torch.full((1 << 18,), float(i)) for i in range(40)}, path, stats=saved)
     stats: dict = {}
     got = gst.load_file(path, stats=stats)
     assert all(torch.equal(got[f"t{i}"], torch.full((1 << 18,), float(i))) for i in range(40))
-    return dict(threads=stats["threads_max"], chunk_mib=stats["chunk_bytes"] >> 20, direct_mib=stats["direct_mib"],
-                huge_slots=stats["huge_slots"], ring_kib=stats["ring_kib"], pipeline=stats["pipeline"],
-                copy_streams=stats["copy_streams"])
+    return dict(threads=stats["threads_max"], chunk_mib=stats["chunk_bytes"] >> 20, huge_slots=saved["huge_slots"],
+                ring_kib=stats["ring_kib"], pipeline=stats["pipeline"], copy_streams=stats["copy_streams"])
 
 
 def test_every_variable_is_honoured_by_what_it_configures(monkeypatch, tmp_path):
@@ -176,14 +178,35 @@ def test_every_variable_is_honoured_by_what_it_configures(monkeypatch, tmp_path)
                 monkeypatch.setenv(k.env, str(int(v)) if isinstance(v, bool) else str(v))
 
     set_env({"safetensors"})
-    st = _safetensors_load_stats(tmp_path)  # what the loader was given (its loads run on the process engine:
-    set_env({"engine", "gpu"})              # before the engine's knobs change)
+    st = _safetensors_stats(tmp_path)  # what the loader and a save were given (a save writes through the process
+    set_env({"engine", "gpu"})         # engine: before the engine's knobs change)
     opts = engine_mod.process_engine_options()  # what the process engine is made with
     gpu = defaults.values("gpu")                # what a GPU path made without options is given
     for k in settable:
         got = {"engine": opts, "gpu": gpu, "safetensors": st}[k.owner][k.key]
         assert got == _other_value(k) or (k.key == "workers" and got is None), (k.env, got)
         assert defaults.source(k.name) == k.env
+
+
+@pytest.mark.parametrize("stale", ["python", "auto"])
+def test_a_stale_pipeline_setting_fails_naming_it(monkeypatch, tmp_path, stale):
+    """safetensors.pipeline has one choice, cpp (the plan reader): the Python readers' python, and auto, fail in
+    one line naming the value and the knob, set() at once, the variable when a load reads it."""
+    import gpuio.safetensors as gst
+
+    with pytest.raises(ValueError) as e:
+        defaults.set("safetensors.pipeline", stale)
+    assert str(e.value) == f"safetensors.pipeline={stale!r} is not one of cpp", e.value
+    path = tmp_path / "m.safetensors"
+    gst.save_file({"w": torch.ones(3)}, path)
+    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", stale)
+    with pytest.raises(ValueError) as e:
+        gst.load_file(path)
+    text = str(e.value)
+    assert text.startswith(f"GPUIO_SAFETENSORS_PIPELINE={stale!r}: ") and "safetensors.pipeline" in text, text
+    assert "\n" not in text, text
+    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", "cpp")
+    assert torch.equal(gst.load_file(path)["w"], torch.ones(3))
 
 
 def test_variables_without_keywords_are_read_where_they_act(monkeypatch):

@@ -69,6 +69,36 @@ def test_segments_land_at_any_address(tmp_path, regime):
         assert st["pagecache_bytes"] < st["bytes"], st
 
 
+@pytest.mark.parametrize("lo,hi,size", [
+    (0, 3 << 20, 8 << 20),                 # whole blocks, not a multiple of the piece
+    (100, (1 << 20) + 5, 8 << 20),         # unaligned at both ends
+    ((1 << 20) + 8, (1 << 20) + 5000, (1 << 20) + 5000),  # ends in the file's partial last block
+    ((1 << 20) + 4100, (1 << 20) + 5000, (1 << 20) + 5000),  # wholly inside the partial last block
+    (4096, 8192, 8192),                     # one whole block, the file's last
+])
+def test_ring_pieces_cover_the_segment_once_in_whole_blocks(tmp_path, lo, hi, size):
+    """One segment, cold, through a ring of two 512 KiB pieces: O_DIRECT reads whole blocks from the block holding
+    its first byte to the end of its last block or of the file's last whole block, whichever is first (nothing past
+    it by O_DIRECT), at most a piece each; the rest (the file's partial last block) by pread: every byte of the
+    segment exactly once, into a destination at an odd address."""
+    path, data = _file(tmp_path, size, 6)
+    _evict(path)
+    piece = 512 << 10
+    buf = np.zeros(hi - lo + 3, dtype=np.uint8)
+    out = buf[3:]
+    st = _core.read_plan(path, size, np.array([(lo, hi - lo, out.ctypes.data, 0)], dtype=np.int64),
+                         piece_bytes=piece, pieces=2)
+    assert np.array_equal(out, data[lo:hi]) and not buf[:3].any()
+    if not st["direct"]:
+        pytest.skip("no O_DIRECT on this file system")
+    last_whole = size // 4096 * 4096
+    disk = max(0, min(-(-hi // 4096) * 4096, last_whole) - lo // 4096 * 4096)
+    tail = max(0, hi - max(lo, last_whole))
+    assert st["disk_read_bytes"] == disk and st["buffered_bytes"] == tail, st
+    assert st["direct_bytes"] + st["buffered_bytes"] == hi - lo and st["pagecache_bytes"] == 0, st
+    assert st["pieces"] == -(-disk // piece) and st["inflight_max"] <= 2, st
+
+
 def test_plain_preads_when_direct_is_off(tmp_path):
     size = (3 << 20) + 99
     path, data = _file(tmp_path, size, 2)

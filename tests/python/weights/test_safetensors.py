@@ -301,74 +301,38 @@ def test_safe_open_crosses_into_worker_processes(tmp_path, method):
         assert torch.equal(f.get_tensor("w"), t["w"])  # the parent's own target still serves it
 
 
-@pytest.mark.parametrize("direct_mib, most", [(1, 1), (2, 2), (0, 4)])
-def test_direct_reads_in_flight_are_bounded(tmp_path, monkeypatch, direct_mib, most):
-    """safetensors.direct_mib bounds the O_DIRECT chunks read at once (1 MiB chunks, 4 readers): 1 and 2 chunks,
-    or one per reader with 0; every byte still arrives."""
-    from gpuio.safetensors import _source
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_reads_in_flight_are_bounded(tmp_path, monkeypatch, threads):
+    """safetensors.threads bounds the plan reader calls of a load at once (1 MiB plans of a 12 MiB file, cold), and
+    each call keeps at most its ring's two pieces in O_DIRECT flight (inflight_max); every byte still arrives."""
+    from gpuio import _core
 
     g = torch.Generator().manual_seed(2)
-    t = {f"w{i}": torch.randn(1 << 18, generator=g) for i in range(12)}  # 12 MiB: 12+ chunks of 1 MiB
+    t = {f"w{i}": torch.randn(1 << 18, generator=g) for i in range(12)}  # 12 MiB: 12+ plans of 1 MiB
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
     gst.evict(p)
     active, seen, lock = [0], [0], threading.Lock()
+    real = _core.read_plan
 
-    class Counted:
-        def __init__(self, target):
-            self.target = target
-
-        def read(self, ids, out):
+    def counted(*a, **k):
+        with lock:
+            active[0] += 1
+            seen[0] = max(seen[0], active[0])
+        try:
+            time.sleep(0.02)  # long enough for the other calls to arrive
+            return real(*a, **k)
+        finally:
             with lock:
-                active[0] += 1
-                seen[0] = max(seen[0], active[0])
-            try:
-                time.sleep(0.02)  # long enough for the other readers to arrive
-                return self.target.read(ids, out)
-            finally:
-                with lock:
-                    active[0] -= 1
+                active[0] -= 1
 
-        def __getattr__(self, name):
-            return getattr(self.target, name)
-
-    real = _source._open_io
-    monkeypatch.setattr(_source, "_open_io", lambda *a, **k: (lambda io: io and Counted(io))(real(*a, **k)))
+    monkeypatch.setattr(_core, "read_plan", counted)
     st: dict = {}
-    with gpuio.defaults.set(**{"safetensors.direct_mib": direct_mib, "safetensors.chunk_mib": 1,
-                               "safetensors.threads": 4, "safetensors.pipeline": "python"}):  # its engine targets
+    with gpuio.defaults.set(**{"safetensors.chunk_mib": 1, "safetensors.threads": threads,
+                               "safetensors.ring_kib": 512}):
         assert same(gst.load_file(p, stats=st), t)
+    assert st["threads"] == threads and st["chunks"] >= 12, st
+    assert 1 <= seen[0] <= threads, seen[0]  # how many meet under the bound is the scheduler's: not asserted
     if st["direct_bytes"] == 0:
         pytest.skip("no O_DIRECT on this file system")
-    assert st["direct_mib"] == direct_mib and st["threads"] == 4
-    assert 1 <= seen[0] <= most, seen[0]  # how many meet under the bound is the scheduler's: not asserted
-
-
-@pytest.mark.parametrize("lo,hi,size", [
-    (0, 3 << 20, 8 << 20),                 # whole blocks, not a multiple of the piece
-    (100, (1 << 20) + 5, 8 << 20),         # unaligned at both ends
-    ((1 << 20) + 8, (1 << 20) + 5000, (1 << 20) + 5000),  # ends in the file's partial last block
-    ((1 << 20) + 4100, (1 << 20) + 5000, (1 << 20) + 5000),  # wholly inside the partial last block
-    (4096, 8192, 8192),                     # one whole block, the file's last
-])
-def test_ring_pieces_cover_the_chunk_once_in_whole_blocks(lo, hi, size):
-    """A ring reader's plan of one chunk: O_DIRECT pieces of whole blocks within the file, at most a piece each,
-    back to back from the block holding the chunk's first byte, then a pread tail: together every byte of the
-    chunk exactly once, and nothing past the file's last whole block by O_DIRECT."""
-    from gpuio.safetensors._read import ALIGN, _Chunk, pieces
-
-    piece = 512 << 10
-    c = _Chunk(0, lo, hi, lo // ALIGN * ALIGN, 0)
-    whole, tail = pieces(c, size, piece)
-    covered = bytearray(hi - lo)
-    at = lo // ALIGN * ALIGN
-    for a, b in whole:
-        assert a == at and a % ALIGN == 0 and b % ALIGN == 0 and 0 < b - a <= piece and b <= size // ALIGN * ALIGN
-        for x in range(max(a, lo), min(b, hi)):
-            covered[x - lo] += 1
-        at = b
-    if tail is not None:
-        assert tail[1] == hi and tail[0] >= size // ALIGN * ALIGN
-        for x in range(*tail):
-            covered[x - lo] += 1
-    assert set(covered) == {1}
+    assert 1 <= st["inflight_max"] <= 2 and st["piece_bytes"] == 256 << 10, st

@@ -1,8 +1,10 @@
 """Every tensor gpuio.safetensors returns starts on a 256-byte boundary and owns its memory (its storage is its
 own bytes, freed when it is deleted), whatever the file's offsets: files written by `safetensors` (no padding:
 offsets anywhere) and by transformers' save_pretrained (a tiny GPT-2, sharded), warm (page cache) and cold
-(O_DIRECT through staging), every byte compared with safetensors.torch.load_file; zero_copy=True still gives
-views of one buffer per file. CPU here; test_gpu_safetensors_owned.py checks the same on CUDA."""
+(O_DIRECT through the plan reader's ring), every byte compared with safetensors.torch.load_file; zero_copy=True
+still gives views of one buffer per file, read by the same plan reader; pages evicted after the residency probe
+still arrive, and a file truncated under a load fails naming it. CPU here; test_gpu_safetensors_owned.py checks the
+same on CUDA."""
 from __future__ import annotations
 
 import gc
@@ -19,13 +21,6 @@ from gpuio.safetensors import _read
 sft = pytest.importorskip("safetensors.torch")
 
 ALIGN = 256
-
-
-@pytest.fixture(autouse=True, params=["python", "cpp"])
-def pipeline(request, monkeypatch):
-    """Every test on both data paths (safetensors.pipeline): the Python readers and the C++ plan reader."""
-    monkeypatch.setenv("GPUIO_SAFETENSORS_PIPELINE", request.param)
-    return request.param
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -70,7 +65,7 @@ def _odd_model(seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("regime", ["warm", "cold"])
-def test_safetensors_files_load_aligned_and_owned(tmp_path, regime, pipeline):
+def test_safetensors_files_load_aligned_and_owned(tmp_path, regime):
     t = _odd_model()
     p = tmp_path / "odd.safetensors"
     sft.save_file(t, p)
@@ -79,7 +74,7 @@ def test_safetensors_files_load_aligned_and_owned(tmp_path, regime, pipeline):
     st: dict = {}
     out = gst.load_file(p, stats=st)
     check_owned(out, sft.load_file(p))
-    assert st["zero_copy"] is False and st["pipeline"] == pipeline, st
+    assert st["zero_copy"] is False and st["pipeline"] == "cpp", st
     if regime == "cold" and st["direct_bytes"]:
         # the header's block is resident again (the header was read to plan): tensors in it may come from there
         assert st["pagecache_bytes"] < 8192, st
@@ -161,19 +156,78 @@ def test_deleting_a_tensor_frees_its_bytes(tmp_path):
         assert torch.equal(out["small"], t["small"])
 
 
-def test_zero_copy_gives_views_of_one_buffer(tmp_path):
+@pytest.mark.parametrize("regime", ["warm", "cold", "half"])
+def test_zero_copy_gives_views_of_one_buffer(tmp_path, regime):
+    """zero_copy=True through the plan reader: the file's runs are its destinations, every byte arrives warm, cold
+    and half resident, and each tensor's address is congruent to its file offset modulo 4 KiB (in the buffer)."""
     t = _odd_model(4)
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
     ref = sft.load_file(p)
+    if regime != "warm":
+        gst.evict(p)
+    if regime == "half":
+        with open(p, "rb") as f:
+            f.read(os.path.getsize(p) // 2)
     st: dict = {}
     out = gst.load_file(p, zero_copy=True, stats=st)
-    assert st["zero_copy"] is True
+    assert st["zero_copy"] is True and st["pipeline"] == "cpp", st
+    assert st["bytes"] >= sum(v.nbytes for v in ref.values()), st  # the runs: gaps within a block read through
     assert all(torch.equal(_bits(out[k]), _bits(ref[k])) for k in ref)
     storages = {out[k].untyped_storage().data_ptr() for k in ref if out[k].numel()}
     assert len(storages) == 1  # one buffer per file
+    from gpuio.safetensors._source import Checkpoint
+
+    with Checkpoint(p) as ck:
+        offsets = {n: info.begin for n, (_, info) in ck.where.items()}
+    assert all(out[k].data_ptr() % 4096 == offsets[k] % 4096 for k in ref if out[k].numel()), offsets
     with pytest.raises(AssertionError):
         check_owned(out, ref)
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_pages_evicted_after_the_probe_still_arrive(tmp_path, monkeypatch, zero_copy):
+    """The residency probe says every byte is resident, but the file was evicted: the RWF_NOWAIT copies stop at the
+    first missing page and the plan reader reads the rest by O_DIRECT (never a short or stale destination)."""
+    from gpuio import _core
+
+    t = _odd_model(6)
+    p = tmp_path / "m.safetensors"
+    sft.save_file(t, p)
+    ref = sft.load_file(p)
+    gst.evict(p)
+    monkeypatch.setattr(_core, "page_cache_residency", lambda fd, ranges: ([n for _, n in ranges], "claimed"))
+    st: dict = {}
+    out = gst.load_file(p, stats=st, zero_copy=zero_copy)
+    assert st["residency"] == "claimed", st
+    if zero_copy:
+        assert all(torch.equal(_bits(out[k]), _bits(ref[k])) for k in ref)
+    else:
+        check_owned(out, ref)
+    assert st["pagecache_bytes"] + st["direct_bytes"] + st["buffered_bytes"] == st["bytes"], st
+    if gst.cached_fraction(p) < 0.5:  # O_DIRECT here (not tmpfs): the bytes came from the disk, not the probe's word
+        assert st["direct_bytes"] > st["bytes"] // 2, st
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_a_file_truncated_under_a_load_fails_naming_it(tmp_path, zero_copy):
+    """The header was read (the plan made for the whole file), then the file lost its second half: the load raises
+    OSError naming the file and the offset, in one line; a load of the file as it is now is refused as truncated."""
+    from gpuio.safetensors._source import Checkpoint
+
+    p = tmp_path / "m.safetensors"
+    sft.save_file(_odd_model(7), p)
+    with Checkpoint(p) as ck:
+        os.truncate(p, os.path.getsize(p) // 2)
+        fd = os.open(p, os.O_RDONLY)  # gst.evict would open the file, and refuse it as truncated
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        with pytest.raises(OSError) as e:
+            _read.read_tensors(ck, ck.by_file(ck.keys()), torch.device("cpu"), zero_copy=zero_copy)
+    text = str(e.value)
+    assert str(p) in text and "at byte" in text and "\n" not in text, text
+    with pytest.raises(gst.SafetensorError, match="truncated"):
+        gst.load_file(p)
 
 
 def test_slices_are_owned_and_aligned(tmp_path):
