@@ -54,6 +54,7 @@ void BouncePool::init(uint64_t bytes, uint32_t block_bytes) {
   void* dev = nullptr;
   GPUIO_CUDA(cudaHostGetDevicePointer(&dev, block_->data(), 0));
   data_ = block_->data();
+  data_dev_ = static_cast<uint8_t*>(dev);
   ids_ = reinterpret_cast<int64_t*>(data_ + ids_at);
   ids_dev_ = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(dev) + ids_at);
   events_.resize(slots_);
@@ -70,7 +71,7 @@ void BouncePool::destroy() {
   in_use_.clear();
   free_.clear();
   block_.reset();
-  data_ = nullptr;
+  data_ = data_dev_ = nullptr;
   ids_ = nullptr;
   ids_dev_ = nullptr;
   for (Dedicated& d : dedicated_) {
@@ -126,7 +127,9 @@ BounceRegion BouncePool::take_locked() {
   free_.pop_back();
   BounceRegion r;
   r.slot = slot;
-  r.data = data_ + uint64_t{static_cast<uint32_t>(slot)} * slot_blocks_ * block_bytes_;
+  const uint64_t at = uint64_t{static_cast<uint32_t>(slot)} * slot_blocks_ * block_bytes_;
+  r.data = data_ + at;
+  r.data_dev = data_dev_ + at;
   r.ids = ids_ + uint64_t{static_cast<uint32_t>(slot)} * slot_blocks_;
   r.ids_dev = ids_dev_ + uint64_t{static_cast<uint32_t>(slot)} * slot_blocks_;
   return r;
@@ -156,12 +159,14 @@ BounceRegion BouncePool::dedicated(uint32_t blocks) {
   Dedicated d{};
   void* dev = nullptr;
   alloc_mapped(uint64_t{blocks} * block_bytes_, reinterpret_cast<void**>(&d.data), &dev);
+  d.data_dev = static_cast<uint8_t*>(dev);
   alloc_mapped(sizeof(int64_t) * blocks, reinterpret_cast<void**>(&d.ids), &dev);
   d.ids_dev = static_cast<int64_t*>(dev);
   d.blocks = blocks;
   dedicated_.push_back(d);
   BounceRegion r;
   r.data = d.data;
+  r.data_dev = d.data_dev;
   r.ids = d.ids;
   r.ids_dev = d.ids_dev;
   return r;

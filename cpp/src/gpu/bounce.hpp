@@ -22,7 +22,9 @@
 namespace gpuio::detail {
 
 struct BounceRegion {
-  uint8_t* data = nullptr;     // host view (== device view under UVA; the copies use it as given)
+  uint8_t* data = nullptr;     // host view (cudaMemcpyAsync takes it as given under UVA)
+  uint8_t* data_dev = nullptr; // device view of the same data (what a kernel reads: registered memory's device
+                               // address need not equal its host address)
   int64_t* ids = nullptr;      // host view of the block ids slot
   int64_t* ids_dev = nullptr;  // device view of the same ids (what a publish kernel writes)
   int slot = -1;               // -1: a dedicated (graph) region
@@ -65,6 +67,7 @@ class BouncePool {
   uint32_t slots_ = 0;
   std::unique_ptr<PinnedBlock> block_;  // data_ then ids_
   uint8_t* data_ = nullptr;
+  uint8_t* data_dev_ = nullptr;
   int64_t* ids_ = nullptr;
   int64_t* ids_dev_ = nullptr;
   std::vector<int> free_;
@@ -76,6 +79,7 @@ class BouncePool {
   std::vector<cudaEvent_t> events_;  // one per slot, reused
   struct Dedicated {
     uint8_t* data;
+    uint8_t* data_dev;
     int64_t* ids;
     int64_t* ids_dev;
     uint32_t blocks;

@@ -76,10 +76,10 @@ GpuRuntime::Impl::Chunk GpuRuntime::Impl::stream_start(cudaStream_t s, GpuOp op,
 
 void GpuRuntime::Impl::stream_finish(cudaStream_t s, const Chunk& c) {
   const int64_t t1 = now_ns();
-  // stream_copy=kernel, a small read into GPU memory: one warp copies the slot (the bounce data is host-mapped;
-  // r.data is its device address too, under UVA); with the kernel wait that warp also waits (one launch).
+  // stream_copy=kernel, a small read into GPU memory: one warp copies the slot (the bounce data is host-mapped,
+  // read at its device address r.data_dev); with the kernel wait that warp also waits (one launch).
   if (c.warp_copy && opts.stream_wait != "wait_value") {
-    GPUIO_CUDA(detail::launch_wait_copy(s, c.cell_dev, c.r.data, c.mem, c.bytes));
+    GPUIO_CUDA(detail::launch_wait_copy(s, c.cell_dev, c.r.data_dev, c.mem, c.bytes));
     add_ns(stream_wait_ns, t1, now_ns());  // wait and copy are one launch: counted as the wait
     stream_chunks.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -96,7 +96,7 @@ void GpuRuntime::Impl::stream_finish(cudaStream_t s, const Chunk& c) {
   const int64_t t2 = now_ns();
   add_ns(stream_wait_ns, t1, t2);
   if (c.warp_copy) {
-    GPUIO_CUDA(detail::launch_wait_copy(s, nullptr, c.r.data, c.mem, c.bytes));
+    GPUIO_CUDA(detail::launch_wait_copy(s, nullptr, c.r.data_dev, c.mem, c.bytes));
   } else if (c.copy_back) {
     GPUIO_CUDA(cudaMemcpyAsync(c.mem, c.r.data, c.bytes, cudaMemcpyHostToDevice, s));
   }
