@@ -193,7 +193,7 @@ class safe_open:
 
     def __reduce__(self):
         """Pickled as what it opens (a spawned DataLoader worker or rank reopens the files); a forked child keeps
-        the open files and reads through its own process engine."""
+        the open files and reads through its own plan reader."""
         if self._ckpt is None:
             raise ValueError("safe_open is closed")
         return (safe_open, self._args)

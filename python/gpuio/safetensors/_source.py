@@ -1,19 +1,17 @@
 """What a load reads: one file, a list of files, a directory, or a Hugging Face sharded index
 (`model.safetensors.index.json`), opened as one `Checkpoint`: every file's descriptor and checked header, the
-name -> tensor map over all of them, and (on demand) the O_DIRECT target each file is read through.
+name -> tensor map over all of them. The bytes are read by the plan reader (_plan.py), which opens each file
+itself; saves write through _open_io's O_DIRECT target.
 """
 from __future__ import annotations
 
 import json
 import os
 import stat
-import threading
 from typing import Any, Callable, Collection, Iterable
 
 import torch
 
-from .._forked import ForkAware
-from ..engine import fork_generation
 from ._format import Header, SafetensorError, TensorInfo, read_header
 
 INDEX_SUFFIX = ".index.json"
@@ -21,7 +19,7 @@ Selection = Collection[str] | Callable[[str], bool] | None
 
 
 def _open_io(path: str, writable: bool) -> Any:
-    """The O_DIRECT target `path` is read or written through: a target of the process's engine
+    """The O_DIRECT target a save writes `path` through: a target of the process's engine
     (gpuio.default_engine(); its own engine only where that one's block size is not 4 KiB). None where the file
     system refuses O_DIRECT (tmpfs): the caller then goes through the page cache, and says so."""
     from ..engine import open_files
@@ -88,24 +86,21 @@ def _opened(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
-class Checkpoint(ForkAware):
-    """The open files of one checkpoint. Not thread-safe to close while a read runs; reads may run in turn."""
+class Checkpoint:
+    """The open files of one checkpoint (descriptors a forked child inherits as they are). Not thread-safe to close
+    while a read runs; reads may run in turn."""
 
     def __init__(self, spec: Any):
         files, self.index_metadata = resolve(spec)
         self.paths: list[str] = []
         self.fds: list[int] = []
         self.headers: list[Header] = []
-        self._io: list[Any] = []
-        self._io_lock = threading.Lock()  # reader threads open a file's target on first need
-        self._opened_here()               # a forked child reopens the targets on its own process engine
         self.where: dict[str, tuple[int, TensorInfo]] = {}  # name -> (file index, its info)
         try:
             for path, names in files:
                 fd = _opened(path)
                 self.fds.append(fd)
                 self.paths.append(path)
-                self._io.append(False)  # not opened yet
                 head = read_header(fd, path)
                 self.headers.append(head)
                 want = head.tensors if names is None else names
@@ -149,21 +144,6 @@ class Checkpoint(ForkAware):
     def describe(self) -> str:
         return self.paths[0] if len(self.paths) == 1 else f"{len(self.paths)} files ({self.paths[0]}, ...)"
 
-    def io(self, i: int) -> Any:
-        """File i's O_DIRECT target (opened on first use), or None where O_DIRECT is refused."""
-        self._this_process()
-        with self._io_lock:
-            if self._io[i] is False:
-                self._io[i] = _open_io(self.paths[i], writable=False)
-            return self._io[i]
-
-    def _after_fork(self) -> None:
-        """The parent's targets live on the parent's engine (left alone): this child opens its own on first need."""
-        self._io, self._io_lock = [False] * len(self._io), threading.Lock()
-
-    def io_data_paths(self) -> list[str]:
-        return sorted({t.stats()["data_path"] for t in self._io if t not in (False, None)})
-
     def by_file(self, names: Iterable[str]) -> dict[int, list[TensorInfo]]:
         out: dict[int, list[TensorInfo]] = {}
         for n in names:
@@ -172,10 +152,6 @@ class Checkpoint(ForkAware):
         return out
 
     def close(self) -> None:
-        for t in self._io if self._fork_gen == fork_generation() else []:
-            if t not in (False, None):
-                t.close()
-        self._io = [False] * len(self._io)
         for fd in self.fds:
             os.close(fd)
         self.fds = []

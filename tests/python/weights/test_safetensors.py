@@ -277,7 +277,7 @@ def test_bad_files_refused_in_one_line(tmp_path, case, message):
 
 
 def _worker_sum(f, name) -> float:
-    gst.evict(f._checkpoint().paths[0])  # the read goes to the disk: through this process's own engine
+    gst.evict(f._checkpoint().paths[0])  # the read goes to the disk: through this process's own plan reader
     return float(f.get_tensor(name).double().sum())
 
 
@@ -292,13 +292,13 @@ def test_safe_open_crosses_into_worker_processes(tmp_path, method):
     sft.save_file(t, p)
     with gst.safe_open(p) as f:
         gst.evict(p)
-        assert torch.equal(f.get_tensor("w"), t["w"])  # the parent opened its O_DIRECT target first
+        assert torch.equal(f.get_tensor("w"), t["w"])  # the parent read it first (its plan reader's pool and ring)
         assert torch.equal(pickle.loads(pickle.dumps(f)).get_tensor("w"), t["w"])
         ctx = multiprocessing.get_context(method)
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
             got = pool.submit(_worker_sum, f, "w").result(timeout=120)
         assert got == float(t["w"].double().sum())
-        assert torch.equal(f.get_tensor("w"), t["w"])  # the parent's own target still serves it
+        assert torch.equal(f.get_tensor("w"), t["w"])  # the parent still reads after the child did
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
