@@ -16,8 +16,9 @@ values, and where they are on the meta device too they are reported (strict: Run
 in `missing`): their values come only from the module's own code, so build the model with them off meta
 (from_pretrained does, through transformers).
 
-from_pretrained hands the state dict gpuio read (onto the device_map's one device) to transformers'
-own loader (`model_class.from_pretrained(None, config=..., state_dict=...)`), so dtype selection, the
+from_pretrained hands the state dict gpuio reads (onto the device_map's one device) to transformers'
+own loader (`model_class.from_pretrained(None, config=..., state_dict=...)`) while the read is still running
+(the tensors allocated first; see _build_while_reading for why that is safe), so dtype selection, the
 loading conversions, tied weights, non-persistent buffers (rotary inv_freq), eval() and the generation
 config are transformers' own, in whichever version is installed; the checkpoint files are the ones
 transformers picks in the directory (config.transformers_weights, else model.safetensors, else
@@ -26,6 +27,8 @@ model.safetensors.index.json).
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Any
 
 import torch
@@ -210,13 +213,16 @@ def _weights(path: str, config: Any) -> str:
                           f"holds {', '.join(there) or 'none of them'})")
 
 
-def from_pretrained(model_class: Any, path: str | os.PathLike, **kwargs: Any) -> Any:
+def from_pretrained(model_class: Any, path: str | os.PathLike, *, stats: dict | None = None, **kwargs: Any) -> Any:
     """The model `model_class.from_pretrained(path, **kwargs)` gives (transformers), its weights read by gpuio:
     every parameter and buffer as transformers makes them (dtype, tied weights, non-persistent buffers),
     model.eval(), the directory's generation config. path: a local directory (never a download). kwargs:
     dtype/torch_dtype, device_map (one device: "cuda", "cuda:0", "cpu", {"": device}), attn_implementation,
     output_loading_info, generation_config, ignore_mismatched_sizes, config, and attributes of the config
-    (as transformers takes them); any other keyword is refused naming it."""
+    (as transformers takes them); any other keyword is refused naming it. The model is built while its weights
+    are read (_build_while_reading). stats (gpuio's own, optional dict): load_file's stats of the read, and
+    read_s, build_s (transformers' part, beside the read), wait_s (for the read after it), settle_s, rebuilt
+    (True: built again after the read, see _build_while_reading), seconds."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a local directory, got {type(path).__name__}")
     path = os.fspath(path)
@@ -253,10 +259,13 @@ def from_pretrained(model_class: Any, path: str | os.PathLike, **kwargs: Any) ->
         except (KeyError, ValueError):
             raise ValueError(f"{model_class.__name__} has no model class for {type(config).__name__}") from None
     device = _one_device(passed.get("device_map"))
-    state = _load(_weights(path, config), device)
-    out = cls.from_pretrained(None, config=config, state_dict=state, **passed)
-    del state
-    model = out[0] if isinstance(out, tuple) else out
+    want_info = bool(passed.pop("output_loading_info", False))
+
+    def build(state: dict[str, torch.Tensor]) -> tuple[Any, dict]:
+        return cls.from_pretrained(None, config=config, state_dict=state, output_loading_info=True, **passed)
+
+    model, info = _build_while_reading(_weights(path, config), device, build, stats)
+    out = (model, info) if want_info else model
     model.config.name_or_path = path
     model.name_or_path = path
     gen = os.path.join(path, "generation_config.json")
@@ -265,7 +274,87 @@ def from_pretrained(model_class: Any, path: str | os.PathLike, **kwargs: Any) ->
     return out
 
 
-def _load(weights: str, device: torch.device) -> dict[str, torch.Tensor]:
-    from ._open import load_file
+def _build_while_reading(weights: str, device: torch.device, build: Any, stats: dict | None) -> tuple[Any, dict]:
+    """build(state) -- transformers' from_pretrained handed the state dict -- while the plan reader fills state's
+    tensors (their memory allocated first, each owned and aligned as load_file gives it), so the model's
+    construction overlaps the read. transformers makes each parameter of the state's tensor itself (a view:
+    nothing of its values is read while it builds); after the read, _settle checks that and copies what it
+    copied instead. Where it derived a tensor from the state's (a loading conversion, which read bytes not yet
+    there), the model is built again from the state now read, with the random generators as they were at the
+    first build: the sequential path's result, exactly. The read's error, if any, is raised after the build ends,
+    and nothing writes the tensors after this returns."""
+    from ._read import destinations, read_spans
 
-    return load_file(weights, device=device)
+    t0 = time.perf_counter()
+    with Checkpoint(weights) as ckpt:
+        names = ckpt.select(None)
+        by_file = ckpt.by_file(names)
+        state, spans = destinations(by_file, device)
+        done: list[Any] = []
+
+        def read() -> None:
+            try:
+                done.append(read_spans(ckpt, spans, device, None, None, zero_copy=False))
+            except BaseException as e:  # noqa: BLE001 - raised in the caller's thread below
+                done.append(e)
+
+        rng = _rng_state(device)
+        reader = threading.Thread(target=read, name="gpuio-pretrained-read", daemon=True)
+        reader.start()
+        t_build = time.perf_counter()
+        try:
+            model, info = build(state)
+        finally:
+            t_built = time.perf_counter()
+            reader.join()
+            t_read = time.perf_counter()
+        if isinstance(done[0], BaseException):
+            raise done[0]
+    read_stats = done[0]
+    rebuilt = not _settle(model, state, info)
+    if rebuilt:
+        del model
+        _set_rng_state(device, rng)
+        model, info = build(state)
+    end = time.perf_counter()
+    if stats is not None:
+        stats.update(read_stats, files=len(by_file), tensors=len(names), rebuilt=rebuilt, read_s=read_stats["seconds"], build_s=t_built - t_build, wait_s=t_read - t_built,
+                     settle_s=end - t_read, seconds=end - t0)
+    return model, info
+
+
+def _settle(model: Any, state: dict[str, torch.Tensor], info: dict) -> bool:
+    """After the read: True where every tensor of the model's state dict that came from `state` is the state's own
+    memory (now read) or a copy of the state tensor of its name and shape (copied again now, cast to its dtype as
+transformers' .to(dtype) casts); False where one
+    is neither (transformers derived it while building, from bytes not yet read). Keys transformers reports
+    missing or mismatched are its own initialisation and are left alone."""
+    ours = {t.data_ptr() for t in state.values() if t.numel()}
+    skip = set(info.get("missing_keys", ())) | {m[0] for m in info.get("mismatched_keys", ())}
+    again, others = [], []
+    for name, t in model.state_dict(keep_vars=True).items():
+        if name in skip or t.numel() == 0 or t.data_ptr() in ours:
+            continue
+        src = state.get(name)
+        if src is None or src.shape != t.shape or src.device != t.device:
+            others.append(t)
+        else:
+            again.append((t, src))
+    copied = {t.data_ptr() for t, _ in again}
+    if any(t.data_ptr() not in copied for t in others):  # a tied name of a copied tensor is that tensor
+        return False
+    with torch.no_grad():
+        for t, src in again:
+            t.copy_(src)
+    return True
+
+
+def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    cuda = device.type == "cuda" and torch.cuda.is_initialized()
+    return torch.random.get_rng_state(), (torch.cuda.get_rng_state(device) if cuda else None)
+
+
+def _set_rng_state(device: torch.device, rng: tuple[torch.Tensor, torch.Tensor | None]) -> None:
+    torch.random.set_rng_state(rng[0])
+    if rng[1] is not None:
+        torch.cuda.set_rng_state(rng[1], device)

@@ -106,7 +106,7 @@ def _zero_copy_buffer(nbytes: int, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(aligned_empty(max(nbytes, 1)))[:nbytes]
 
 
-def _read_spans(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], device: torch.device,
+def read_spans(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], device: torch.device,
                 threads: int | None, chunk_bytes: int | None, zero_copy: bool) -> dict:
     stats = load_plan(ckpt, spans, device, threads, chunk_bytes)
     stats["zero_copy"] = zero_copy
@@ -122,16 +122,24 @@ def read_tensors(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.devic
     if zero_copy:
         bufs, stats = read_into_buffers(ckpt, by_file, device, threads, chunk_bytes)
         return views(bufs, by_file, device), stats
-    dests: dict[str, torch.Tensor] = {}
+    out, spans = destinations(by_file, device)
+    return out, read_spans(ckpt, spans, device, threads, chunk_bytes, zero_copy=False)
+
+
+def destinations(by_file: dict[int, list[TensorInfo]], device: torch.device
+                 ) -> tuple[dict[str, torch.Tensor], dict[int, list[tuple[int, int, torch.Tensor]]]]:
+    """The tensors of by_file allocated on device, not yet read ({name: tensor of its dtype and shape}, each
+    owning its memory from a DEST_ALIGN boundary) and the plan's destinations of them ({file: [(file begin,
+    file end, its uint8 memory)]}) for read_spans."""
+    out: dict[str, torch.Tensor] = {}
     spans: dict[int, list[tuple[int, int, torch.Tensor]]] = {}
     for f, infos in by_file.items():
         for t in infos:
-            dests[t.name] = d = owned_empty(t.nbytes, device)
+            d = owned_empty(t.nbytes, device)
+            out[t.name] = d.view(t.torch_dtype).reshape(t.torch_shape)
             if t.nbytes:
                 spans.setdefault(f, []).append((t.begin, t.end, d))
-    stats = _read_spans(ckpt, spans, device, threads, chunk_bytes, zero_copy=False)
-    out = {t.name: dests[t.name].view(t.torch_dtype).reshape(t.torch_shape) for ts in by_file.values() for t in ts}
-    return out, stats
+    return out, spans
 
 
 def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.device, threads: int | None = None,
@@ -144,7 +152,7 @@ def read_into_buffers(ckpt, by_file: dict[int, list[TensorInfo]], device: torch.
         buf = _zero_copy_buffer(nbytes, device)
         bufs[f] = (buf, where)
         spans[f] = [(b, e, buf[pos:pos + e - b]) for b, e, pos in placed if e > b]
-    return bufs, _read_spans(ckpt, spans, device, threads, chunk_bytes, zero_copy=True)
+    return bufs, read_spans(ckpt, spans, device, threads, chunk_bytes, zero_copy=True)
 
 
 def _size(n: int) -> str:

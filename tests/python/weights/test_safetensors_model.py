@@ -202,7 +202,9 @@ def test_gpu_from_pretrained_onto_cuda(saved, device_map):
     pytest.importorskip("accelerate", reason="transformers' device_map= needs accelerate")
     cls, d = saved
     ref = cls.from_pretrained(d, device_map=device_map)
-    got = gst.from_pretrained(cls, d, device_map=device_map)
+    st: dict = {}
+    got = gst.from_pretrained(cls, d, device_map=device_map, stats=st)  # CUDA reads beside the build's CUDA work
+    assert st["rebuilt"] is False and st["device"].startswith("cuda")
     _same_model(ref, got, "cuda")
     assert got.lm_head.weight is got.get_input_embeddings().weight and not got.training
     ids = torch.tensor([[1, 5, 7, 2, 9, 4]], device="cuda")
@@ -224,3 +226,81 @@ def test_gpu_load_model_meta_onto_cuda(tmp_path):
     assert gst.load_model(m, tmp_path / "m.safetensors", device="cuda") == (set(), [])
     _same_model(src.to("cuda"), m, "cuda")
     assert m.head.weight is m.emb.weight
+
+
+def test_from_pretrained_builds_while_reading(saved):
+    """The read runs beside transformers' build; every parameter is the read's own memory (or, cast to another
+    dtype, copied after the read), and nothing is built twice."""
+    cls, d = saved
+    for kwargs in ({}, {"dtype": torch.bfloat16}):
+        st: dict = {}
+        got = gst.from_pretrained(cls, d, stats=st, **kwargs)
+        ref = cls.from_pretrained(d, **kwargs)
+        _same_model(ref, got)
+        assert st["rebuilt"] is False
+        with gst.safe_open(str(d / "model.safetensors.index.json"), framework="pt") as f:
+            names = list(f.keys())
+        assert st["tensors"] == len(names) and st["bytes"] == sum(
+            t.numel() * t.element_size() for t in gst.load_file(str(d)).values())
+        assert st["read_s"] > 0 and st["build_s"] > 0 and st["seconds"] >= st["build_s"]
+
+
+def test_settle_keeps_the_reads_memory_copies_casts_and_refuses_what_was_derived():
+    from gpuio.safetensors._model import _settle
+
+    state = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(3)}
+    m = torch.nn.Module()
+    m.w = torch.nn.Parameter(state["w"])  # the read's own memory: left as it is
+    m.b = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))  # copied while building: copied again, cast
+    m.missing = torch.nn.Parameter(torch.full((2,), 7.0))  # transformers' own init of a missing key
+    assert _settle(m, state, {"missing_keys": {"missing"}, "mismatched_keys": set()})
+    assert m.w.data_ptr() == state["w"].data_ptr() and torch.equal(m.b, torch.ones(3, dtype=torch.float64))
+    assert torch.equal(m.missing, torch.full((2,), 7.0))
+    m.tied = m.b  # another name of a copied tensor
+    assert _settle(m, state, {"missing_keys": {"missing"}, "mismatched_keys": set()})
+    m.fused = torch.nn.Parameter(torch.zeros(6))  # derived from the state under another name
+    assert not _settle(m, state, {"missing_keys": {"missing"}, "mismatched_keys": set()})
+
+
+def test_build_while_reading_builds_again_where_a_tensor_was_derived(saved, monkeypatch):
+    """A build that derived a tensor from the state (bytes not read yet) is redone once the read is done, from
+    the random generators' state of the first build: as the sequential path gives it."""
+    from gpuio.safetensors import _model
+
+    cls, d = saved
+    config = cls.config_class.from_pretrained(d)
+    seen = []
+
+    def build(state):
+        seen.append(torch.rand(4))
+        model, info = cls.from_pretrained(None, config=config, state_dict=state, output_loading_info=True)
+        if len(seen) == 1:
+            model.derived = torch.nn.Parameter(torch.zeros(1))  # not the state's, no name in it
+        return model, info
+
+    st: dict = {}
+    model, _ = _model._build_while_reading(_model._weights(str(d), config), torch.device("cpu"), build, st)
+    assert st["rebuilt"] is True and len(seen) == 2 and torch.equal(seen[0], seen[1])
+    assert not hasattr(model, "derived")
+    _same_model(cls.from_pretrained(d), model)
+
+
+def test_build_while_reading_raises_the_reads_error_after_the_build(saved, monkeypatch):
+    from gpuio.safetensors import _model, _read
+
+    cls, d = saved
+    config = cls.config_class.from_pretrained(d)
+    built = []
+
+    def failing(*a, **k):
+        raise OSError(5, "injected: the read failed")
+
+    monkeypatch.setattr(_read, "read_spans", failing)
+
+    def build(state):
+        built.append(1)
+        return cls.from_pretrained(None, config=config, state_dict=state, output_loading_info=True)
+
+    with pytest.raises(OSError, match="injected"):
+        _model._build_while_reading(_model._weights(str(d), config), torch.device("cpu"), build, None)
+    assert built == [1]
