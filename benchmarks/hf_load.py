@@ -116,9 +116,10 @@ def child_load(spec: dict) -> dict:
     from gpuio.safetensors import cached_fraction
 
     resident = cached_fraction(os.path.join(d, "model.safetensors.index.json"))
+    parts: dict = {}
     t0 = time.perf_counter()
     if spec["method"] == "gpuio":
-        model = gst.from_pretrained(LlamaForCausalLM, d, device_map=str(device))
+        model = gst.from_pretrained(LlamaForCausalLM, d, device_map=str(device), stats=parts)
     else:
         model = LlamaForCausalLM.from_pretrained(d, device_map=str(device))
     sync(device)
@@ -130,7 +131,17 @@ def child_load(spec: dict) -> dict:
     digest = hashlib.sha256(logits.float().cpu().numpy().tobytes()).hexdigest()[:16]
     return {"seconds": seconds, "regime": regime, "resident": resident, "logits": digest,
             "misaligned": sum(1 for t in tensors if t.data_ptr() % ALIGN), "tensors": len(tensors),
-            "off_device": len(wrong), "dtype": str(model.dtype), "transformers": transformers.__version__}
+            "off_device": len(wrong), "dtype": str(model.dtype), "transformers": transformers.__version__,
+            # gpuio's parts (from_pretrained's stats=): the read beside transformers' build, then the wait for it
+            **{k: parts[k] for k in ("read_s", "build_s", "wait_s", "settle_s", "rebuilt", "data_path") if k in parts}}
+
+
+def _parts(r: dict) -> str:
+    """gpuio's parts of a load, e.g. '; read 0.21 s beside build 0.15 s, waited 0.06 s'."""
+    if "read_s" not in r:
+        return ""
+    return (f"; read {r['read_s']:.2f} s beside build {r['build_s']:.2f} s, waited {r['wait_s']:.2f} s"
+            + (", built again" if r.get("rebuilt") else ""))
 
 
 def run_child(spec: dict, timeout: float) -> dict:
@@ -205,7 +216,7 @@ def main(argv=None) -> int:
                 res["passes"][regime].setdefault(m, []).append(r)
                 print(f"round {k + 1} {regime:<4} {m:<13} " + (f"{r['seconds']:.2f} s ({r['regime']}, "
                       f"{r['resident']:.0%} resident, {r['misaligned']}/{r['tensors']} misaligned, logits "
-                      f"{r['logits']})" if "seconds" in r else r["failed"]), flush=True)
+                      f"{r['logits']}{_parts(r)})" if "seconds" in r else r["failed"]), flush=True)
     lines = table(res)
     print("\n".join(lines))
     res["table"] = lines
