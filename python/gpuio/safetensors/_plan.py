@@ -42,6 +42,9 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
     ring_kib = int(_defaults.get("safetensors.ring_kib"))
     piece_bytes = -(-(ring_kib << 10) // 2 // 4096) * 4096  # whole blocks
     group_bytes = -(-chunk_bytes // piece_bytes) * piece_bytes
+    direct_kib = int(_defaults.get("safetensors.direct_kib"))
+    direct_bytes = -(-(direct_kib << 10) // 4096) * 4096 if direct_kib else piece_bytes
+    direct_pieces = int(_defaults.get("safetensors.direct_pieces"))
     streams = int(_defaults.get("safetensors.copy_streams"))
     cuda = device.type == "cuda"
     if cuda:
@@ -70,8 +73,10 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
                                dtype=np.int64).reshape(-1, 4)
                 if cuda:
                     torch.cuda.set_device(device)
+                cold = not bool(seg[:, 3].all())  # a disk read: direct_kib pieces, direct_pieces in flight
                 st = _core.read_plan(ckpt.paths[f], ckpt.headers[f].size, seg, device=device.index if cuda else -1,
-                                     piece_bytes=piece_bytes, pieces=2, streams=streams)
+                                     piece_bytes=direct_bytes if cold else piece_bytes,
+                                     pieces=direct_pieces if cold else 2, streams=streams)
             except BaseException as e:  # noqa: BLE001 - raised in the caller's thread below
                 with lock:
                     errors.append(e)
@@ -100,6 +105,7 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
     # once its copies have ended)
     stats = dict(total, pipeline=pipeline, chunks=len(work), threads=n, threads_max=threads, chunk_bytes=chunk_bytes,
                  group_bytes=group_bytes, copy_streams=streams, ring_kib=ring_kib, piece_bytes=piece_bytes,
+                 direct_kib=direct_kib, direct_piece_bytes=direct_bytes, direct_pieces=direct_pieces,
                  inflight_max=max((st["inflight_max"] for st in results), default=0),
                  slots="pool", residency=method, seconds=end - t0, device=str(device),
                  chunk_targets=total["copies"], setup_s=t_reads - t0, read_s=end - t_reads, tail_s=0.0)

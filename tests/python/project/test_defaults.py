@@ -152,7 +152,8 @@ def _other_value(k):
 
 
 def _safetensors_stats(tmp_path) -> dict:
-    """The plan reader calls, plan size (MiB), ring, copy streams and data path (pipeline) a load was given, and
+    """The plan reader calls, plan size (MiB), ring, disk pieces, copy streams and data path (pipeline) a load was
+    given, and
     the huge_slots setting a save was given (the saves' knob)."""
     import gpuio.safetensors as gst
 
@@ -163,7 +164,8 @@ def _safetensors_stats(tmp_path) -> dict:
     got = gst.load_file(path, stats=stats)
     assert all(torch.equal(got[f"t{i}"], torch.full((1 << 18,), float(i))) for i in range(40))
     return dict(threads=stats["threads_max"], chunk_mib=stats["chunk_bytes"] >> 20, huge_slots=saved["huge_slots"],
-                ring_kib=stats["ring_kib"], pipeline=stats["pipeline"], copy_streams=stats["copy_streams"])
+                ring_kib=stats["ring_kib"], pipeline=stats["pipeline"], copy_streams=stats["copy_streams"],
+                direct_kib=stats["direct_kib"], direct_pieces=stats["direct_pieces"])
 
 
 def test_every_variable_is_honoured_by_what_it_configures(monkeypatch, tmp_path):

@@ -336,3 +336,26 @@ def test_reads_in_flight_are_bounded(tmp_path, monkeypatch, threads):
     if st["direct_bytes"] == 0:
         pytest.skip("no O_DIRECT on this file system")
     assert 1 <= st["inflight_max"] <= 2 and st["piece_bytes"] == 256 << 10, st
+
+
+def test_cold_calls_take_direct_pieces_warm_calls_the_ring(tmp_path):
+    """safetensors.direct_kib / direct_pieces shape the calls that read from the disk (pieces of direct_kib, that
+    many in flight), and leave the calls that copy resident bytes to ring_kib's two pieces; every byte arrives."""
+    g = torch.Generator().manual_seed(3)
+    t = {f"w{i}": torch.randn(1 << 18, generator=g) for i in range(8)}  # 8 MiB
+    p = tmp_path / "m.safetensors"
+    sft.save_file(t, p)
+    knobs = {"safetensors.direct_kib": 64, "safetensors.direct_pieces": 6, "safetensors.ring_kib": 1024,
+             "safetensors.threads": 1}
+    with gpuio.defaults.set(**knobs):
+        gst.evict(p)
+        cold: dict = {}
+        assert same(gst.load_file(p, stats=cold), t)
+        p.read_bytes()  # O_DIRECT left the page cache empty: fill it
+        warm: dict = {}
+        assert same(gst.load_file(p, stats=warm), t)
+    assert cold["direct_piece_bytes"] == 64 << 10 and cold["direct_pieces"] == 6 and cold["piece_bytes"] == 512 << 10
+    if cold["direct_bytes"] == 0:
+        pytest.skip("no O_DIRECT on this file system")
+    assert cold["pieces"] >= cold["disk_read_bytes"] // (64 << 10) and 2 < cold["inflight_max"] <= 6, cold
+    assert warm["pagecache_bytes"] == warm["bytes"] and warm["inflight_max"] == 0, warm
