@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpuio/pinned_pool.hpp"  // the pool the rings come from
 
@@ -57,5 +58,18 @@ struct PlanStats {
 // std::invalid_argument for a bad plan or options (named); IoError for a failed read.
 PlanStats read_plan(const std::string& path, uint64_t file_size, const PlanSegment* segments, size_t n,
                     const PlanOptions& opts);
+
+// A load's plans at once: each job one read_plan call (its own file, segments and options); `threads` threads take
+// the jobs in order, each the next one not taken, so at most `threads` calls run at once and the caller holds no
+// lock (nor, from Python, the GIL) while they do. Returns the jobs' stats summed (inflight_max: the most of one
+// job; seconds: the whole run's) and, in *calls_max, the most jobs that ran at once. The first job to fail stops
+// the taking of new ones; its error is thrown once every running job has ended.
+struct PlanJob {
+  std::string path;
+  uint64_t file_size = 0;
+  std::vector<PlanSegment> segments;
+  PlanOptions opts;
+};
+PlanStats read_plans(const std::vector<PlanJob>& jobs, uint32_t threads, uint32_t* calls_max = nullptr);
 
 }  // namespace gpuio

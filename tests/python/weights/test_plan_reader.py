@@ -166,3 +166,39 @@ def test_staging_reports_the_plan_readers_pool(tmp_path):
     st = gst.staging()
     assert st["plan_reader"]["made_bytes"] >= 2 << 20 and st["page_locked_bytes"] >= st["made_bytes"], st
     assert gst.release_staging() >= 2 << 20 and gst.staging()["plan_reader"]["made_bytes"] == 0
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_read_plans_runs_every_job_at_most_threads_at_once(tmp_path, threads):
+    """A load's plans in one call: jobs of two files, cold and warm, each its own options; every byte lands, the
+    stats are the jobs' summed, at most `threads` jobs ran at once."""
+    a, da = _file(tmp_path, (5 << 20) + 77, seed=3)
+    os.rename(a, a + ".a")
+    b, db = _file(tmp_path, (3 << 20) + 5, seed=4)
+    _evict(a + ".a")
+    jobs, dests, want = [], [], 0
+    for k, (path, data, resident) in enumerate(((a + ".a", da, 0), (b, db, 1))):
+        seg, d = _segments(len(data), 10 + k, resident)
+        for part in np.array_split(seg, 4):  # four jobs a file, in file order
+            jobs.append((path, len(data), np.ascontiguousarray(part), -1, 128 << 10, 3 if k == 0 else 2, 1, True))
+        dests.append((data, d))
+        want += int(seg[:, 1].sum())
+    st = _core.read_plans(jobs, threads)
+    for data, d in dests:
+        _check(data, d)
+    assert st["bytes"] == want and st["calls"] == len(jobs) and 1 <= st["calls_max"] <= threads, st
+    assert st["pagecache_bytes"] + st["direct_bytes"] + st["buffered_bytes"] == want, st
+
+
+def test_read_plans_raises_the_first_failure_after_the_running_jobs(tmp_path):
+    path, data = _file(tmp_path, 1 << 20)
+    seg, dests = _segments(len(data), 5, 0)
+    gone = str(tmp_path / "gone.bin")
+    jobs = [(path, len(data), seg, -1, 256 << 10, 2, 1, True), (gone, len(data), seg[:1], -1, 256 << 10, 2, 1, True)]
+    with pytest.raises(OSError, match="gone.bin"):
+        _core.read_plans(jobs, 2)
+    with pytest.raises(ValueError, match="threads=0"):
+        _core.read_plans(jobs[:1], 0)
+    st = _core.read_plans(jobs[:1], 2)  # the next load works
+    _check(data, dests)
+    assert st["calls"] == 1 and st["calls_max"] == 1

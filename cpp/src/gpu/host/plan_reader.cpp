@@ -10,8 +10,11 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu/host/pipeline.hpp"
@@ -391,6 +394,65 @@ PlanStats read_plan(const std::string& path, uint64_t file_size, const PlanSegme
                     const PlanOptions& opts) {
   detail::Reader r(path, file_size, segments, n, opts);
   return r.run();
+}
+
+PlanStats read_plans(const std::vector<PlanJob>& jobs, uint32_t threads, uint32_t* calls_max) {
+  GPUIO_EXPECT(threads >= 1 && threads <= 1024, "threads=" + std::to_string(threads) + " must be 1..1024");
+  auto t0 = std::chrono::steady_clock::now();
+  std::mutex mu;
+  size_t next = 0;
+  uint32_t active = 0, active_max = 0;
+  std::exception_ptr error;
+  PlanStats total;
+  auto work = [&] {
+    while (true) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (error || next == jobs.size()) return;
+        i = next++;
+        active_max = std::max(active_max, ++active);
+      }
+      const PlanJob& j = jobs[i];
+      PlanStats st;
+      std::exception_ptr e;
+      try {
+        st = read_plan(j.path, j.file_size, j.segments.data(), j.segments.size(), j.opts);
+      } catch (...) {
+        e = std::current_exception();
+      }
+      std::lock_guard<std::mutex> g(mu);
+      --active;
+      if (e) {
+        if (!error) error = e;
+        return;
+      }
+      total.bytes += st.bytes;
+      total.pagecache_bytes += st.pagecache_bytes;
+      total.direct_bytes += st.direct_bytes;
+      total.buffered_bytes += st.buffered_bytes;
+      total.disk_read_bytes += st.disk_read_bytes;
+      total.pieces += st.pieces;
+      total.copies += st.copies;
+      total.inflight_max = std::max(total.inflight_max, st.inflight_max);
+      total.direct = total.direct || st.direct;
+    }
+  };
+  size_t n = std::min<size_t>(threads, jobs.size());
+  std::vector<std::thread> pool;
+  pool.reserve(n ? n - 1 : 0);
+  try {
+    for (size_t k = 1; k < n; ++k) pool.emplace_back(work);
+  } catch (...) {  // no thread to be had: stop the taking, let the started ones end, then throw it
+    std::lock_guard<std::mutex> g(mu);
+    if (!error) error = std::current_exception();
+  }
+  if (n) work();  // the calling thread is one of them
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  if (calls_max) *calls_max = active_max;
+  total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return total;
 }
 
 }  // namespace gpuio
