@@ -104,9 +104,11 @@ def test_dcp_onto_cuda_targets(tmp_path):
 
 @pytest.mark.parametrize("ring_kib", [64, 1024])
 def test_cuda_load_through_the_ring(tmp_path, monkeypatch, ring_kib):
-    """safetensors.ring_kib: bytes on disk go piece by piece through each plan reader call's ring (64 KiB: 32 KiB
-    pieces, many per tensor), the file's partial last block by pread; bit for bit, warm (the page cache) and cold."""
+    """safetensors.ring_kib (with direct_kib=0: disk reads in ring pieces too): bytes on disk go piece by piece
+    through each plan reader call's ring (64 KiB: 32 KiB pieces, many per tensor), the file's partial last block by pread; bit for bit, warm (the page cache) and cold."""
     monkeypatch.setenv("GPUIO_SAFETENSORS_RING_KIB", str(ring_kib))
+    monkeypatch.setenv("GPUIO_SAFETENSORS_DIRECT_KIB", "0")  # disk reads through the ring's pieces too
+    monkeypatch.setenv("GPUIO_SAFETENSORS_DIRECT_PIECES", "2")
     t = _model(5)
     p = tmp_path / "m.safetensors"
     sft.save_file(t, p)
