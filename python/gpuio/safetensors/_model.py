@@ -278,8 +278,8 @@ def _build_while_reading(weights: str, device: torch.device, build: Any, stats: 
     """build(state) -- transformers' from_pretrained handed the state dict -- while the plan reader fills state's
     tensors (their memory allocated first, each owned and aligned as load_file gives it), so the model's
     construction overlaps the read. transformers makes each parameter of the state's tensor itself (a view:
-    nothing of its values is read while it builds); after the read, _settle checks that and copies what it
-    copied instead. Where it derived a tensor from the state's (a loading conversion, which read bytes not yet
+    nothing of its values is read while it builds); after the read, _settle checks that and casts again what it
+    cast. Where it derived a tensor from the state's (a loading conversion, which read bytes not yet
     there), the model is built again from the state now read, with the random generators as they were at the
     first build: the sequential path's result, exactly. The read's error, if any, is raised after the build ends,
     and nothing writes the tensors after this returns."""
@@ -318,17 +318,21 @@ def _build_while_reading(weights: str, device: torch.device, build: Any, stats: 
         model, info = build(state)
     end = time.perf_counter()
     if stats is not None:
-        stats.update(read_stats, files=len(by_file), tensors=len(names), rebuilt=rebuilt, read_s=read_stats["seconds"], build_s=t_built - t_build, wait_s=t_read - t_built,
+        stats.update(read_stats, files=len(by_file), tensors=len(names), rebuilt=rebuilt,
+                     read_s=read_stats["seconds"], build_s=t_built - t_build, wait_s=t_read - t_built,
                      settle_s=end - t_read, seconds=end - t0)
     return model, info
 
 
 def _settle(model: Any, state: dict[str, torch.Tensor], info: dict) -> bool:
     """After the read: True where every tensor of the model's state dict that came from `state` is the state's own
-    memory (now read) or a copy of the state tensor of its name and shape (copied again now, cast to its dtype as
-transformers' .to(dtype) casts); False where one
-    is neither (transformers derived it while building, from bytes not yet read). Keys transformers reports
-    missing or mismatched are its own initialisation and are left alone."""
+    memory (now read) or transformers' cast of it to another dtype (the state tensor of its name and shape: cast
+    again now, as .to(dtype) casts); False where one is neither (a copy of the same dtype, or a tensor of no name
+    in the state: transformers derived it while building, from bytes not yet read). Keys transformers reports
+    missing or mismatched are its own initialisation and are left alone. The one case this cannot tell: a loading
+    conversion that changed a tensor's values and cast it at once, under its own name and shape, is taken for a
+    cast (and its values lost); the CPU and GPU tests compare the result with transformers' own for GPT-2 and
+    Llama models."""
     ours = {t.data_ptr() for t in state.values() if t.numel()}
     skip = set(info.get("missing_keys", ())) | {m[0] for m in info.get("mismatched_keys", ())}
     again, others = [], []
@@ -336,12 +340,12 @@ transformers' .to(dtype) casts); False where one
         if name in skip or t.numel() == 0 or t.data_ptr() in ours:
             continue
         src = state.get(name)
-        if src is None or src.shape != t.shape or src.device != t.device:
+        if src is None or src.shape != t.shape or src.device != t.device or src.dtype == t.dtype:
             others.append(t)
         else:
             again.append((t, src))
-    copied = {t.data_ptr() for t, _ in again}
-    if any(t.data_ptr() not in copied for t in others):  # a tied name of a copied tensor is that tensor
+    cast = {t.data_ptr() for t, _ in again}
+    if any(t.data_ptr() not in cast for t in others):  # a tied name of a cast tensor is that tensor
         return False
     with torch.no_grad():
         for t, src in again:

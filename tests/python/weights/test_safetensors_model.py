@@ -245,19 +245,22 @@ def test_from_pretrained_builds_while_reading(saved):
         assert st["read_s"] > 0 and st["build_s"] > 0 and st["seconds"] >= st["build_s"]
 
 
-def test_settle_keeps_the_reads_memory_copies_casts_and_refuses_what_was_derived():
+def test_settle_keeps_the_reads_memory_casts_again_and_refuses_what_was_derived():
     from gpuio.safetensors._model import _settle
 
     state = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(3)}
     m = torch.nn.Module()
     m.w = torch.nn.Parameter(state["w"])  # the read's own memory: left as it is
-    m.b = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))  # copied while building: copied again, cast
+    m.b = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))  # cast while building: cast again
     m.missing = torch.nn.Parameter(torch.full((2,), 7.0))  # transformers' own init of a missing key
     assert _settle(m, state, {"missing_keys": {"missing"}, "mismatched_keys": set()})
     assert m.w.data_ptr() == state["w"].data_ptr() and torch.equal(m.b, torch.ones(3, dtype=torch.float64))
     assert torch.equal(m.missing, torch.full((2,), 7.0))
     m.tied = m.b  # another name of a copied tensor
     assert _settle(m, state, {"missing_keys": {"missing"}, "mismatched_keys": set()})
+    same = torch.nn.Module()
+    same.w = torch.nn.Parameter(state["w"].clone())  # a copy of its own dtype: derived, not a cast
+    assert not _settle(same, state, {"missing_keys": set(), "mismatched_keys": set()})
     m.fused = torch.nn.Parameter(torch.zeros(6))  # derived from the state under another name
     assert not _settle(m, state, {"missing_keys": {"missing"}, "mismatched_keys": set()})
 
