@@ -1,8 +1,8 @@
 """Every load's reads: plans executed by the GPU layer's plan reader (gpuio/plan_reader.hpp, _core.read_plans), the
 one data path of gpuio.safetensors (safetensors.pipeline names it: cpp). Python plans which bytes go where (per
 file, the destinations sorted by file offset, with their page-cache residency); C++ reads and copies them, on its
-own threads with the GIL released, each call on its own io_uring queue and CUDA streams, its ring of pieces from the process's one pinned pool
-(_core.pinned_pool_stats)."""
+own threads with the GIL released, each call on its own io_uring queue and CUDA streams, its ring of pieces from
+the process's one pinned pool (_core.pinned_pool_stats)."""
 from __future__ import annotations
 
 import time
@@ -64,9 +64,7 @@ def load_plan(ckpt, spans: dict[int, list[tuple[int, int, torch.Tensor]]], devic
             jobs.append((ckpt.paths[f], ckpt.headers[f].size, seg, index, direct_bytes if cold else piece_bytes,
                          direct_pieces if cold else 2, streams, True))
     t_reads = time.perf_counter()  # planned, the destinations' allocation ordered before the copies
-    total = _core.read_plans(jobs, threads) if jobs else dict(
-        bytes=0, pagecache_bytes=0, direct_bytes=0, buffered_bytes=0, disk_read_bytes=0, pieces=0, copies=0,
-        inflight_max=0, direct=False, seconds=0.0, calls=0, calls_max=0)
+    total = _core.read_plans(jobs, threads)  # no jobs (nothing to read): zero stats
     end = time.perf_counter()
     # the knobs the load ran with and what ran: each call's ring from the one pinned pool ("slots"), its O_DIRECT
     # reads in flight at most (inflight_max: of one call; calls_max of them at once); where the time went:
