@@ -18,7 +18,8 @@ safetensors.chunk_mib of the file, each destination's page-cache residency looke
 cachestat(2), or mincore(2) on older kernels); safetensors.threads plan reader calls run at once with the GIL
 released. A call copies resident bytes out of the page cache with RWF_NOWAIT (on the CPU straight into the
 destination; a page evicted since the probe is read by O_DIRECT instead, never waited for), reads the rest by
-O_DIRECT in whole blocks, two pieces of safetensors.ring_kib / 2 in flight on its io_uring queue, each copied to
+O_DIRECT in whole blocks, safetensors.direct_pieces pieces of safetensors.direct_kib in flight on its io_uring
+queue (resident bytes bound for CUDA go through two pieces of safetensors.ring_kib / 2), each piece copied to
 every destination it overlaps as it lands (memcpy, or cudaMemcpyAsync on safetensors.copy_streams streams), and the
 file's partial last block by pread. Its ring comes from the process's one pinned pool (gst.staging()'s
 plan_reader). A read that fails raises OSError naming the file and the offset, once nothing writes a destination.
@@ -101,6 +102,12 @@ def _zero_copy_buffer(nbytes: int, device: torch.device) -> torch.Tensor:
     address is congruent to its file offset modulo ALIGN, as buffer_layouts places it)."""
     if device.type == "cuda":
         return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return host_buffer(nbytes)
+
+
+def host_buffer(nbytes: int) -> torch.Tensor:
+    """nbytes of 4 KiB-aligned host memory (gpuio.engine.aligned_empty) as a uint8 tensor (also _save's slots
+    where a save stages through plain host memory)."""
     from ..engine import aligned_empty
 
     return torch.from_numpy(aligned_empty(max(nbytes, 1)))[:nbytes]

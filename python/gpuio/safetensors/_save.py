@@ -25,6 +25,7 @@ import torch
 
 from .. import _core, _pinned, defaults as _defaults, outputs
 from ._format import SafetensorError, dtype_name, header_bytes
+from ._read import host_buffer
 from ._source import _open_io
 
 ALIGN = 4096
@@ -134,12 +135,6 @@ def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
     return _as_bytes(t)
 
 
-def _host_buffer(nbytes: int) -> torch.Tensor:
-    from ..engine import aligned_empty
-
-    return torch.from_numpy(aligned_empty(max(nbytes, 1)))[:nbytes]
-
-
 def _pinned_block(nbytes: int) -> torch.Tensor:
     """A page-locked uint8 buffer whose address is 4 KiB aligned (torch's pinned blocks are page aligned and
     cached by torch for the next save; nbytes a power of two, so nothing is rounded up)."""
@@ -164,7 +159,7 @@ def _pieces(n: int, nbytes: int, pinned: bool) -> tuple[list[torch.Tensor], list
     or "host"): page-locked where pinned (from the pool where safetensors.huge_slots), else plain 4 KiB-aligned
     host memory."""
     if not pinned:
-        return [_host_buffer(nbytes) for _ in range(n)], [], "host"
+        return [host_buffer(nbytes) for _ in range(n)], [], "host"
     slots = [staging_slot(nbytes, bool(_defaults.get("safetensors.huge_slots"))) for _ in range(n)]
     return ([s for s, _ in slots], [s for s, kind in slots if kind == "pool"],
             "+".join(sorted({kind for _, kind in slots})))
