@@ -1,5 +1,5 @@
-// gpuio._core plan reader bindings (gpuio/plan_reader.hpp): read_plan executes a plan of segments with the GIL
-// released (its ring's pool: bindings/pinned.cpp).
+// gpuio._core plan reader bindings (gpuio/plan_reader.hpp): read_plan executes a plan of segments, read_plans a
+// load's plans on threads of its own, both with the GIL released (the rings' pool: bindings/pinned.cpp).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
