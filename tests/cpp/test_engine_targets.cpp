@@ -3,6 +3,7 @@
 // devices (and their locks); the worker threads do not grow with the files.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
 
@@ -116,6 +117,36 @@ TEST(Targets, ClosedTargetRefusesItsBlocksAndReleasesItsLock) {
   e->read(&reopened, 1, out.ptr);
   expect_block(out.ptr, 21, 4);
   EXPECT_THROW(e->read(&gone, 1, out.ptr), std::out_of_range);
+}
+
+// close() of a file is the end of its lock, though the open file lives on elsewhere: here in a forked child that
+// inherited the descriptor (a kernel reference, such as an io_uring request's, does the same), and the child never
+// unlocks what its parent holds.
+TEST(Targets, CloseDropsTheLockWhileAnotherReferenceLives) {
+  TempFile a("tr", 1 << 20, 23);
+  auto e = Engine::create(shared_engine());
+  TargetInfo ta = e->open_target(target(a.path(), /*lock=*/true));
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // holds the inherited descriptor until told to end
+    char c;
+    (void)!read(go[0], &c, 1);
+    _exit(0);
+  }
+  int fd = ::open(a.path().c_str(), O_RDONLY);
+  EXPECT_NE(flock(fd, LOCK_EX | LOCK_NB), 0);  // the target holds it
+  e->close_target(ta.id);
+  EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0) << "the lock outlived close_target while a child held the file";
+  flock(fd, LOCK_UN);
+  ::close(fd);
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ::close(go[0]);
+  ::close(go[1]);
 }
 
 TEST(Targets, CloseWaitsForBatchesInFlight) {

@@ -174,6 +174,7 @@ std::vector<uint32_t> DeviceSet::open(const std::vector<std::string>& paths, con
     Slot& s = slot_mut(i);
     s.fd = o.first;
     s.cached_fd = o.second.direct ? ::open(o.second.path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    s.locked_by = opts.lock ? static_cast<int>(getpid()) : 0;
     s.info = std::move(o.second);
     indices.push_back(i);
   }
@@ -186,9 +187,7 @@ void DeviceSet::close(const std::vector<uint32_t>& indices) {
   for (uint32_t i : indices) {
     Slot& s = slot_mut(i);
     if (s.fd < 0) continue;
-    ::close(s.fd);
-    if (s.cached_fd >= 0) ::close(s.cached_fd);
-    s.fd = s.cached_fd = -1;
+    end(s);
     s.info = DeviceInfo{};
     free_.push_back(i);
   }
@@ -230,15 +229,23 @@ void DeviceSet::sync() const {
   sync(all);
 }
 
+// The lock goes with an explicit LOCK_UN before close: close() drops it only with the open file's last reference,
+// and another may outlive ours: a forked child's inherited descriptor, or the kernel's for an io_uring request
+// (liburing issue 1627: flocks outliving the process that used io_uring). A child never unlocks its parent's
+// lock (locked_by): the open file description, and with it the flock, is shared.
+void DeviceSet::end(Slot& s) {
+  if (s.fd >= 0 && s.locked_by == static_cast<int>(getpid())) (void)flock(s.fd, LOCK_UN);
+  if (s.fd >= 0) ::close(s.fd);
+  if (s.cached_fd >= 0) ::close(s.cached_fd);
+  s.fd = s.cached_fd = -1;
+  s.locked_by = 0;
+}
+
 DeviceSet::~DeviceSet() {
   for (auto& c : chunks_) {
     Slot* slots = c.load(std::memory_order_relaxed);
     if (slots == nullptr) continue;
-    for (size_t i = 0; i < chunk_slots; ++i)
-    {
-      if (slots[i].fd >= 0) ::close(slots[i].fd);
-      if (slots[i].cached_fd >= 0) ::close(slots[i].cached_fd);
-    }
+    for (size_t i = 0; i < chunk_slots; ++i) end(slots[i]);
     delete[] slots;
   }
 }

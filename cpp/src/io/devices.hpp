@@ -46,8 +46,10 @@ class DeviceSet {
   struct Slot {
     int fd = -1;
     int cached_fd = -1;  // direct devices: the same file without O_DIRECT (read_now's page-cache copies), or -1
+    int locked_by = 0;   // the pid that holds fd's flock, or 0: only that process unlocks it (never a fork's child)
     DeviceInfo info;
   };
+  static void end(Slot& s);  // unlocks (when this process locked it), then closes its descriptors
   static constexpr size_t chunk_slots = 64;
   const Slot& slot(size_t i) const { return chunks_[i / chunk_slots].load(std::memory_order_acquire)[i % chunk_slots]; }
   Slot& slot_mut(size_t i);  // allocates its chunk; under mu_
