@@ -61,6 +61,22 @@ TEST_P(RawBench, SequentialWriteCoversTheFile) {
   EXPECT_EQ(wrong, 0u);
 }
 
+// dest_bytes: the requests rotate through 8 MiB (lanes per slot) and still move exactly their bytes, every one
+// of them from the filled buffer (a lane outside it would write other bytes).
+TEST_P(RawBench, RotatedDestinationMovesTheSameBytes) {
+  gpuio::test::TempFile f("raw_dest", kFileBytes, 5);
+  RawOptions o = counted(f.path(), GetParam(), false);
+  o.dest_bytes = 8 << 20;
+  auto r = run_raw(o);
+  EXPECT_EQ(r.ops, kFileBytes / 4096);
+  o.write = true;
+  r = run_raw(o);
+  EXPECT_EQ(r.bytes, kFileBytes);
+  size_t wrong = 0;
+  for (uint8_t b : contents(f.path())) wrong += b != 0xab;
+  EXPECT_EQ(wrong, 0u);
+}
+
 TEST_P(RawBench, TimedRandomRunStops) {
   gpuio::test::TempFile f("raw_timed", kFileBytes, 3);
   RawOptions o = counted(f.path(), GetParam(), false);

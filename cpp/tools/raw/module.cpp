@@ -15,7 +15,8 @@ NB_MODULE(_raw, m) {
   m.def(
       "raw_bench",
       [](const std::string& path, uint32_t block_bytes, uint32_t queue_depth, uint32_t threads, double seconds,
-         bool uring, bool sequential, bool write, bool direct, uint64_t ops_max, uint64_t skip_bytes) {
+         bool uring, bool sequential, bool write, bool direct, uint64_t ops_max, uint64_t skip_bytes,
+         uint64_t dest_bytes) {
         gpuio::bench::RawOptions o;
         o.path = path;
         o.block_bytes = block_bytes;
@@ -28,6 +29,7 @@ NB_MODULE(_raw, m) {
         o.direct = direct;
         o.ops_max = ops_max;
         o.skip_bytes = skip_bytes;
+        o.dest_bytes = dest_bytes;
         gpuio::bench::RawResult r;
         {
           nb::gil_scoped_release unlocked;
@@ -42,7 +44,8 @@ NB_MODULE(_raw, m) {
       },
       "path"_a, "block_bytes"_a = 4096, "queue_depth"_a = 32, "threads"_a = 1, "seconds"_a = 1.0, "uring"_a = true,
       "sequential"_a = false, "write"_a = false, "direct"_a = true, "ops_max"_a = 0,
-      "skip_bytes"_a = 0,
-      "Raw O_DIRECT reference (iobench algorithm); no request touches the file's first skip_bytes. Returns dict(ops, "
-      "bytes, seconds, cpu_seconds).");
+      "skip_bytes"_a = 0, "dest_bytes"_a = 0,
+      "Raw O_DIRECT reference (iobench algorithm); no request touches the file's first skip_bytes; dest_bytes > 0: the "
+      "requests land in that much memory, rotated (0: queue_depth x block_bytes). Returns dict(ops, bytes, seconds, "
+      "cpu_seconds).");
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -84,8 +85,9 @@ class Thread {
   void setup() {
     f_.fd = ::open(o_.path.c_str(), (o_.write ? O_RDWR : O_RDONLY) | (o_.direct ? O_DIRECT : 0) | O_CLOEXEC);
     if (f_.fd < 0) throw IoError(errno, "raw bench: cannot open '" + o_.path + "': " + std::strerror(errno));
-    uint32_t slots = o_.uring ? o_.queue_depth : 1;
-    const size_t bytes = size_t(o_.block_bytes) * slots;
+    const uint32_t slots = o_.uring ? o_.queue_depth : 1;
+    lanes_ = static_cast<uint32_t>(std::max<uint64_t>(1, o_.dest_bytes / (uint64_t(o_.block_bytes) * slots)));
+    const size_t bytes = size_t(o_.block_bytes) * slots * lanes_;
     // Huge pages where the kernel gives them on request (THP "madvise"), as the engine's staging pool and
     // NumPy's large arrays get them: an O_DIRECT request pins its buffer's pages, and 4 KiB pages made a 1 MiB
     // read cost the reference ~3x the CPU of gpuio's (so gpuio "beat the device" 2x on a 2-core VM).
@@ -124,10 +126,12 @@ class Thread {
   uint64_t run_psync(int fd, char* buf, Clock::time_point end) {
     const size_t bs = o_.block_bytes;
     uint64_t ops = 0;
+    char* const base = buf;
     // Check the clock every 64 requests, as iobench does, so the clock is not part of the per-op cost.
     while (more(ops, end)) {
       for (int k = 0; k < 64 && (!o_.ops_max || ops < o_.ops_max); ++k) {
         uint64_t b = off_.block();
+        buf = base + (ops % lanes_) * bs;
         ssize_t r = o_.write ? pwrite(fd, buf, bs, off_t(b * bs)) : pread(fd, buf, bs, off_t(b * bs));
         if (r != static_cast<ssize_t>(bs)) fail(r < 0 ? errno : EIO, b, o_.write ? "pwrite" : "pread");
         ++ops;
@@ -143,7 +147,7 @@ class Thread {
     const uint32_t bs = o_.block_bytes;
     uint32_t inflight = 0;
     uint64_t issued = 0, ops = 0;
-    std::vector<uint64_t> slot_block(o_.queue_depth);
+    std::vector<uint64_t> slot_block(o_.queue_depth), slot_uses(o_.queue_depth);
     std::vector<uint32_t> free_slots;
     for (uint32_t i = o_.queue_depth; i-- > 0;) free_slots.push_back(i);
     for (;;) {
@@ -155,7 +159,7 @@ class Thread {
         free_slots.pop_back();
         uint64_t b = off_.block();
         slot_block[slot] = b;
-        char* p = buf + size_t(slot) * bs;
+        char* p = buf + (size_t(slot) + size_t(o_.queue_depth) * (slot_uses[slot]++ % lanes_)) * bs;
         if (o_.write)
           io_uring_prep_write(sqe, fd, p, bs, b * bs);
         else
@@ -192,6 +196,7 @@ class Thread {
   std::unique_ptr<void, FreeDeleter> buf_;
   io_uring ring_{};
   bool ring_ok_ = false;
+  uint32_t lanes_ = 1;  // buffers per request slot (dest_bytes)
 };
 
 // Releases the threads together once all are set up (or one failed), and tells the caller when.

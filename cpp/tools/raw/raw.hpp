@@ -22,6 +22,9 @@ struct RawOptions {
   bool sequential = false;
   bool write = false;
   bool direct = true;            // O_DIRECT
+  uint64_t dest_bytes = 0;       // > 0: the memory the requests land in, rotated through (each request slot cycles
+                                 // through its own lanes of it, so no two requests in flight share bytes), as a
+                                 // program delivering that many bytes would; 0: queue_depth x block_bytes (iobench's)
   uint64_t skip_bytes = 0;       // requests stay clear of the file's first skip_bytes (rounded up to whole requests):
                                  // `gpuio bench` keeps its data file's marker there, so write passes leave it be
 };

@@ -113,16 +113,18 @@ def raw_best(path: str, request_bytes: int, sequential: bool, write: bool, secon
 
 def raw_bench(path: str, *, block_bytes: int = 4096, queue_depth: int = 32, threads: int = 1, seconds: float = 1.0,
               uring: bool = True, sequential: bool = False, write: bool = False, direct: bool = True,
-              ops_max: int = 0, skip_bytes: int = 0) -> dict:
+              ops_max: int = 0, skip_bytes: int = 0, dest_bytes: int = 0) -> dict:
     """The in-tree raw-device reference (C++, iobench's algorithm, no engine, no Python per request; the module
     gpuio_apps._raw, built from cpp/tools/raw beside the library): `threads` threads each keep `queue_depth` requests
     of `block_bytes` on `path` for `seconds` (io_uring, or pread/pwrite with uring=False). Returns dict(ops,
-    bytes, seconds, cpu_seconds). No request touches the file's first skip_bytes (rounded up to whole requests)."""
+    bytes, seconds, cpu_seconds). No request touches the file's first skip_bytes (rounded up to whole requests).
+    dest_bytes > 0: the requests land in that much memory, rotated, as a program delivering that many bytes would
+    (0: queue_depth x block_bytes, iobench's buffers, which stay in the CPU's caches)."""
     from .. import _raw
 
     return _raw.raw_bench(path, block_bytes=block_bytes, queue_depth=queue_depth, threads=threads, seconds=seconds,
                           uring=uring, sequential=sequential, write=write, direct=direct, ops_max=ops_max,
-                          skip_bytes=skip_bytes)
+                          skip_bytes=skip_bytes, dest_bytes=dest_bytes)
 
 
 def _raw(path: str, request_bytes: int, sequential: bool, write: bool, cfg: RawConfig, seconds: float,
