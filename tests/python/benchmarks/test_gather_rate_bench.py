@@ -37,12 +37,15 @@ def test_gather_rate_per_io_tiny(tmp_path):
                         "96", "--batch", "40", "--repeats", "1", "--ref-seconds", "0.05", "--sparse-gib", "1",
                         "--one-row-reads", "20", "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert re.search(r"engine \(direct_min_bytes=default.*ratio [0-9.]+ \(bar 0.8", r.stdout), r.stdout
+    assert re.search(r"engine \(direct_min_bytes=default.*ratio [0-9.]+ \(bar 0.8.*iobench buffers [0-9,]+: [0-9.]+",
+                     r.stdout), r.stdout
     assert "bound: " in r.stdout and "python=" in r.stdout
     assert re.search(r"TensorFile.gather .*ratio [0-9.]+ \(bar 0.9", r.stdout), r.stdout
     assert re.search(r"cold .* ratio [0-9.]+ \(bar 1.5\); warm .* ratio [0-9.]+ \(bar 2\)", r.stdout), r.stdout
     assert re.search(r"batches of 64 through __getitems__ .*cold [0-9.]+ us a row, [0-9.]+ x faster", r.stdout), r.stdout
     saved = json.loads(out.read_text())
+    for pass_ in saved["engine"] + saved["gather"]:  # the raw thread ran into the engine's memory and into iobench's
+        assert pass_["raw"] > 0 and pass_["raw_hot"] > 0 and pass_["hot_ratio"] > 0
     assert saved["one_row"]["cold_batch_us"] > 0 and saved["one_row"]["warm_batch_us"] > 0
     assert saved["one_row"]["inline_ops"] == 6 * 20  # every tf[i] took the inline path (3 rounds, cold and warm)
     assert not (tmp_path / "per_io_sparse.img").exists()  # the sparse file it made is gone
