@@ -255,12 +255,13 @@ def _bound(us: dict) -> str:
     return f"{top} ({us[top] / max(1e-9, sum(us.values())):.0%} of per-op CPU)"
 
 
-def _raw_one_thread(path: str, seconds: float, dest_bytes: int = 0) -> tuple[float, float]:
+def _raw_one_thread(path: str, seconds: float, dest_bytes: int = 0, ops: int = 0) -> tuple[float, float]:
     """(IOPS, IOPS per CPU-second) of one raw io_uring thread, QD128, 4 KiB random O_DIRECT reads, landing in
-    dest_bytes of memory rotated (0: iobench's 128 buffers, 512 KiB that stay in the CPU's caches)."""
+    dest_bytes of memory rotated (0: iobench's 128 buffers, 512 KiB that stay in the CPU's caches), for `seconds`
+    or, ops > 0, for that many requests."""
     from gpuio_apps.bench import raw_bench
     r = raw_bench(path, block_bytes=4096, queue_depth=128, threads=1, seconds=seconds, uring=True, sequential=False,
-                  write=False, direct=True, dest_bytes=dest_bytes)
+                  write=False, direct=True, dest_bytes=dest_bytes, ops_max=ops)
     return r["ops"] / r["seconds"], r["ops"] / max(1e-9, r["cpu_seconds"])
 
 
@@ -354,8 +355,11 @@ def per_io(a) -> dict:
                                       core_ratio=r["per_core"] / raw_core, raw_hot=hot,
                                       hot_ratio=r["iops"] / hot if hot else 0.0,
                                       direct_min_bytes="default" if dmb is None else dmb))
-        raw, _ = _raw_one_thread(tf.path, a.ref_seconds, a.batch * 4096)
-        hot, _ = _raw_one_thread(tf.path, a.ref_seconds)
+        # as many requests as the gather pass reads, right before it: a pass of tens of milliseconds after the
+        # engine's threads slept runs slower on this VM for both (the first ~20 ms after an idle spell: 305-367 K
+        # IOPS for the raw thread against 372-444 K right after another pass), so a 0.5 s raw pass was not alike
+        hot, _ = _raw_one_thread(tf.path, a.ref_seconds, 0, a.rows)
+        raw, _ = _raw_one_thread(tf.path, a.ref_seconds, a.batch * 4096, a.rows)
         rr, b, cpu = batched_rate(tf.gather, one_row_per_block(tf, a.rows, g), a.batch,
                                   lambda: tf.stats()["blocks_read"])
         res["gather"].append(dict(rows_s=rr, raw=raw, ratio=rr / raw if raw else 0.0, cpu_us_row=cpu, raw_hot=hot,
