@@ -51,6 +51,20 @@ def page_locked(nbytes: int):
     return torch.from_numpy(block.array())  # the array, and so the tensor and its views, keep the block alive
 
 
+def torch_pinned(nbytes: int, align: int = 4096):
+    """A uint8 tensor of nbytes in page-locked memory from torch's caching allocator (which tracks it for async
+    copies and keeps it for the next request), its address `align` aligned: torch's block when it already is, else
+    a view into one of nbytes + align. Where the pool's 2 MiB pages are not wanted or not given (see above)."""
+    import torch
+
+    t = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    if t.data_ptr() % align == 0:
+        return t
+    t = torch.empty(nbytes + align, dtype=torch.uint8, pin_memory=True)
+    skip = (-t.data_ptr()) % align
+    return t[skip:skip + nbytes]
+
+
 def _reset_after_fork() -> None:
     """A forked child: the parent's slots are not this process's pool's (the C++ pool forgets them too)."""
     global _lock, _in_use

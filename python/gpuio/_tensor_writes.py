@@ -9,6 +9,7 @@ import functools
 import numpy as np
 import torch
 
+from gpuio import _pinned
 from gpuio.defaults import defaults_of
 
 DATA_ALIGN_BYTES = 4096  # the data offset is at least this, and a multiple of block_size
@@ -29,9 +30,7 @@ def _aligned_bytes(nbytes: int, pin: bool) -> torch.Tensor:
         from gpuio.engine import aligned_empty
 
         return torch.from_numpy(aligned_empty(nbytes, DATA_ALIGN_BYTES))
-    raw = torch.empty(nbytes + DATA_ALIGN_BYTES, dtype=torch.uint8, pin_memory=True)
-    skip = (-raw.data_ptr()) % DATA_ALIGN_BYTES
-    return raw[skip:skip + nbytes]
+    return _pinned.torch_pinned(nbytes, DATA_ALIGN_BYTES)
 
 
 class TableWrites:

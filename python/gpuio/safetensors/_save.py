@@ -135,23 +135,12 @@ def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
     return _as_bytes(t)
 
 
-def _pinned_block(nbytes: int) -> torch.Tensor:
-    """A page-locked uint8 buffer whose address is 4 KiB aligned (torch's pinned blocks are page aligned and
-    cached by torch for the next save; nbytes a power of two, so nothing is rounded up)."""
-    t = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-    if t.data_ptr() % ALIGN == 0:
-        return t
-    t = torch.empty(nbytes + ALIGN, dtype=torch.uint8, pin_memory=True)
-    skip = (-t.data_ptr()) % ALIGN
-    return t[skip:skip + nbytes]
-
-
 def staging_slot(nbytes: int, pooled: bool) -> tuple[torch.Tensor, str]:
     """A page-locked slot of nbytes and its kind: "pool" (gpuio._pinned's 2 MiB pages; hand it back with
     _pinned.give_slot once no copy or write uses it) where pooled and the pool gives one, else "torch" (a pinned
     block of torch's caching allocator)."""
     slot = _pinned.take_slot(nbytes) if pooled else None
-    return (slot, "pool") if slot is not None else (_pinned_block(nbytes), "torch")
+    return (slot, "pool") if slot is not None else (_pinned.torch_pinned(nbytes, ALIGN), "torch")
 
 
 def _pieces(n: int, nbytes: int, pinned: bool) -> tuple[list[torch.Tensor], list[torch.Tensor], str]:

@@ -268,5 +268,18 @@ def test_a_gpu_runtime_pins_only_through_the_one_pool(tmp_path):
         assert _registered(after, name) == _registered(base, name), (name, after["pool"]["uses"])
 
 
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("nbytes, align", [(4096, 4096), (5000, 4096), (1 << 20, 4096), (3 * MiB + 7, 512)])
+def test_torch_pinned_blocks_are_aligned_page_locked_and_exact(nbytes, align):
+    """The one helper for torch's pinned blocks (CUDA saves' slots beside the pool, TensorFile's CUDA reads)."""
+    t = _pinned.torch_pinned(nbytes, align)
+    assert t.is_pinned() and t.numel() == nbytes and t.dtype == torch.uint8 and t.data_ptr() % align == 0
+    t.fill_(7)
+    dev = t.to("cuda", non_blocking=True)
+    torch.cuda.synchronize()
+    assert int(dev.min()) == 7 and int(dev.max()) == 7
+
+
 def _registered(staging: dict, use: str) -> int:
     return staging["pool"]["uses"].get(use, {}).get("registered_bytes", 0)
