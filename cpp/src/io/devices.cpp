@@ -231,7 +231,7 @@ void DeviceSet::sync() const {
 
 // The lock goes with an explicit LOCK_UN before close: close() drops it only with the open file's last reference,
 // and another may outlive ours: a forked child's inherited descriptor, or the kernel's for an io_uring request
-// (liburing issue 1627: flocks outliving the process that used io_uring). A child never unlocks its parent's
+// (liburing's tracker reports flocks that outlive the process which used io_uring). A child never unlocks its parent's
 // lock (locked_by): the open file description, and with it the flock, is shared.
 void DeviceSet::end(Slot& s) {
   if (s.fd >= 0 && s.locked_by == static_cast<int>(getpid())) (void)flock(s.fd, LOCK_UN);
