@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_load import child_result, evict, make_resident, rotated, start_cuda, sync  # noqa: E402
 
 METHODS = ("gpuio", "transformers")
+READ_ALONE = "gpuio-read"  # --read-alone: load_file of the same checkpoint onto the device, no model (a diagnostic)
 ALIGN = 256
 VOCAB = 32000
 TOKENS = [1, 17, 423, 9, 3021, 77, 5, 12000, 31999, 2, 640, 88]
@@ -118,6 +119,14 @@ def child_load(spec: dict) -> dict:
     resident = cached_fraction(os.path.join(d, "model.safetensors.index.json"))
     parts: dict = {}
     t0 = time.perf_counter()
+    if spec["method"] == READ_ALONE:  # the checkpoint's read by itself: no model, nothing built beside it
+        state = gst.load_file(d, device=device, stats=parts)
+        sync(device)
+        seconds = time.perf_counter() - t0
+        return {"seconds": seconds, "regime": regime, "resident": resident, "logits": "-",
+                "misaligned": sum(1 for t in state.values() if t.data_ptr() % ALIGN), "tensors": len(state),
+                "read_alone_s": parts.get("read_s", seconds), "setup_s": parts.get("setup_s", 0.0),
+                "calls_max": parts.get("calls_max", 0), "data_path": parts.get("data_path", "")}
     if spec["method"] == "gpuio":
         model = gst.from_pretrained(LlamaForCausalLM, d, device_map=str(device), stats=parts)
     else:
@@ -138,6 +147,9 @@ def child_load(spec: dict) -> dict:
 
 def _parts(r: dict) -> str:
     """gpuio's parts of a load, e.g. '; read 0.21 s beside build 0.15 s, waited 0.06 s'."""
+    if "read_alone_s" in r:
+        return (f"; the read alone: {r['read_alone_s']:.2f} s after {r['setup_s']:.3f} s planning, "
+                f"{r['calls_max']} calls at once, {r['data_path']}")
     if "read_s" not in r:
         return ""
     return (f"; read {r['read_s']:.2f} s beside build {r['build_s']:.2f} s, waited {r['wait_s']:.2f} s"
@@ -152,7 +164,7 @@ def table(res: dict) -> list[str]:
     out = [f"{'regime':<6} {'method':<13} {'best s':>8} {'median s':>9} {'misaligned':>11}  logits"]
     for regime, by in res["passes"].items():
         best = {}
-        for m in METHODS:
+        for m in METHODS + ((READ_ALONE,) if READ_ALONE in by else ()):
             ok = [p for p in by.get(m, []) if "seconds" in p]
             if not ok:
                 fails = [p.get("failed") for p in by.get(m, [])]
@@ -163,11 +175,14 @@ def table(res: dict) -> list[str]:
             digests = {p["logits"] for p in ok}
             out.append(f"{regime:<6} {m:<13} {min(secs):8.2f} {statistics.median(secs):9.2f} "
                        f"{max(p['misaligned'] for p in ok):>11}  {','.join(sorted(digests))}")
-        if len(best) == 2:
+        if "gpuio" in best and "transformers" in best:
             digests = {p["logits"] for m in METHODS for p in by.get(m, []) if "logits" in p}
             same = "bit-identical" if len(digests) == 1 else "DIFFER"
             out.append(f"{regime}: gpuio {best['gpuio']:.2f} s vs transformers {best['transformers']:.2f} s: "
                        f"{best['transformers'] / best['gpuio']:.2f} x (logits {same})")
+        if READ_ALONE in best and "gpuio" in best:
+            out.append(f"{regime}: the read alone {best[READ_ALONE]:.2f} s ({res['bytes'] / best[READ_ALONE] / 1e9:.1f} GB/s), "
+                       f"gpuio's whole load {best['gpuio']:.2f} s")
     return out
 
 
@@ -181,6 +196,9 @@ def main(argv=None) -> int:
     ap.add_argument("--evict", choices=("drop_caches", "fadvise"), default="drop_caches")
     ap.add_argument("--budget-s", type=float, default=480.0, help="start no new pass after this many seconds")
     ap.add_argument("--json", default=None, help="default: hf_load.json in --dir")
+    ap.add_argument("--read-alone", action="store_true",
+                    help=f"also {READ_ALONE}: load_file of the checkpoint onto the device, no model (is the read "
+                         f"itself the bound, or what runs beside it?)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -207,7 +225,7 @@ def main(argv=None) -> int:
     timeout = max(120.0, size / 2**30 * 60)
     for k in range(a.rounds):
         for regime in regimes:
-            for m in rotated(METHODS, k):
+            for m in rotated(METHODS + ((READ_ALONE,) if a.read_alone else ()), k):
                 if time.perf_counter() - t_start > a.budget_s:
                     print(f"budget of {a.budget_s:.0f} s spent: no pass after round {k + 1} {regime}", flush=True)
                     break

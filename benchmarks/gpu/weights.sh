@@ -80,14 +80,15 @@ suite_weights_dist() {
 suite hf build "a transformers model ready on the GPU: benchmarks/hf_load.py, gpuio.safetensors.from_pretrained \
 beside LlamaForCausalLM.from_pretrained (device_map=cuda:0), a GPUIO_HF_PARAMS_B=3 B-parameter Llama-shaped bf16 \
 model written sharded by save_pretrained, each load in its own process, cold (caches dropped) and warm, 2 rounds \
-rotated, logits compared bit for bit, misaligned tensors counted (GPUIO_HF_DIR)"
+rotated, logits compared bit for bit, misaligned tensors counted (GPUIO_HF_DIR; GPUIO_HF_ARGS: more arguments, e.g. \
+--read-alone: load_file of the same checkpoint by itself beside them, its rate in the table)"
 suite_hf() {
   local limit
   limit=$(within 540 25)
   GPUIO_TAIL=16 bounded hf-load "$limit" "$py" benchmarks/hf_load.py --params-b "${GPUIO_HF_PARAMS_B:-3}" \
     --dir "$(on "${GPUIO_HF_DIR:-/var/tmp/gpuio-hf}")" --json "$OUT/$suite/hf_load.json" \
-    --budget-s $(( limit > 120 ? limit - 90 : limit / 2 ))
+    --budget-s $(( limit > 120 ? limit - 90 : limit / 2 )) ${GPUIO_HF_ARGS:-}
   local rc=$?
-  ((GPU_DRY)) || grep -E "^(cold|warm): gpuio" "$(log_of hf-load)" | tee -a "$summary"
+  ((GPU_DRY)) || grep -E "^(cold|warm): (gpuio|the read alone)" "$(log_of hf-load)" | tee -a "$summary"
   return $rc
 }
