@@ -126,13 +126,12 @@ class Thread {
   uint64_t run_psync(int fd, char* buf, Clock::time_point end) {
     const size_t bs = o_.block_bytes;
     uint64_t ops = 0;
-    char* const base = buf;
     // Check the clock every 64 requests, as iobench does, so the clock is not part of the per-op cost.
     while (more(ops, end)) {
       for (int k = 0; k < 64 && (!o_.ops_max || ops < o_.ops_max); ++k) {
         uint64_t b = off_.block();
-        buf = base + (ops % lanes_) * bs;
-        ssize_t r = o_.write ? pwrite(fd, buf, bs, off_t(b * bs)) : pread(fd, buf, bs, off_t(b * bs));
+        char* p = buf + (ops % lanes_) * bs;
+        ssize_t r = o_.write ? pwrite(fd, p, bs, off_t(b * bs)) : pread(fd, p, bs, off_t(b * bs));
         if (r != static_cast<ssize_t>(bs)) fail(r < 0 ? errno : EIO, b, o_.write ? "pwrite" : "pread");
         ++ops;
       }
