@@ -355,9 +355,9 @@ def per_io(a) -> dict:
                                       core_ratio=r["per_core"] / raw_core, raw_hot=hot,
                                       hot_ratio=r["iops"] / hot if hot else 0.0,
                                       direct_min_bytes="default" if dmb is None else dmb))
-        # as many requests as the gather pass reads, right before it: a pass of tens of milliseconds after the
-        # engine's threads slept runs slower on this VM for both (the first ~20 ms after an idle spell: 305-367 K
-        # IOPS for the raw thread against 372-444 K right after another pass), so a 0.5 s raw pass was not alike
+        # as many requests as the gather pass reads, right before it: on this VM the first tens of milliseconds
+        # after the process idled run slower for both (the raw thread: 305-367 K IOPS against 372-444 K right
+        # after another pass), which a 0.5 s raw pass amortised and a 60 ms gather pass did not
         hot, _ = _raw_one_thread(tf.path, a.ref_seconds, 0, a.rows)
         raw, _ = _raw_one_thread(tf.path, a.ref_seconds, a.batch * 4096, a.rows)
         rr, b, cpu = batched_rate(tf.gather, one_row_per_block(tf, a.rows, g), a.batch,
